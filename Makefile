@@ -1,0 +1,29 @@
+# memlens: `make run` opens the inspector, `make test` runs the whole suite headless.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "memlens needs Python >= 3.11")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/memlens gui
+
+lint: install
+	$(VENV)/bin/lint-imports
+
+test: install
+	QT_QPA_PLATFORM=offscreen $(VENV)/bin/lint-imports
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis

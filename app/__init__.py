@@ -1,0 +1,1 @@
+"""memlens entry points: command line and the Qt application."""

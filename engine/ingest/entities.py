@@ -1,0 +1,80 @@
+"""Cheap entity mentions for episodic memories: speakers, proper names, emails, handles, symbols.
+
+This is a recall aid (the entity channel matches query names against these), not NER: it
+prefers a few honest mentions over many guesses. Offsets are relative to the text given.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+# Capitalised words in a row ("New York", "Dr. Ana Lima"), allowing an inner "of"/"de"/"van".
+_PROPER = re.compile(
+    r"\b(?:[A-Z][\w'’-]*\.?)(?:\s+(?:(?:of|de|da|van|von|del|la|le)\s+)?[A-Z][\w'’-]*)*"
+)
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_HANDLE = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{2,30}\b")
+
+# Capitalised words that are sentence furniture rather than names when they stand alone.
+_COMMON = frozenset(
+    """i i'm i've i'd i'll me my we our you your he she it they them this that these those
+    a an the and but or so if then when what where why how who which yes no not ok okay oh hey
+    hi hello thanks thank sure well also just really very maybe please sorry wow great good
+    nice cool yeah yep nope haha lol do does did is are was were be been have has had can could
+    would should will shall may might must there here today tomorrow yesterday monday tuesday
+    wednesday thursday friday saturday sunday january february march april may june july
+    august september october november december user assistant system tool session""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    name: str
+    canonical: str
+    kind: str  # person | name | email | handle
+    start: int
+    end: int
+
+
+def canonical_name(name: str) -> str:
+    text = unicodedata.normalize("NFKC", name).casefold().strip()
+    text = re.sub(r"[’']s$", "", text)
+    return re.sub(r"\s+", " ", text)
+
+
+def find_mentions(text: str, *, speaker: str | None = None, speaker_span: tuple[int, int] | None = None) -> list[Mention]:
+    out: list[Mention] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(name: str, kind: str, start: int, end: int) -> None:
+        if any(s < end and start < e for s, e in taken):
+            return
+        canon = canonical_name(name)
+        if not canon:
+            return
+        taken.append((start, end))
+        out.append(Mention(name, canon, kind, start, end))
+
+    if speaker and speaker_span:
+        add(speaker, "person", *speaker_span)
+    for m in _EMAIL.finditer(text):
+        add(m.group(), "email", m.start(), m.end())
+    for m in _HANDLE.finditer(text):
+        add(m.group(), "handle", m.start(), m.end())
+    for m in _PROPER.finditer(text):
+        name = m.group().rstrip(".")
+        words = name.split()
+        # Strip leading sentence furniture ("Hey Caroline" -> "Caroline").
+        while words and words[0].casefold().strip("'’") in _COMMON:
+            words.pop(0)
+        if not words:
+            continue
+        if len(words) == 1 and (len(words[0]) < 2 or words[0].casefold() in _COMMON):
+            continue
+        name = " ".join(words)
+        start = m.start() + m.group().index(words[0])
+        add(name, "name", start, start + len(name))
+    out.sort(key=lambda x: x.start)
+    return out

@@ -1,0 +1,177 @@
+"""Opening, validating and migrating a memlens database; one connection per thread.
+
+apsw.bestpractice.apply(recommended) turns on WAL, foreign keys, strict quoting and more on
+every connection it sees. Before any connection is made to an existing file we read its
+SQLite header ourselves, so a file that is not ours is refused without a single byte of it
+changing (WAL would otherwise be switched on in someone else's database).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import apsw.bestpractice
+
+from ..errors import DatabaseTooNew, NotAMemlensDatabase
+from .schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+_BEST_PRACTICE_APPLIED = False
+_APPLY_LOCK = threading.Lock()
+BUSY_TIMEOUT_MS = 5000  # other processes (an agent over MCP, a CLI ingest) write too
+
+
+def _apply_best_practice() -> None:
+    global _BEST_PRACTICE_APPLIED
+    with _APPLY_LOCK:
+        if not _BEST_PRACTICE_APPLIED:
+            apsw.bestpractice.apply(apsw.bestpractice.recommended)
+            _BEST_PRACTICE_APPLIED = True
+
+
+def _read_header(path: Path) -> tuple[bytes, int, int] | None:
+    """(magic, user_version, application_id) from the file header, or None for an empty file."""
+    with open(path, "rb") as fh:
+        head = fh.read(100)
+    if not head:
+        return None
+    if len(head) < 100:
+        return (head[:16], 0, 0)
+    user_version, = struct.unpack(">I", head[60:64])
+    application_id, = struct.unpack(">I", head[68:72])
+    return head[:16], user_version, application_id
+
+
+def check_file(path: Path) -> None:
+    """Refuse, without writing, a file that is not an empty or memlens SQLite database."""
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise NotAMemlensDatabase(f"{path}: is a directory, not a database file")
+    header = _read_header(path)
+    if header is None:
+        return  # a zero-byte file: SQLite treats it as an empty database
+    magic, user_version, application_id = header
+    if magic != b"SQLite format 3\x00":
+        raise NotAMemlensDatabase(f"{path}: not a memlens database (not an SQLite file)")
+    if application_id == APPLICATION_ID:
+        if user_version > SCHEMA_VERSION:
+            raise DatabaseTooNew(
+                f"{path}: written by a newer memlens (schema {user_version}, this one knows "
+                f"{SCHEMA_VERSION}); upgrade memlens to open it"
+            )
+        return
+    # The header may be stale while a WAL holds the real first page (a crash before checkpoint):
+    # look through SQLite, read-only, which the best-practice hooks leave untouched.
+    try:
+        probe = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            app_id = probe.pragma("application_id")
+            version = probe.pragma("user_version")
+            tables = probe.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+        finally:
+            probe.close()
+    except apsw.Error as exc:
+        raise NotAMemlensDatabase(f"{path}: not a memlens database ({exc.__class__.__name__})") from None
+    if app_id == APPLICATION_ID:
+        if version > SCHEMA_VERSION:
+            raise DatabaseTooNew(
+                f"{path}: written by a newer memlens (schema {version}, this one knows {SCHEMA_VERSION})"
+            )
+        return
+    if app_id != 0 or version != 0 or tables:
+        raise NotAMemlensDatabase(f"{path}: not a memlens database (an SQLite file of another application)")
+
+
+class Database:
+    """A memlens database file: per-thread connections and one process-wide writer lock."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
+        self.path = Path(path) if str(path) != ":memory:" else Path(":memory:")
+        self.readonly = readonly
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[apsw.Connection] = []
+        self._all_lock = threading.Lock()
+        self._closed = False
+        if str(self.path) != ":memory:":
+            if not self.path.exists() and not create:
+                raise NotAMemlensDatabase(f"{self.path}: no such database")
+            check_file(self.path)
+            if create and not readonly:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        _apply_best_practice()
+        conn = self.connection()
+        if not readonly:
+            self._migrate(conn)
+        else:
+            version = conn.pragma("user_version")
+            if version != SCHEMA_VERSION:
+                raise DatabaseTooNew(f"{self.path}: schema {version}, expected {SCHEMA_VERSION}")
+
+    # -- connections -----------------------------------------------------------------------
+    def connection(self) -> apsw.Connection:
+        if self._closed:
+            raise RuntimeError("database is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            flags = apsw.SQLITE_OPEN_READONLY if self.readonly else (
+                apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+            )
+            try:
+                conn = apsw.Connection(str(self.path), flags=flags)
+            except apsw.Error as exc:
+                raise NotAMemlensDatabase(f"{self.path}: cannot open ({exc})") from None
+            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """The single writer: one transaction, serialised across the threads of this process."""
+        if self.readonly:
+            raise RuntimeError("database opened read-only")
+        conn = self.connection()
+        with self._write_lock:
+            with conn:
+                yield conn
+
+    def data_version(self) -> int:
+        """Changes when another connection commits; cheap, for cache invalidation."""
+        return self.connection().data_version()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            with contextlib.suppress(apsw.Error):
+                conn.close()
+        self._local = threading.local()
+
+    # -- schema ----------------------------------------------------------------------------
+    def _migrate(self, conn: apsw.Connection) -> None:
+        with self._write_lock:
+            version = conn.pragma("user_version")
+            app_id = conn.pragma("application_id")
+            if version > SCHEMA_VERSION:
+                raise DatabaseTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
+            if version and app_id != APPLICATION_ID:
+                raise NotAMemlensDatabase(f"{self.path}: not a memlens database")
+            for step in range(version, SCHEMA_VERSION):
+                with conn:
+                    MIGRATIONS[step](conn)
+                    conn.pragma("application_id", APPLICATION_ID)
+                    conn.pragma("user_version", step + 1)
+
+    def integrity_check(self) -> str:
+        return ";".join(row[0] for row in self.connection().execute("PRAGMA integrity_check"))

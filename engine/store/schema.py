@@ -1,0 +1,370 @@
+"""The whole data model as ordered user_version migrations (ARCHITECTURE.md, "Data model").
+
+Migration N brings a database from user_version N-1 to N inside one transaction. Never edit a
+released step: add a new one. Every table that holds user data carries the four scope columns,
+and every index that serves reads leads with them so scoped queries stay index-only.
+"""
+
+from __future__ import annotations
+
+import apsw
+import apsw.fts5
+
+APPLICATION_ID = 0x4D4C4E53  # "MLNS"
+
+SCOPE_COLS = """
+    user_id    TEXT NOT NULL,
+    agent_id   TEXT NOT NULL,
+    scope_type TEXT NOT NULL CHECK (scope_type IN ('agent','conversation','task','channel','shared')),
+    scope_id   TEXT NOT NULL"""
+
+_V1 = f"""
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE documents (
+    id            INTEGER PRIMARY KEY,{SCOPE_COLS},
+    source_type   TEXT NOT NULL,
+    uri           TEXT,
+    external_id   TEXT,
+    title         TEXT,
+    text          TEXT NOT NULL,
+    content_hash  TEXT NOT NULL,
+    trust         TEXT NOT NULL CHECK (trust IN ('user','assistant','tool','external')),
+    source_time   TEXT,
+    ingested_at   TEXT NOT NULL,
+    retracted_at  TEXT,
+    retract_reason TEXT,
+    version       INTEGER NOT NULL DEFAULT 1,
+    previous_id   INTEGER REFERENCES documents(id),
+    replaced_at   TEXT,
+    meta          TEXT NOT NULL DEFAULT '{{}}'
+) STRICT;
+CREATE INDEX documents_identity ON documents(user_id, agent_id, scope_type, scope_id, uri, external_id, version);
+CREATE INDEX documents_hash ON documents(user_id, agent_id, scope_type, scope_id, content_hash);
+
+CREATE TABLE chunks (
+    id            INTEGER PRIMARY KEY,{SCOPE_COLS},
+    document_id   INTEGER NOT NULL REFERENCES documents(id),
+    ordinal       INTEGER NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('message','window','heading','paragraph','quote','code_symbol','split')),
+    start         INTEGER NOT NULL,
+    "end"         INTEGER NOT NULL,
+    text          TEXT NOT NULL,
+    content_hash  TEXT NOT NULL,
+    speaker       TEXT,
+    role          TEXT,
+    message_id    TEXT,
+    source_time   TEXT,
+    trust         TEXT NOT NULL,
+    quotes_chunk_id INTEGER REFERENCES chunks(id),
+    meta          TEXT NOT NULL DEFAULT '{{}}',
+    CHECK (start >= 0 AND "end" > start)
+) STRICT;
+CREATE INDEX chunks_document ON chunks(document_id, ordinal);
+CREATE INDEX chunks_message ON chunks(user_id, agent_id, scope_type, scope_id, message_id);
+
+CREATE TABLE memories (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    kind            TEXT NOT NULL CHECK (kind IN ('episode','fact','summary')),
+    text            TEXT NOT NULL,
+    category        TEXT,
+    importance      REAL NOT NULL DEFAULT 0.5,
+    confidence      REAL NOT NULL DEFAULT 1.0,
+    trust           TEXT NOT NULL CHECK (trust IN ('user','assistant','tool','external')),
+    is_static       INTEGER NOT NULL DEFAULT 0,
+    source_time     TEXT,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL,
+    forget_after    TEXT,
+    forgotten_at    TEXT,
+    forget_reason   TEXT,
+    retracted_at    TEXT,
+    access_count    INTEGER NOT NULL DEFAULT 0,
+    last_accessed_at TEXT,
+    strength        REAL NOT NULL DEFAULT 1.0,
+    pinned          INTEGER NOT NULL DEFAULT 0,
+    content_hash    TEXT NOT NULL,
+    extraction_method TEXT,
+    external_ref    TEXT
+) STRICT;
+CREATE INDEX memories_scope ON memories(user_id, agent_id, scope_type, scope_id, kind, id);
+CREATE INDEX memories_hash ON memories(user_id, agent_id, scope_type, scope_id, content_hash);
+CREATE INDEX memories_time ON memories(user_id, agent_id, scope_type, scope_id, source_time);
+
+CREATE TABLE facts (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    memory_id       INTEGER NOT NULL REFERENCES memories(id),
+    subject         TEXT NOT NULL,
+    predicate       TEXT NOT NULL,
+    object          TEXT NOT NULL,
+    subject_key     TEXT NOT NULL,
+    predicate_key   TEXT NOT NULL,
+    object_key      TEXT NOT NULL,
+    relation        TEXT NOT NULL DEFAULT 'new' CHECK (relation IN ('new','updates','extends','derives')),
+    status          TEXT NOT NULL DEFAULT 'active'
+                    CHECK (status IN ('active','superseded','expired','needs_review','retracted')),
+    confidence      REAL NOT NULL,
+    importance      REAL NOT NULL DEFAULT 0.5,
+    category        TEXT,
+    is_static       INTEGER NOT NULL DEFAULT 0,
+    valid_from      TEXT,
+    valid_to        TEXT,
+    learned_at      TEXT NOT NULL,
+    invalidated_at  TEXT,
+    forget_after    TEXT,
+    supersedes_fact_id INTEGER REFERENCES facts(id),
+    evidence        TEXT,
+    evidence_unverified INTEGER NOT NULL DEFAULT 0,
+    source_count    INTEGER NOT NULL DEFAULT 1,
+    extraction_method TEXT NOT NULL,
+    extractor_model TEXT,
+    prompt_version  TEXT,
+    rule            TEXT,
+    reason          TEXT,
+    external_ref    TEXT
+) STRICT;
+CREATE INDEX facts_key ON facts(user_id, agent_id, scope_type, scope_id, subject_key, predicate_key, status);
+CREATE INDEX facts_memory ON facts(memory_id);
+CREATE INDEX facts_status ON facts(user_id, agent_id, scope_type, scope_id, status);
+
+CREATE TABLE memory_relations (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    src_memory_id   INTEGER NOT NULL REFERENCES memories(id),
+    dst_memory_id   INTEGER NOT NULL REFERENCES memories(id),
+    type            TEXT NOT NULL CHECK (type IN ('updates','extends','derives')),
+    confidence      REAL NOT NULL DEFAULT 1.0,
+    evidence_chunk_id INTEGER REFERENCES chunks(id),
+    created_by      TEXT NOT NULL CHECK (created_by IN ('extractor','operator','import')),
+    rule            TEXT,
+    reason          TEXT,
+    created_at      TEXT NOT NULL,
+    removed_at      TEXT
+) STRICT;
+CREATE INDEX relations_src ON memory_relations(src_memory_id);
+CREATE INDEX relations_dst ON memory_relations(dst_memory_id);
+
+CREATE TABLE memory_sources (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    memory_id       INTEGER NOT NULL REFERENCES memories(id),
+    chunk_id        INTEGER NOT NULL REFERENCES chunks(id),
+    document_id     INTEGER NOT NULL REFERENCES documents(id),
+    start           INTEGER NOT NULL,
+    "end"           INTEGER NOT NULL,
+    relevance       REAL NOT NULL DEFAULT 1.0,
+    created_at      TEXT NOT NULL,
+    CHECK (start >= 0 AND "end" >= start),
+    UNIQUE (memory_id, chunk_id, start, "end")
+) STRICT;
+CREATE INDEX sources_chunk ON memory_sources(chunk_id);
+CREATE INDEX sources_document ON memory_sources(document_id);
+
+CREATE TABLE entities (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    name            TEXT NOT NULL,
+    canonical       TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    UNIQUE (user_id, agent_id, scope_type, scope_id, canonical, kind)
+) STRICT;
+
+CREATE TABLE entity_mentions (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    entity_id       INTEGER NOT NULL REFERENCES entities(id),
+    memory_id       INTEGER NOT NULL REFERENCES memories(id),
+    chunk_id        INTEGER REFERENCES chunks(id),
+    start           INTEGER,
+    "end"           INTEGER
+) STRICT;
+CREATE INDEX mentions_entity ON entity_mentions(entity_id, memory_id);
+CREATE INDEX mentions_memory ON entity_mentions(memory_id);
+
+CREATE TABLE embeddings (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    owner_type      TEXT NOT NULL CHECK (owner_type IN ('memory','chunk')),
+    owner_id        INTEGER NOT NULL,
+    vector          BLOB NOT NULL,
+    provider        TEXT NOT NULL,
+    model           TEXT NOT NULL,
+    dims            INTEGER NOT NULL,
+    created_at      TEXT NOT NULL,
+    embed_ms        REAL,
+    stale           INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (owner_type, owner_id)
+) STRICT;
+CREATE INDEX embeddings_scope ON embeddings(user_id, agent_id, scope_type, scope_id, owner_type);
+CREATE INDEX embeddings_stale ON embeddings(stale) WHERE stale = 1;
+
+CREATE TABLE retrieval_traces (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    origin          TEXT NOT NULL CHECK (origin IN ('operator','agent','bench')),
+    query_text      TEXT,
+    query_hash      TEXT NOT NULL,
+    recipe          TEXT NOT NULL,
+    k               INTEGER NOT NULL,
+    as_of           TEXT,
+    params          TEXT NOT NULL DEFAULT '{{}}',
+    plan            TEXT,
+    rerank          TEXT,
+    stages          TEXT NOT NULL DEFAULT '[]',
+    timings         TEXT NOT NULL DEFAULT '{{}}',
+    context_text    TEXT,
+    context_tokens  INTEGER,
+    result_count    INTEGER NOT NULL DEFAULT 0,
+    created_at      TEXT NOT NULL
+) STRICT;
+CREATE INDEX traces_scope ON retrieval_traces(user_id, agent_id, scope_type, scope_id, id);
+
+CREATE TABLE trace_candidates (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    trace_id        INTEGER NOT NULL REFERENCES retrieval_traces(id) ON DELETE CASCADE,
+    memory_id       INTEGER NOT NULL,
+    channels        TEXT NOT NULL DEFAULT '{{}}',
+    components      TEXT NOT NULL DEFAULT '{{}}',
+    score           REAL,
+    rank            INTEGER,
+    dropped_stage   TEXT,
+    drop_reason     TEXT,
+    drop_detail     TEXT,
+    tokens          INTEGER
+) STRICT;
+CREATE INDEX trace_candidates_trace ON trace_candidates(trace_id, rank);
+CREATE INDEX trace_candidates_memory ON trace_candidates(memory_id);
+
+CREATE TABLE conflicts (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    fact_a_id       INTEGER NOT NULL REFERENCES facts(id),
+    fact_b_id       INTEGER NOT NULL REFERENCES facts(id),
+    rule            TEXT NOT NULL,
+    reason          TEXT,
+    status          TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open','resolved','dismissed')),
+    resolution      TEXT,
+    created_at      TEXT NOT NULL,
+    resolved_at     TEXT,
+    curation_id     INTEGER
+) STRICT;
+CREATE INDEX conflicts_status ON conflicts(user_id, agent_id, scope_type, scope_id, status);
+
+CREATE TABLE curation_log (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    command         TEXT NOT NULL,
+    target_type     TEXT,
+    target_id       INTEGER,
+    before          TEXT NOT NULL DEFAULT '{{}}',
+    after           TEXT NOT NULL DEFAULT '{{}}',
+    actor           TEXT NOT NULL,
+    note            TEXT,
+    created_at      TEXT NOT NULL,
+    undone_at       TEXT,
+    undo_of         INTEGER REFERENCES curation_log(id)
+) STRICT;
+CREATE INDEX curation_scope ON curation_log(user_id, agent_id, scope_type, scope_id, id);
+
+CREATE TABLE extraction_queue (
+    id              INTEGER PRIMARY KEY,{SCOPE_COLS},
+    document_id     INTEGER NOT NULL REFERENCES documents(id),
+    first_ordinal   INTEGER NOT NULL,
+    last_ordinal    INTEGER NOT NULL,
+    status          TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending','done','failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    last_error      TEXT,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL,
+    UNIQUE (document_id, first_ordinal, last_ordinal)
+) STRICT;
+CREATE INDEX extraction_queue_status ON extraction_queue(status, id);
+
+CREATE TABLE llm_calls (
+    id              INTEGER PRIMARY KEY,
+    user_id         TEXT,
+    agent_id        TEXT,
+    scope_type      TEXT,
+    scope_id        TEXT,
+    task            TEXT NOT NULL,
+    model           TEXT,
+    request_hash    TEXT NOT NULL,
+    request         TEXT,
+    response        TEXT,
+    ok              INTEGER NOT NULL,
+    error           TEXT,
+    prompt_tokens   INTEGER,
+    completion_tokens INTEGER,
+    latency_ms      REAL,
+    cost_estimate   REAL,
+    created_at      TEXT NOT NULL
+) STRICT;
+CREATE INDEX llm_calls_hash ON llm_calls(request_hash);
+
+CREATE TABLE bench_runs (
+    id              INTEGER PRIMARY KEY,
+    dataset         TEXT NOT NULL,
+    data_path       TEXT,
+    sha256          TEXT NOT NULL,
+    split           TEXT,
+    recipe          TEXT NOT NULL,
+    k_values        TEXT NOT NULL,
+    embedder        TEXT,
+    models          TEXT NOT NULL DEFAULT '{{}}',
+    prompt_hashes   TEXT NOT NULL DEFAULT '{{}}',
+    git_commit      TEXT,
+    config          TEXT NOT NULL DEFAULT '{{}}',
+    status          TEXT NOT NULL DEFAULT 'running' CHECK (status IN ('running','done','failed','cancelled')),
+    sample_count    INTEGER NOT NULL DEFAULT 0,
+    failures        INTEGER NOT NULL DEFAULT 0,
+    metrics         TEXT,
+    by_category     TEXT,
+    latency_ms      TEXT,
+    context_tokens  TEXT,
+    started_at      TEXT NOT NULL,
+    finished_at     TEXT
+) STRICT;
+
+CREATE TABLE bench_items (
+    id              INTEGER PRIMARY KEY,
+    run_id          INTEGER NOT NULL REFERENCES bench_runs(id) ON DELETE CASCADE,
+    container       TEXT NOT NULL,
+    question_id     TEXT NOT NULL,
+    question        TEXT,
+    category        TEXT,
+    gold            TEXT NOT NULL DEFAULT '{{}}',
+    retrieved       TEXT NOT NULL DEFAULT '[]',
+    metrics         TEXT NOT NULL DEFAULT '{{}}',
+    latency_ms      REAL,
+    context_tokens  INTEGER,
+    trace_id        INTEGER,
+    trace_db        TEXT,
+    status          TEXT NOT NULL DEFAULT 'done' CHECK (status IN ('done','failed','skipped')),
+    error           TEXT,
+    answer          TEXT,
+    judge           TEXT,
+    UNIQUE (run_id, question_id)
+) STRICT;
+"""
+
+
+def _v1(conn: apsw.Connection) -> None:
+    conn.execute(_V1)
+    tokenize = ["porter", "unicode61", "remove_diacritics", "2"]
+    apsw.fts5.Table.create(
+        conn, "memories_fts", ["text"], content="memories", content_rowid="id",
+        tokenize=tokenize, generate_triggers=True,
+    )
+    apsw.fts5.Table.create(
+        conn, "chunks_fts", ["text"], content="chunks", content_rowid="id",
+        tokenize=tokenize, generate_triggers=True,
+    )
+    # The generated update triggers fire on ANY column change; usage reinforcement touches
+    # memories.access_count on every agent recall, so narrow them to the indexed column.
+    for table in ("memories", "chunks"):
+        trigger = f"fts5sync_{table}_to_{table}_fts_update"
+        (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (trigger,)).fetchone()
+        narrowed = sql.replace(f'after update on "{table}"', f'after update of "text" on "{table}"')
+        assert narrowed != sql, "apsw changed its trigger text; revisit the FTS update trigger"
+        conn.execute(f'DROP TRIGGER "{trigger}"')
+        conn.execute(narrowed)
+
+
+MIGRATIONS = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)

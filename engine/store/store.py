@@ -1,0 +1,378 @@
+"""The store API: every read and every write names a Scope. All SQL lives here (and in schema).
+
+Writes go through `Store.writer(scope)`, one transaction per logical change (for ingestion:
+one per document), under the process-wide single-writer lock of Database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..records import Chunk, Document, Memory, Source, from_dict
+from ..scope import Scope
+from ..timeutil import now_iso
+from .db import Database
+
+_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+_SCOPE_WHERE_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
+
+
+def _dict_row(cursor, row: tuple) -> dict[str, Any]:
+    return dict(zip((d[0] for d in cursor.getdescription()), row))
+
+
+def _dicts(conn, sql: str, params: tuple) -> list[dict[str, Any]]:
+    cur = conn.cursor()
+    cur.row_trace = _dict_row  # the description is only readable while a row is current
+    return list(cur.execute(sql, params))
+
+
+def _one(conn, cls, sql: str, params: tuple):
+    rows = _dicts(conn, sql, params)
+    return from_dict(cls, rows[0]) if rows else None
+
+
+def _all(conn, cls, sql: str, params: tuple) -> list:
+    return [from_dict(cls, r) for r in _dicts(conn, sql, params)]
+
+
+class Writer:
+    """Granular writes inside one open transaction, all stamped with one scope."""
+
+    def __init__(self, conn, scope: Scope) -> None:
+        self.conn = conn
+        self.scope = scope
+        self._sp = scope.as_params()
+        self.now = now_iso()
+
+    # documents -----------------------------------------------------------------------------
+    def insert_document(
+        self, *, source_type: str, uri: str | None, external_id: str | None, title: str | None,
+        text: str, content_hash: str, trust: str, source_time: str | None, version: int,
+        previous_id: int | None, meta: dict,
+    ) -> int:
+        self.conn.execute(
+            "INSERT INTO documents(user_id, agent_id, scope_type, scope_id, source_type, uri,"
+            " external_id, title, text, content_hash, trust, source_time, ingested_at, version,"
+            " previous_id, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*self._sp, source_type, uri, external_id, title, text, content_hash, trust,
+             source_time, self.now, version, previous_id, json.dumps(meta, sort_keys=True)),
+        )
+        return self.conn.last_insert_rowid()
+
+    def mark_document_replaced(self, document_id: int) -> None:
+        self.conn.execute(
+            f"UPDATE documents SET replaced_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            (self.now, document_id, *self._sp),
+        )
+
+    # chunks --------------------------------------------------------------------------------
+    def insert_chunk(
+        self, *, document_id: int, ordinal: int, kind: str, start: int, end: int, text: str,
+        content_hash: str, speaker: str | None, role: str | None, message_id: str | None,
+        source_time: str | None, trust: str, quotes_chunk_id: int | None, meta: dict,
+    ) -> int:
+        self.conn.execute(
+            'INSERT INTO chunks(user_id, agent_id, scope_type, scope_id, document_id, ordinal, kind,'
+            ' start, "end", text, content_hash, speaker, role, message_id, source_time, trust,'
+            " quotes_chunk_id, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*self._sp, document_id, ordinal, kind, start, end, text, content_hash, speaker, role,
+             message_id, source_time, trust, quotes_chunk_id, json.dumps(meta, sort_keys=True)),
+        )
+        return self.conn.last_insert_rowid()
+
+    def move_chunk(
+        self, chunk_id: int, *, document_id: int, ordinal: int, start: int, end: int,
+        quotes_chunk_id: int | None, meta: dict, source_time: str | None,
+    ) -> None:
+        """A chunk whose text survives into a new document version keeps its id and memory.
+
+        The source spans inside it move with it, keeping their offset within the chunk.
+        """
+        (old_start,) = self.conn.execute(
+            f"SELECT start FROM chunks WHERE id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp)).fetchone()
+        self.conn.execute(
+            'UPDATE chunks SET document_id = ?, ordinal = ?, start = ?, "end" = ?, quotes_chunk_id = ?,'
+            f" meta = ?, source_time = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            (document_id, ordinal, start, end, quotes_chunk_id, json.dumps(meta, sort_keys=True),
+             source_time, chunk_id, *self._sp),
+        )
+        delta = start - old_start
+        self.conn.execute(
+            'UPDATE memory_sources SET start = start + ?, "end" = "end" + ?, document_id = ?'
+            f" WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            (delta, delta, document_id, chunk_id, *self._sp),
+        )
+        self.conn.execute(
+            'UPDATE entity_mentions SET start = start + ?, "end" = "end" + ?'
+            f" WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            (delta, delta, chunk_id, *self._sp),
+        )
+
+    def delete_chunk(self, chunk_id: int) -> list[int]:
+        """Remove a chunk and its source links; return the memories that lost a source."""
+        mids = [r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT memory_id FROM memory_sources WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            (chunk_id, *self._sp))]
+        self.conn.execute(f"DELETE FROM memory_sources WHERE chunk_id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp))
+        self.conn.execute(
+            f"UPDATE entity_mentions SET chunk_id = NULL, start = NULL, \"end\" = NULL WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            (chunk_id, *self._sp))
+        self.conn.execute(f"UPDATE chunks SET quotes_chunk_id = NULL WHERE quotes_chunk_id = ? AND {_SCOPE_WHERE}",
+                          (chunk_id, *self._sp))
+        self.conn.execute(f"UPDATE memory_relations SET evidence_chunk_id = NULL WHERE evidence_chunk_id = ? AND {_SCOPE_WHERE}",
+                          (chunk_id, *self._sp))
+        self.conn.execute(f"DELETE FROM chunks WHERE id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp))
+        return mids
+
+    # memories ------------------------------------------------------------------------------
+    def insert_memory(
+        self, *, kind: str, text: str, trust: str, content_hash: str, source_time: str | None,
+        category: str | None = None, importance: float = 0.5, confidence: float = 1.0,
+        is_static: bool = False, forget_after: str | None = None,
+        extraction_method: str | None = None, external_ref: str | None = None,
+    ) -> int:
+        self.conn.execute(
+            "INSERT INTO memories(user_id, agent_id, scope_type, scope_id, kind, text, category,"
+            " importance, confidence, trust, is_static, source_time, created_at, updated_at,"
+            " forget_after, content_hash, extraction_method, external_ref)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*self._sp, kind, text, category, importance, confidence, trust, int(is_static),
+             source_time, self.now, self.now, forget_after, content_hash, extraction_method,
+             external_ref),
+        )
+        return self.conn.last_insert_rowid()
+
+    def source_count(self, memory_id: int) -> int:
+        return self.conn.execute(
+            f"SELECT count(*) FROM memory_sources WHERE memory_id = ? AND {_SCOPE_WHERE}",
+            (memory_id, *self._sp)).fetchone()[0]
+
+    def memory_kind(self, memory_id: int) -> str | None:
+        row = self.conn.execute(f"SELECT kind FROM memories WHERE id = ? AND {_SCOPE_WHERE}",
+                                (memory_id, *self._sp)).fetchone()
+        return row[0] if row else None
+
+    def delete_memory(self, memory_id: int) -> None:
+        """Hard delete of an unsupported episode (its text lives on in the older document)."""
+        p = (memory_id, *self._sp)
+        self.conn.execute(f"DELETE FROM embeddings WHERE owner_type = 'memory' AND owner_id = ? AND {_SCOPE_WHERE}", p)
+        self.conn.execute(f"DELETE FROM entity_mentions WHERE memory_id = ? AND {_SCOPE_WHERE}", p)
+        self.conn.execute(f"DELETE FROM memory_sources WHERE memory_id = ? AND {_SCOPE_WHERE}", p)
+        self.conn.execute(f"DELETE FROM memories WHERE id = ? AND {_SCOPE_WHERE}", p)
+
+    def forget_memory(self, memory_id: int, reason: str) -> None:
+        self.conn.execute(
+            f"UPDATE memories SET forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE id = ? AND {_SCOPE_WHERE}"
+            " AND forgotten_at IS NULL",
+            (self.now, reason, self.now, memory_id, *self._sp))
+
+    def add_source(self, *, memory_id: int, chunk_id: int, document_id: int, start: int, end: int,
+                   relevance: float = 1.0) -> None:
+        self.conn.execute(
+            'INSERT OR IGNORE INTO memory_sources(user_id, agent_id, scope_type, scope_id, memory_id,'
+            ' chunk_id, document_id, start, "end", relevance, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)',
+            (*self._sp, memory_id, chunk_id, document_id, start, end, relevance, self.now))
+
+    # embeddings ----------------------------------------------------------------------------
+    def put_embeddings(self, owner_type: str, rows: list[tuple[int, np.ndarray]], *, provider: str,
+                       model: str, dims: int, embed_ms: float | None) -> None:
+        self.conn.executemany(
+            "INSERT INTO embeddings(user_id, agent_id, scope_type, scope_id, owner_type, owner_id,"
+            " vector, provider, model, dims, created_at, embed_ms, stale) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0)"
+            " ON CONFLICT(owner_type, owner_id) DO UPDATE SET vector = excluded.vector,"
+            " provider = excluded.provider, model = excluded.model, dims = excluded.dims,"
+            " created_at = excluded.created_at, embed_ms = excluded.embed_ms, stale = 0",
+            [(*self._sp, owner_type, oid, np.asarray(vec, dtype=np.float32).tobytes(), provider, model,
+              dims, self.now, embed_ms) for oid, vec in rows],
+        )
+
+    # entities ------------------------------------------------------------------------------
+    def upsert_entity(self, name: str, canonical: str, kind: str) -> int:
+        row = self.conn.execute(
+            f"SELECT id FROM entities WHERE {_SCOPE_WHERE} AND canonical = ? AND kind = ?",
+            (*self._sp, canonical, kind)).fetchone()
+        if row:
+            return row[0]
+        self.conn.execute(
+            "INSERT INTO entities(user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
+            " VALUES (?,?,?,?,?,?,?,?)", (*self._sp, name, canonical, kind, self.now))
+        return self.conn.last_insert_rowid()
+
+    def add_mentions(self, rows: list[tuple[int, int, int | None, int | None, int | None]]) -> None:
+        """rows: (entity_id, memory_id, chunk_id, start, end) with document offsets."""
+        self.conn.executemany(
+            'INSERT INTO entity_mentions(user_id, agent_id, scope_type, scope_id, entity_id, memory_id,'
+            ' chunk_id, start, "end") VALUES (?,?,?,?,?,?,?,?,?)',
+            [(*self._sp, *r) for r in rows])
+
+    # meta ----------------------------------------------------------------------------------
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                          (key, value))
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
+        self.db = Database(path, create=create, readonly=readonly)
+        self.path = self.db.path
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def conn(self):
+        return self.db.connection()
+
+    @contextlib.contextmanager
+    def writer(self, scope: Scope) -> Iterator[Writer]:
+        if not isinstance(scope, Scope):
+            raise TypeError("writer() needs a Scope")
+        with self.db.write() as conn:
+            yield Writer(conn, scope)
+
+    # meta ----------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.db.write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                         (key, value))
+
+    # documents -----------------------------------------------------------------------------
+    def latest_document(self, scope: Scope, uri: str | None, external_id: str | None) -> Document | None:
+        return _one(
+            self.conn, Document,
+            f"SELECT * FROM documents WHERE {_SCOPE_WHERE} AND uri IS ? AND external_id IS ?"
+            " AND replaced_at IS NULL ORDER BY version DESC LIMIT 1",
+            (*scope.as_params(), uri, external_id))
+
+    def document(self, scope: Scope, document_id: int) -> Document | None:
+        return _one(self.conn, Document, f"SELECT * FROM documents WHERE id = ? AND {_SCOPE_WHERE}",
+                    (document_id, *scope.as_params()))
+
+    def documents(self, scope: Scope, *, limit: int = 1000, offset: int = 0) -> list[Document]:
+        return _all(self.conn, Document,
+                    f"SELECT * FROM documents WHERE {_SCOPE_WHERE} ORDER BY id LIMIT ? OFFSET ?",
+                    (*scope.as_params(), limit, offset))
+
+    def chunks_of(self, scope: Scope, document_id: int) -> list[Chunk]:
+        return _all(self.conn, Chunk,
+                    f"SELECT * FROM chunks WHERE document_id = ? AND {_SCOPE_WHERE} ORDER BY ordinal",
+                    (document_id, *scope.as_params()))
+
+    def chunk(self, scope: Scope, chunk_id: int) -> Chunk | None:
+        return _one(self.conn, Chunk, f"SELECT * FROM chunks WHERE id = ? AND {_SCOPE_WHERE}",
+                    (chunk_id, *scope.as_params()))
+
+    def memory(self, scope: Scope, memory_id: int) -> Memory | None:
+        return _one(self.conn, Memory, f"SELECT * FROM memories WHERE id = ? AND {_SCOPE_WHERE}",
+                    (memory_id, *scope.as_params()))
+
+    def memories_of_chunk(self, scope: Scope, chunk_id: int) -> list[int]:
+        return [r[0] for r in self.conn.execute(
+            f"SELECT memory_id FROM memory_sources WHERE chunk_id = ? AND {_SCOPE_WHERE} ORDER BY memory_id",
+            (chunk_id, *scope.as_params()))]
+
+    def sources_of(self, scope: Scope, memory_id: int) -> list[Source]:
+        return _all(self.conn, Source,
+                    f"SELECT * FROM memory_sources WHERE memory_id = ? AND {_SCOPE_WHERE} ORDER BY id",
+                    (memory_id, *scope.as_params()))
+
+    def mentions_of(self, scope: Scope, memory_id: int) -> list[dict[str, Any]]:
+        return _dicts(self.conn,
+                      'SELECT e.id AS entity_id, e.name, e.kind, m.chunk_id, m.start, m."end"'
+                      " FROM entity_mentions m JOIN entities e ON e.id = m.entity_id"
+                      f" WHERE m.memory_id = ? AND {_SCOPE_WHERE_M} ORDER BY m.start", (memory_id, *scope.as_params()))
+
+    def embedding_of(self, scope: Scope, owner_type: str, owner_id: int) -> dict[str, Any] | None:
+        rows = _dicts(self.conn,
+                      "SELECT provider, model, dims, created_at, embed_ms, stale, vector FROM embeddings"
+                      f" WHERE owner_type = ? AND owner_id = ? AND {_SCOPE_WHERE}",
+                      (owner_type, owner_id, *scope.as_params()))
+        if not rows:
+            return None
+        row = rows[0]
+        row["vector"] = np.frombuffer(row["vector"], dtype=np.float32)
+        return row
+
+    # search (the recall pipeline builds on these) --------------------------------------------
+    def fts_memories(self, scope: Scope, match: str, limit: int = 50) -> list[tuple[int, float]]:
+        """(memory_id, bm25) best first for an FTS5 MATCH expression, inside the scope."""
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND {_SCOPE_WHERE_M}"
+            " ORDER BY score LIMIT ?", (match, *scope.as_params(), limit))]
+
+    # accounting ----------------------------------------------------------------------------
+    def counts(self, scope: Scope) -> dict[str, int]:
+        sp = scope.as_params()
+        out = {}
+        for key, sql in (
+            ("documents", f"SELECT count(*) FROM documents WHERE {_SCOPE_WHERE} AND replaced_at IS NULL"),
+            ("chunks", f"SELECT count(*) FROM chunks WHERE {_SCOPE_WHERE}"),
+            ("memories", f"SELECT count(*) FROM memories WHERE {_SCOPE_WHERE}"),
+            ("facts", f"SELECT count(*) FROM facts WHERE {_SCOPE_WHERE}"),
+            ("open_conflicts", f"SELECT count(*) FROM conflicts WHERE {_SCOPE_WHERE} AND status = 'open'"),
+            ("embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE}"),
+            ("stale_embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND stale = 1"),
+        ):
+            out[key] = self.conn.execute(sql, sp).fetchone()[0]
+        return out
+
+    def scopes(self) -> list[Scope]:
+        """Every scope that holds documents or memories (for the inspector's scope picker)."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT user_id, agent_id, scope_type, scope_id FROM memories"
+            " UNION SELECT DISTINCT user_id, agent_id, scope_type, scope_id FROM documents ORDER BY 1, 2, 3, 4")
+        return [Scope(*r) for r in rows]
+
+    # embeddings upkeep ----------------------------------------------------------------------
+    def mark_stale_embeddings(self, provider: str, model: str) -> int:
+        """Vectors from any other provider/model are stale; returns how many were marked."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE embeddings SET stale = 1 WHERE stale = 0 AND (provider != ? OR model != ?)",
+                         (provider, model))
+            return conn.changes()
+
+    def stale_embedding_batch(self, limit: int) -> list[tuple[Scope, str, int, str]]:
+        """(scope, owner_type, owner_id, text) of stale vectors, any scope (maintenance task)."""
+        rows = self.conn.execute(
+            "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id,"
+            " COALESCE(m.text, c.text) FROM embeddings e"
+            " LEFT JOIN memories m ON e.owner_type = 'memory' AND m.id = e.owner_id"
+            " LEFT JOIN chunks c ON e.owner_type = 'chunk' AND c.id = e.owner_id"
+            " WHERE e.stale = 1 ORDER BY e.id LIMIT ?", (limit,))
+        return [(Scope(r[0], r[1], r[2], r[3]), r[4], r[5], r[6] or "") for r in rows]
+
+    # export --------------------------------------------------------------------------------
+    def export(self, scope: Scope) -> dict[str, list[dict[str, Any]]]:
+        sp = scope.as_params()
+        c = self.conn
+        out = {
+            "documents": _dicts(c, f"SELECT * FROM documents WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "chunks": _dicts(c, f"SELECT * FROM chunks WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "memories": _dicts(c, f"SELECT * FROM memories WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "facts": _dicts(c, f"SELECT * FROM facts WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "relations": _dicts(c, f"SELECT * FROM memory_relations WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "sources": _dicts(c, f"SELECT * FROM memory_sources WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "entities": _dicts(c, f"SELECT * FROM entities WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+        }
+        for key in ("documents", "chunks"):
+            for row in out[key]:
+                row["meta"] = json.loads(row["meta"])
+        return out

@@ -1,0 +1,187 @@
+"""Ingestion pipeline over the store: exact spans, versions, vectors, FTS, scopes, stale vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.embed.hashing import HashingEmbedder
+from engine.ingest.model import ParsedChunk, ParsedDocument
+from engine.memory import MemoryEngine
+from engine.scope import Scope
+
+ALICE = Scope.default("alice", "bot")
+BOB = Scope.default("bob", "bot")
+
+
+def chat_doc(messages: list[tuple[str, str]], *, uri="chat.json", external_id="c1") -> ParsedDocument:
+    text, chunks = "", []
+    for speaker, content in messages:
+        if text:
+            text += "\n\n"
+        line = f"{speaker}: {content}"
+        chunks.append(ParsedChunk(start=len(text), end=len(text) + len(line), kind="message",
+                                  speaker=speaker, role="user", message_id=str(len(chunks)),
+                                  source_time="2024-05-01T10:00:00Z"))
+        text += line
+    return ParsedDocument(text=text, source_type="chat", trust="user", uri=uri, external_id=external_id,
+                          title="chat", source_time="2024-05-01T10:00:00Z", chunks=chunks)
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder())
+    yield eng
+    eng.close()
+
+
+MSGS = [("Ana", "I moved to Munich last spring."), ("Ben", "Nice! Do you still work at Siemens?"),
+        ("Ana", "Yes, I lead the battery team there.")]
+
+
+def test_chunks_memories_sources_are_exact(engine):
+    report = engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    assert (report.documents, report.chunks, report.memories, report.skipped) == (1, 3, 3, 0)
+    data = engine.export(ALICE)
+    doc = data["documents"][0]
+    assert len(data["chunks"]) == 3
+    for ch in data["chunks"]:
+        assert doc["text"][ch["start"]:ch["end"]] == ch["text"]
+    by_chunk = {c["id"]: c for c in data["chunks"]}
+    for src in data["sources"]:
+        ch = by_chunk[src["chunk_id"]]
+        assert (src["start"], src["end"]) == (ch["start"], ch["end"])
+    mem_texts = sorted(m["text"] for m in data["memories"])
+    assert mem_texts == sorted(f"{s}: {c}" for s, c in MSGS)
+    assert all(m["kind"] == "episode" and m["trust"] == "user" for m in data["memories"])
+
+
+def test_read_your_writes_fts_and_vectors(engine):
+    engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    hits = engine.store.fts_memories(ALICE, "munich")
+    assert len(hits) == 1
+    mem = engine.store.memory(ALICE, hits[0][0])
+    assert "Munich" in mem.text
+    emb = engine.store.embedding_of(ALICE, "memory", mem.id)
+    assert (emb["provider"], emb["model"], emb["dims"]) == ("hashing", "hashing-v1-384", 384)
+    assert emb["created_at"] and emb["embed_ms"] is not None and emb["embed_ms"] >= 0
+    expected = HashingEmbedder().embed([mem.text])[0]
+    assert np.allclose(emb["vector"], expected)
+    stemmed = engine.store.fts_memories(ALICE, "moving")  # porter stemming: moving ~ moved
+    assert [h[0] for h in stemmed] == [mem.id]
+
+
+def test_unchanged_document_is_a_noop(engine):
+    engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    before = engine.export(ALICE)
+    again = engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    assert (again.documents, again.skipped, again.chunks) == (0, 1, 0)
+    assert engine.export(ALICE) == before
+
+
+def test_changed_document_becomes_a_new_version(engine):
+    engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    first = engine.export(ALICE)
+    kept_chunk = next(c for c in first["chunks"] if "battery" in c["text"])
+    dropped_chunk = next(c for c in first["chunks"] if "Siemens" in c["text"])
+    changed = [MSGS[0], ("Ana", "Actually I also adopted a cat named Miso."), MSGS[2]]
+    report = engine.ingest_documents([chat_doc(changed)], scope=ALICE)
+    assert (report.documents, report.chunks, report.removed_chunks) == (1, 1, 1)
+    data = engine.export(ALICE)
+    docs = sorted(data["documents"], key=lambda d: d["version"])
+    assert [d["version"] for d in docs] == [1, 2]
+    assert docs[0]["replaced_at"] is not None and docs[1]["previous_id"] == docs[0]["id"]
+    current = docs[1]
+    chunk_ids = {c["id"] for c in data["chunks"]}
+    assert kept_chunk["id"] in chunk_ids and dropped_chunk["id"] not in chunk_ids
+    for ch in data["chunks"]:
+        assert ch["document_id"] == current["id"]
+        assert current["text"][ch["start"]:ch["end"]] == ch["text"]
+    for src in data["sources"]:
+        assert src["document_id"] == current["id"]
+        assert current["text"][src["start"]:src["end"]] in {c["text"] for c in data["chunks"]}
+    texts = {m["text"] for m in data["memories"]}
+    assert not any("Siemens" in t for t in texts)  # the episode only that chunk supported is gone
+    assert any("Miso" in t for t in texts)
+    assert engine.store.fts_memories(ALICE, "siemens") == []
+    assert engine.store.db.integrity_check() == "ok"
+    # And back: re-ingesting the first version is again a change, not a no-op.
+    back = engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    assert back.documents == 1
+
+
+def test_scopes_do_not_see_each_other(engine):
+    engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    assert engine.counts(BOB)["memories"] == 0
+    assert engine.store.fts_memories(BOB, "munich") == []
+    mid = engine.export(ALICE)["memories"][0]["id"]
+    assert engine.store.memory(BOB, mid) is None
+    with pytest.raises(Exception, match="no memory"):
+        engine.show("memory", mid, scope=BOB)
+    # The same document in Bob's scope is new there, not a no-op.
+    report = engine.ingest_documents([chat_doc(MSGS)], scope=BOB)
+    assert report.documents == 1 and engine.counts(BOB)["memories"] == 3
+
+
+def test_entity_mentions_are_spans_in_the_document(engine):
+    engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    data = engine.export(ALICE)
+    doc = data["documents"][0]
+    mem = next(m for m in data["memories"] if "Munich" in m["text"])
+    mentions = engine.store.mentions_of(ALICE, mem["id"])
+    names = {m["name"] for m in mentions}
+    assert {"Ana", "Munich"} <= names
+    for m in mentions:
+        assert doc["text"][m["start"]:m["end"]] == m["name"]
+
+
+def test_show_memory_has_provenance(engine):
+    engine.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    mid = engine.store.fts_memories(ALICE, "siemens")[0][0]
+    shown = engine.show("memory", mid, scope=ALICE)
+    assert shown["sources"][0]["text"] == "Ben: Nice! Do you still work at Siemens?"
+    assert shown["embedding"]["model"] == "hashing-v1-384"
+
+
+def test_model_change_marks_vectors_stale_and_reembeds(tmp_path):
+    path = tmp_path / "m.db"
+    with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:
+        eng.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    with MemoryEngine(path, embedder=HashingEmbedder(256)) as eng:
+        _ = eng.embedder  # first use notices the model change and starts re-embedding
+        eng.wait_for_background()
+        assert eng.counts(ALICE)["stale_embeddings"] == 0
+        for m in eng.export(ALICE)["memories"]:
+            emb = eng.store.embedding_of(ALICE, "memory", m["id"])
+            assert (emb["model"], emb["dims"], emb["vector"].shape) == ("hashing-v1-256", 256, (256,))
+
+
+def test_stale_vectors_survive_a_stopped_reembed(tmp_path):
+    path = tmp_path / "m.db"
+    with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:
+        eng.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    with MemoryEngine(path, embedder=HashingEmbedder(256), background_reembed=False) as eng:
+        _ = eng.embedder
+        assert eng.counts(ALICE)["stale_embeddings"] == 3
+        assert eng.reembed_stale(should_stop=lambda: True) == 0
+        assert eng.counts(ALICE)["stale_embeddings"] == 3
+        assert eng.reembed_stale() == 3
+        assert eng.counts(ALICE)["stale_embeddings"] == 0
+
+
+def test_progress_and_cancel(engine):
+    from engine.errors import Cancelled
+
+    docs = [chat_doc(MSGS, external_id=f"c{i}") for i in range(5)]
+    seen = []
+    engine.ingest_documents(docs[:2], scope=ALICE, progress=lambda f, m: seen.append(f))
+    assert seen and seen[-1] == pytest.approx(2 / 2)
+    calls = {"n": 0}
+
+    def stop():
+        calls["n"] += 1
+        return calls["n"] > 3
+
+    with pytest.raises(Cancelled):
+        engine.ingest_documents(docs[2:], scope=ALICE, should_stop=stop)
+    assert engine.store.db.integrity_check() == "ok"

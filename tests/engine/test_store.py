@@ -1,0 +1,121 @@
+"""The store: refusing foreign files without touching them, migrations, scope on every row."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import apsw
+import pytest
+
+from engine.errors import DatabaseTooNew, NotAMemlensDatabase
+from engine.scope import Scope
+from engine.store.db import Database
+from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from engine.store.store import Store
+
+SCOPED_TABLES = ("documents", "chunks", "memories", "facts", "memory_relations", "memory_sources",
+                 "entities", "entity_mentions", "embeddings", "retrieval_traces", "trace_candidates",
+                 "conflicts", "curation_log", "extraction_queue")
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_new_database_has_the_whole_model(tmp_path):
+    db = Database(tmp_path / "m.db")
+    conn = db.connection()
+    assert conn.pragma("application_id") == APPLICATION_ID
+    assert conn.pragma("user_version") == SCHEMA_VERSION
+    assert conn.pragma("journal_mode") == "wal"
+    assert conn.pragma("foreign_keys") == 1
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+    for t in (*SCOPED_TABLES, "llm_calls", "bench_runs", "bench_items", "memories_fts", "chunks_fts", "meta"):
+        assert t in tables, t
+    for t in SCOPED_TABLES:
+        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({t})")}
+        assert {"user_id", "agent_id", "scope_type", "scope_id"} <= cols, t
+    db.close()
+
+
+def test_reopen_is_idempotent(tmp_path):
+    Database(tmp_path / "m.db").close()
+    db = Database(tmp_path / "m.db")
+    assert db.connection().pragma("user_version") == SCHEMA_VERSION
+    assert db.integrity_check() == "ok"
+    db.close()
+
+
+def test_foreign_sqlite_file_is_refused_unchanged(tmp_path):
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t(x)")
+    con.execute("INSERT INTO t VALUES (1)")
+    con.commit()
+    con.close()
+    before = _digest(path)
+    with pytest.raises(NotAMemlensDatabase, match="another application"):
+        Database(path)
+    assert _digest(path) == before
+    assert not (tmp_path / "other.db-wal").exists()
+
+
+@pytest.mark.parametrize("content", [b"hello, this is not a database at all" * 10, b"\x00\x01\x02" * 50])
+def test_non_sqlite_file_is_refused_unchanged(tmp_path, content):
+    path = tmp_path / "junk.db"
+    path.write_bytes(content)
+    with pytest.raises(NotAMemlensDatabase, match="not an SQLite file"):
+        Database(path)
+    assert path.read_bytes() == content
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "m.db"
+    db = Database(path)
+    with db.write() as conn:
+        conn.pragma("user_version", SCHEMA_VERSION + 1)
+    db.close()
+    before = _digest(path)
+    with pytest.raises(DatabaseTooNew, match="newer memlens"):
+        Database(path)
+    assert _digest(path) == before
+
+
+def test_corrupt_memlens_file_is_refused(tmp_path):
+    path = tmp_path / "m.db"
+    Database(path).close()
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # trash the schema page body, keep the header
+    path.write_bytes(bytes(data))
+    with pytest.raises((NotAMemlensDatabase, apsw.CorruptError)):
+        store = Store(path)
+        store.counts(Scope.default())
+
+
+def test_empty_file_is_adopted(tmp_path):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    db = Database(path)
+    assert db.connection().pragma("application_id") == APPLICATION_ID
+    db.close()
+
+
+def test_writer_requires_a_scope(tmp_path):
+    store = Store(tmp_path / "m.db")
+    with pytest.raises(TypeError):
+        with store.writer(None):  # type: ignore[arg-type]
+            pass
+    store.close()
+
+
+def test_connection_per_thread(tmp_path):
+    import threading
+
+    store = Store(tmp_path / "m.db")
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(store.conn))
+    t.start()
+    t.join()
+    assert seen[0] is not store.conn
+    store.close()
