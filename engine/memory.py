@@ -67,6 +67,8 @@ class MemoryEngine:
 
     def _check_embedder(self, emb: Embedder) -> None:
         """A different model than the one that wrote the vectors makes them stale."""
+        if not emb.dims and hasattr(emb, "probe"):
+            emb.probe()  # an endpoint embedder learns its width from the first response
         current = {"provider": emb.provider, "model": emb.model, "dims": emb.dims}
         recorded = self.store.get_meta("embedder")
         if self.store.db.readonly:
