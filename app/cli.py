@@ -22,7 +22,7 @@ from engine.scope import SCOPE_TYPES, Scope
 from .settings import default_db_path
 
 INGEST_FORMATS = ("auto", "chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
-EXTRACT_MODES = ("none",)
+EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,15 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     _scoped(p)
     p.add_argument("paths", nargs="+", help="files or directories")
     p.add_argument("--format", default="auto", choices=INGEST_FORMATS)
-    p.add_argument("--extract", default="none", choices=EXTRACT_MODES,
-                   help="fact extraction (only 'none' until the facts issue lands)")
+    p.add_argument("--extract", default="auto", choices=EXTRACT_MODES,
+                   help="fact extraction: auto (the LLM endpoint if configured, else heuristic), llm, heuristic, none")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
                    help="override $MEMLENS_EMBEDDER")
 
     p = sub.add_parser("show", help="one record with its provenance")
     _common(p)
     _scoped(p)
-    p.add_argument("kind", choices=("memory", "document", "chunk"))
+    p.add_argument("kind", choices=("memory", "fact", "document", "chunk"))
     p.add_argument("id", type=int)
 
     p = sub.add_parser("export", help="all memories, facts, relations and sources of a scope")
@@ -78,6 +78,71 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="what the database holds")
     _common(p)
     _scoped(p)
+
+    p = sub.add_parser("facts", help="facts, current or with their history")
+    _common(p)
+    _scoped(p)
+    p.add_argument("--subject", default=None)
+    p.add_argument("--history", action="store_true", help="include superseded, expired and retracted versions")
+
+    p = sub.add_parser("profile", help="the static and dynamic profile with the facts behind each line")
+    _common(p)
+    _scoped(p)
+    p.add_argument("--budget", type=int, default=400, help="token budget (default 400)")
+
+    p = sub.add_parser("conflicts", help="the review queue")
+    _common(p)
+    _scoped(p)
+    p.add_argument("--all", action="store_true", help="include resolved conflicts")
+
+    p = sub.add_parser("resolve", help="resolve a conflict")
+    _common(p)
+    _scoped(p)
+    p.add_argument("id", type=int)
+    p.add_argument("--keep", required=True, help="a fact id of the conflict, or a | b | both | none")
+    p.add_argument("--note", default=None)
+
+    for name, helptext in (("undo", "undo a curation command (default: the latest)"),
+                           ("redo", "redo an undone curation command (default: the latest)")):
+        p = sub.add_parser(name, help=helptext)
+        _common(p)
+        _scoped(p)
+        p.add_argument("id", type=int, nargs="?", default=None)
+
+    p = sub.add_parser("forget", help="forget a memory (soft, with a reason)")
+    _common(p)
+    _scoped(p)
+    p.add_argument("id", type=int, help="memory id (or a fact id with --fact)")
+    p.add_argument("--fact", action="store_true", help="the id is a fact id")
+    p.add_argument("--reason", default="forgotten by operator")
+
+    p = sub.add_parser("retract", help="retract a document and everything only it supports")
+    _common(p)
+    _scoped(p)
+    p.add_argument("document", type=int)
+    p.add_argument("--dry-run", action="store_true", help="show the cascade without applying it")
+    p.add_argument("--note", default=None)
+
+    p = sub.add_parser("recall", help="run the traced recall pipeline (an operator what-if: changes no memory)")
+    _common(p)
+    _scoped(p)
+    p.add_argument("query")
+    p.add_argument("--k", type=int, default=None, help="results (default: the recipe's, 10)")
+    p.add_argument("--as-of", default=None, metavar="TIME", help="answer as of this ISO-8601 world and belief time")
+    p.add_argument("--recipe", default=None, help="default, offline, lexical, vector, rrf")
+    p.add_argument("--budget", type=int, default=None, help="context token budget (default 800)")
+    p.add_argument("--explain", type=int, default=None, metavar="MEMORY_ID",
+                   help="why was this memory retrieved, dropped, or never a candidate?")
+
+    p = sub.add_parser("trace", help="a stored retrieval trace: every candidate and its fate")
+    _common(p)
+    _scoped(p)
+    p.add_argument("id", type=int, nargs="?", default=None, help="trace id (default: list recent traces)")
+
+    p = sub.add_parser("log", help="the curation audit log")
+    _common(p)
+    _scoped(p)
+    p.add_argument("--limit", type=int, default=50)
     return parser
 
 
@@ -115,7 +180,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     docs = parse_sources(args.paths, fmt=args.format)  # all input validated before the DB is touched
     embedder = make_embedder(args.embedder)
     with MemoryEngine(_db_path(args), embedder=embedder) as engine:
-        report = engine.ingest_documents(docs, scope=scope, progress=None if args.json else _progress)
+        report = engine.ingest_documents(docs, scope=scope, extract=args.extract,
+                                         progress=None if args.json else _progress)
         engine.wait_for_background()
     if not args.json:
         sys.stderr.write("\n")
@@ -185,6 +251,144 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+FACT_FIELDS = ("id", "memory_id", "subject", "predicate", "object", "status", "relation", "confidence", "valid_from",
+               "valid_to", "learned_at", "invalidated_at", "supersedes_fact_id", "category", "is_static", "trust",
+               "evidence", "evidence_unverified", "extraction_method", "rule", "reason", "forget_after")
+
+
+def _fact_json(f: dict) -> dict:
+    return {k: f.get(k) for k in FACT_FIELDS}
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        facts = [_fact_json(f) for f in engine.facts(_scope(args), subject=args.subject, history=args.history)]
+    lines = [f"{f['id']:>6} [{f['status']}] {f['subject']} {f['predicate']} {f['object']}"
+             f" (conf {f['confidence']:.2f}, {f['rule']})" for f in facts]
+    _emit(args, {"facts": facts}, "\n".join(lines) or "no facts")
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        profile = engine.profile(_scope(args), budget=args.budget).as_dict()
+    text = ["Static:"] + [f"  {x['text']}  (facts {x['fact_ids']})" for x in profile["static"]]
+    text += ["Dynamic:"] + [f"  {x['text']}  (facts {x['fact_ids']})" for x in profile["dynamic"]]
+    _emit(args, profile, "\n".join(text))
+    return 0
+
+
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        rows = engine.conflicts(_scope(args), status=None if args.all else "open")
+    out = [{"id": c["id"], "fact_ids": [f for f in (c["fact_a_id"], c["fact_b_id"]) if f], "rule": c["rule"],
+            "reason": c["reason"], "status": c["status"], "resolution": c["resolution"],
+            "created_at": c["created_at"]} for c in rows]
+    _emit(args, {"conflicts": out},
+          "\n".join(f"{c['id']:>5} [{c['status']}] facts {c['fact_ids']}: {c['rule']} - {c['reason']}" for c in out)
+          or "no open conflicts")
+    return 0
+
+
+def _curation_out(args, result) -> int:
+    d = result.as_dict()
+    _emit(args, d, json.dumps(d, indent=2, ensure_ascii=False, default=str))
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        scope = _scope(args)
+        keep = args.keep
+        if keep.isdigit():
+            conflict = engine.store.conflict(scope, args.id)
+            if conflict is None:
+                raise BadInput(f"no conflict {args.id} in this scope")
+            ids = {conflict["fact_a_id"]: "a", conflict["fact_b_id"]: "b"}
+            if int(keep) not in ids:
+                raise BadInput(f"fact {keep} is not part of conflict {args.id} (facts {list(k for k in ids if k)})")
+            keep = ids[int(keep)]
+        return _curation_out(args, engine.curator(scope).resolve(args.id, keep, note=args.note))
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        cur = engine.curator(_scope(args))
+        result = cur.undo(args.id) if args.command == "undo" else cur.redo(args.id)
+        return _curation_out(args, result)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        scope = _scope(args)
+        mid = args.id
+        if args.fact:
+            fact = engine.store.fact(scope, args.id)
+            if fact is None:
+                raise BadInput(f"no fact {args.id} in this scope")
+            mid = fact["memory_id"]
+        return _curation_out(args, engine.curator(scope).forget(mid, reason=args.reason))
+
+
+def cmd_retract(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        return _curation_out(args, engine.curator(_scope(args)).retract(args.document, dry_run=args.dry_run,
+                                                                        note=args.note))
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from engine.embed import make_embedder
+    from engine.memory import MemoryEngine
+
+    path = _db_path(args)
+    if not path.exists():
+        raise BadInput(f"{path}: no such database")
+    scope = _scope(args)
+    with MemoryEngine(path, embedder=make_embedder(), create=False) as engine:
+        kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget}
+        if args.explain is not None:
+            out = engine.explain(args.query, args.explain, scope=scope, **kwargs)
+            _emit(args, out, f"memory {out['memory_id']}: {out['verdict']} - {out['detail']}")
+            return 0
+        result = engine.recall(args.query, scope=scope, **kwargs)
+    d = result.as_dict()
+    text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
+    text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}" for r in d["results"]]
+    _emit(args, d, "\n".join(text))
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        scope = _scope(args)
+        if args.id is None:
+            rows = engine.store.traces(scope)
+            _emit(args, {"traces": rows}, "\n".join(
+                f"{r['id']:>6} {r['created_at']} {r['origin']:<8} {r['result_count']:>3} results  "
+                f"{(r['query_text'] or '(hashed)')[:80]}" for r in rows) or "no traces")
+            return 0
+        t = engine.trace(args.id, scope=scope)
+    lines = [f"trace {t['id']}: {t['query'] or '(agent query, hashed)'}"]
+    lines += [f"  {s['name']:<10} {s['in']:>5} -> {s['out']:<5} {s['ms']:.2f} ms" for s in t["stages"]]
+    for c in t["candidates"][:40]:
+        fate = f"rank {c['rank']}" if c["rank"] else f"{c['dropped']['stage']}:{c['dropped']['reason']}"
+        lines.append(f"  m{c['memory_id']:<7} {c['score'] or 0:.3f} {fate:<22} {','.join(c['channels'])}")
+    _emit(args, t, "\n".join(lines))
+    return 0
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    with _open_existing(args) as engine:
+        rows = engine.store.curation_log(_scope(args), limit=args.limit)
+    out = [{k: r[k] for k in ("id", "command", "target_type", "target_id", "actor", "note", "created_at", "undone_at",
+                              "undo_of")} | {"rows": {t: len(v) for t, v in r["before"].get("rows", {}).items()}}
+           for r in rows]
+    _emit(args, {"log": out}, "\n".join(
+        f"{r['id']:>5} {r['created_at']} {r['actor']:<9} {r['command']:<11} {r['target_type'] or ''} "
+        f"{r['target_id'] or ''}{'  (undone)' if r['undone_at'] else ''}" for r in out) or "empty log")
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from .gui import run
 
@@ -192,7 +396,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "show": cmd_show, "export": cmd_export, "reembed": cmd_reembed,
-            "status": cmd_status, "gui": cmd_gui}
+            "status": cmd_status, "gui": cmd_gui, "facts": cmd_facts, "profile": cmd_profile,
+            "conflicts": cmd_conflicts, "resolve": cmd_resolve, "undo": cmd_undo, "redo": cmd_undo,
+            "forget": cmd_forget, "retract": cmd_retract, "log": cmd_log, "recall": cmd_recall, "trace": cmd_trace}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -199,12 +199,15 @@ class LLMClient:
         schema: dict[str, Any],
         *,
         timeout: float | None = None,
+        recorder: Recorder | None = None,
     ) -> LLMResult:
         """Ask the `task` model for a JSON object matching `schema`.
 
         `messages` are chat messages ({"role", "content"}). Raises only for caller mistakes
-        (an unknown task); endpoint and model failures come back as ok=False.
+        (an unknown task); endpoint and model failures come back as ok=False. `recorder`
+        overrides the client's for this call (the store records calls under their scope).
         """
+        recorder = recorder if recorder is not None else self.recorder
         task_name = _task_name(task)
         model = self.config.model_for(task_name)
         request: dict[str, Any] = {
@@ -243,8 +246,8 @@ class LLMClient:
             detail=detail,
             response_model=outcome.response_model,
         )
-        if self.recorder is not None:
-            self.recorder(
+        if recorder is not None:
+            recorder(
                 LLMCallRecord(
                     task=task_name,
                     model=model,

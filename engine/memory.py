@@ -9,17 +9,29 @@ from __future__ import annotations
 import json
 import os
 import threading
+
+import numpy as np
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .curate import Curator
 from .embed import make_embedder
 from .embed.base import Embedder
 from .errors import BadInput
+from .extract.canonical import subject_key as canonical_subject
+from .extract.runner import Extractor
 from .ingest.model import ParsedDocument
 from .ingest.pipeline import Ingestor, IngestReport
+from .llm import LLMClient, LLMConfig
+from .profile import Profile, build_profile
+from .index.vectors import VectorIndex
+from .retrieve.pipeline import Recall, RecallResult
+from .retrieve.query import fts_query
+from .retrieve.recipes import get_recipe
 from .scope import Scope
 from .store.store import Store
+from .timeutil import normalise_iso
 
 Progress = Callable[[float, str], None]
 ShouldStop = Callable[[], bool]
@@ -29,15 +41,22 @@ REEMBED_BATCH = 256
 
 class MemoryEngine:
     def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder | None = None,
-                 create: bool = True, readonly: bool = False, background_reembed: bool = True) -> None:
+                 llm: LLMClient | None | bool = True, create: bool = True, readonly: bool = False,
+                 background_reembed: bool = True) -> None:
+        """llm: a client, None/False for no model at all, or True to read the endpoint from the environment."""
         self.store = Store(path, create=create, readonly=readonly)
         self.path = self.store.path
         self._embedder = embedder
+        self._llm_arg = llm
+        self._llm: LLMClient | None = None
+        self._llm_resolved = False
+        self._llm_owned = False
         self._embedder_checked = False
         self._background_reembed = background_reembed and not readonly
         self._reembed_thread: threading.Thread | None = None
         self._reembed_stop = threading.Event()
         self._lock = threading.Lock()
+        self._indexes: dict[tuple[Scope, str], VectorIndex] = {}
 
     # lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -45,7 +64,24 @@ class MemoryEngine:
         thread = self._reembed_thread
         if thread is not None:
             thread.join()
+        if self._llm is not None and self._llm_owned:
+            self._llm.close()
         self.store.close()
+
+    @property
+    def llm(self) -> LLMClient | None:
+        """The configured OpenAI-compatible client, or None when no endpoint is set."""
+        with self._lock:
+            if not self._llm_resolved:
+                self._llm_resolved = True
+                if isinstance(self._llm_arg, LLMClient):
+                    self._llm = self._llm_arg
+                elif self._llm_arg is True:
+                    config = LLMConfig.from_env()
+                    if config is not None:
+                        self._llm = LLMClient(config)
+                        self._llm_owned = True
+            return self._llm
 
     def __enter__(self) -> "MemoryEngine":
         return self
@@ -118,14 +154,164 @@ class MemoryEngine:
         return done
 
     # ingestion --------------------------------------------------------------------------------
-    def ingest_documents(self, docs: Iterable[ParsedDocument], *, scope: Scope,
+    def ingest_documents(self, docs: Iterable[ParsedDocument], *, scope: Scope, extract: str = "none",
                          progress: Progress | None = None, should_stop: ShouldStop | None = None) -> IngestReport:
-        return Ingestor(self.store, scope, self.embedder).ingest(docs, progress=progress, should_stop=should_stop)
+        """Store documents, then (unless extract="none") extract and reconcile facts from them.
+
+        Extraction problems never fail ingestion: failed windows stay queued with their error
+        and are retried by the next run (report.extraction says what happened).
+        """
+        extractor = Extractor(self.store, scope, self.embedder, mode=extract,
+                              llm=self.llm if extract in ("auto", "llm") else None)
+        report = Ingestor(self.store, scope, self.embedder).ingest(docs, progress=progress, should_stop=should_stop)
+        if extractor.mode != "none":
+            extractor.enqueue(report.document_ids)
+            Curator(self.store, scope, actor="system").expire_due()
+            ex = extractor.run(should_stop=should_stop)
+            report.facts = ex.facts.inserted
+            report.extraction = ex.as_dict()
+        return report
 
     def ingest_paths(self, paths: Sequence[str | os.PathLike[str]], *, scope: Scope, fmt: str = "auto",
-                     progress: Progress | None = None, should_stop: ShouldStop | None = None) -> IngestReport:
+                     extract: str = "none", progress: Progress | None = None,
+                     should_stop: ShouldStop | None = None) -> IngestReport:
         docs = parse_sources(paths, fmt=fmt)
-        return self.ingest_documents(docs, scope=scope, progress=progress, should_stop=should_stop)
+        return self.ingest_documents(docs, scope=scope, extract=extract, progress=progress, should_stop=should_stop)
+
+    # recall -----------------------------------------------------------------------------------
+    def vectors(self, scope: Scope) -> VectorIndex:
+        emb = self.embedder
+        key = (scope, emb.model)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = self._indexes[key] = VectorIndex(self.store, scope, emb.model, emb.dims)
+        return index
+
+    def recall(self, query: str, *, scope: Scope, k: int | None = None, as_of: str | None = None,
+               recipe: str | None = None, origin: str = "operator", budget: int | None = None,
+               now: str | None = None, persist: bool = True, **recipe_overrides: Any) -> RecallResult:
+        """Run the traced recall pipeline.
+
+        origin "operator" (a what-if from the CLI or the inspector) changes no memory; "agent"
+        reinforces the usage of what it returns and stores only a hash of the query.
+        """
+        if not query or not query.strip():
+            raise BadInput("the query is empty")
+        if origin not in ("operator", "agent", "bench"):
+            raise BadInput(f"unknown origin {origin!r}")
+        if k is not None and k < 1:
+            raise BadInput("k must be at least 1")
+        try:
+            as_of_iso = normalise_iso(as_of) if as_of else None
+        except ValueError:
+            raise BadInput(f"--as-of {as_of!r} is not an ISO-8601 time") from None
+        rec = get_recipe(recipe, **recipe_overrides)
+        index = self.vectors(scope)
+        llm = self.llm if (rec.planner or rec.reranker) else None
+        result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now).run(
+            query, k=k, as_of=as_of_iso, origin=origin, budget=budget)
+        if persist:
+            self._persist_trace(scope, result, keep_query=origin != "agent")
+        return result
+
+    def _persist_trace(self, scope: Scope, result: RecallResult, *, keep_query: bool) -> None:
+        import json as _json
+
+        t = result.trace
+        rows = [(c.memory_id, _json.dumps(c.channels), _json.dumps(c.components), c.score, c.rank,
+                 c.dropped["stage"] if c.dropped else None, c.dropped["reason"] if c.dropped else None,
+                 c.dropped["detail"] if c.dropped else None, c.tokens) for c in t.candidates.values()]
+        with self.store.writer(scope) as w:
+            t.id = w.insert_trace(origin=t.origin, query_text=t.query if keep_query else None, query_hash=t.query_hash,
+                                  recipe=t.recipe, k=t.k, as_of=t.as_of, params=t.params | {"intent": t.intent},
+                                  plan=t.plan, rerank=t.rerank, stages=t.stages, timings=t.timings,
+                                  context_text=result.context_text, context_tokens=result.context_tokens,
+                                  result_count=len(result.results))
+            w.insert_trace_candidates(t.id, rows)
+            if t.origin == "agent":
+                w.reinforce_usage([r["memory_id"] for r in result.results])
+
+    def trace(self, trace_id: int, *, scope: Scope) -> dict[str, Any]:
+        t = self.store.trace(scope, trace_id)
+        if t is None:
+            raise BadInput(f"no trace {trace_id} in this scope")
+        cands = []
+        for c in t["candidates"]:
+            cands.append({"memory_id": c["memory_id"], "channels": c["channels"], "components": c["components"],
+                          "score": c["score"], "rank": c["rank"], "tokens": c["tokens"],
+                          "dropped": None if not c["drop_reason"] else {
+                              "stage": c["dropped_stage"], "reason": c["drop_reason"], "detail": c["drop_detail"]}})
+        return {"id": t["id"], "query": t["query_text"], "query_hash": t["query_hash"], "origin": t["origin"],
+                "recipe": t["recipe"], "k": t["k"], "as_of": t["as_of"], "created_at": t["created_at"],
+                "params": t["params"], "plan": t["plan"], "rerank": t["rerank"], "stages": t["stages"],
+                "timings_ms": t["timings"], "context": {"text": t["context_text"], "tokens": t["context_tokens"]},
+                "candidates": cands}
+
+    def explain(self, query: str, memory_id: int, *, scope: Scope, **kwargs: Any) -> dict[str, Any]:
+        """Why was (or wasn't) this memory recalled for this query? Read-only (an operator what-if)."""
+        mem = self.store.memory(scope, memory_id)
+        if mem is None:
+            raise BadInput(f"no memory {memory_id} in this scope")
+        result = self.recall(query, scope=scope, origin="operator", **kwargs)
+        cand = result.trace.candidates.get(memory_id)
+        out: dict[str, Any] = {"trace_id": result.trace.id, "memory_id": memory_id, "text": mem.text}
+        if cand is None:
+            out["verdict"] = "never_candidate"
+            out["detail"] = self._why_never(query, memory_id, scope, result)
+        elif cand.rank is not None:
+            out["verdict"] = "retrieved"
+            out["detail"] = f"ranked {cand.rank} of {len(result.results)}"
+        elif cand.dropped["reason"] == "below_cut":
+            out["verdict"] = "below_cut"
+            out["detail"] = cand.dropped["detail"]
+        else:
+            out["verdict"] = "dropped"
+            out["detail"] = f"dropped at stage {cand.dropped['stage']} for reason {cand.dropped['reason']}: " \
+                            f"{cand.dropped['detail']}"
+        if cand is not None:
+            out.update({"channels": cand.channels, "components": cand.components, "score": round(cand.score, 6),
+                        "dropped": cand.dropped, "rank": cand.rank})
+        if result.results:
+            out["last_kept_score"] = result.results[-1]["score"]
+        return out
+
+    def _why_never(self, query: str, memory_id: int, scope: Scope, result: RecallResult) -> str:
+        rec = get_recipe(result.trace.recipe)
+        reasons = []
+        emb = self.store.embedding_of(scope, "memory", memory_id)
+        if emb is None or emb["stale"] or emb["model"] != self.embedder.model:
+            reasons.append("it has no current vector for this model")
+        else:
+            q = self.embedder.embed([query], kind="query")[0]
+            cos = float(np.dot(emb["vector"], q))
+            vec = result.trace.candidates
+            kth = sorted((c.channels["vector"]["score"] for c in vec.values() if "vector" in c.channels), reverse=True)
+            cut = kth[rec.vector_k - 1] if len(kth) >= rec.vector_k else None
+            reasons.append(f"vector: cosine {cos:.3f}" + (f", below the {rec.vector_k}th best {cut:.3f}" if cut else ""))
+        match = fts_query(query)
+        hits = {m for m, _ in self.store.fts_memories(scope, match, limit=100000)} if match else set()
+        reasons.append("full text: " + ("matches, but ranked beyond the channel's limit" if memory_id in hits
+                                         else "shares no content word with the query"))
+        return "; ".join(reasons)
+
+    # facts, profile, curation -----------------------------------------------------------------
+    def facts(self, scope: Scope, *, subject: str | None = None, history: bool = False) -> list[dict[str, Any]]:
+        statuses = None if history else ("active", "needs_review")
+        key = canonical_subject(subject, speaker=None) if subject else None
+        return self.store.facts(scope, subject_key=key, statuses=statuses)
+
+    def profile(self, scope: Scope, *, budget: int = 400) -> Profile:
+        return build_profile(self.store, scope, budget=budget)
+
+    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict[str, Any]]:
+        return self.store.conflicts(scope, status=status)
+
+    def curator(self, scope: Scope, *, actor: str = "operator") -> Curator:
+        return Curator(self.store, scope, embedder=lambda: self.embedder, actor=actor)
+
+    def expire_due(self, scope: Scope, now: str | None = None):
+        return Curator(self.store, scope, actor="system").expire_due(now)
 
     # reading ----------------------------------------------------------------------------------
     def counts(self, scope: Scope) -> dict[str, int]:
@@ -169,7 +355,51 @@ class MemoryEngine:
                 emb.pop("vector")
             return {"memory": mem.as_dict(), "sources": sources, "entities": st.mentions_of(scope, record_id),
                     "embedding": emb}
+        if kind == "fact":
+            return self._show_fact(record_id, scope)
         raise BadInput(f"unknown kind {kind!r} (memory, fact, document or chunk)")
+
+    def _show_fact(self, fact_id: int, scope: Scope) -> dict[str, Any]:
+        st = self.store
+        fact = st.fact(scope, fact_id)
+        if fact is None:
+            raise BadInput(f"no fact {fact_id} in this scope")
+        # The version chain: walk supersedes_fact_id back, and the facts that supersede forward.
+        chain_back, seen = [], {fact_id}
+        cur = fact
+        while cur["supersedes_fact_id"] and cur["supersedes_fact_id"] not in seen:
+            prev = st.fact(scope, cur["supersedes_fact_id"])
+            if prev is None:
+                break
+            seen.add(prev["id"])
+            chain_back.append(prev)
+            cur = prev
+        forward, cur = [], fact
+        by_prev = {f["supersedes_fact_id"]: f for f in st.facts(scope) if f["supersedes_fact_id"]}
+        while cur["id"] in by_prev and by_prev[cur["id"]]["id"] not in seen:
+            cur = by_prev[cur["id"]]
+            seen.add(cur["id"])
+            forward.append(cur)
+        versions = list(reversed(chain_back)) + [fact] + forward
+        brief = lambda f: {k: f[k] for k in ("id", "object", "status", "valid_from", "valid_to", "learned_at",  # noqa: E731
+                                              "invalidated_at", "confidence", "rule", "reason")}
+        evidence = []
+        for src in st.sources_of(scope, fact["memory_id"]):
+            doc = st.document(scope, src.document_id)
+            evidence.append({**src.as_dict(), "document_title": doc.title, "source_type": doc.source_type,
+                             "trust": doc.trust, "retracted": bool(doc.retracted_at),
+                             "text": doc.text[src.start:src.end]})
+        relations = st.relations_of(scope, fact["memory_id"])
+        conflicts = [c for c in st.conflicts(scope, status=None) if fact_id in (c["fact_a_id"], c["fact_b_id"])]
+        retired_by = forward[0] if forward else None
+        return {
+            "fact": fact, "versions": [brief(v) for v in versions], "relations": relations,
+            "evidence": evidence, "conflicts": conflicts,
+            "created_by": {"rule": fact["rule"], "reason": fact["reason"], "method": fact["extraction_method"],
+                           "model": fact["extractor_model"], "prompt_version": fact["prompt_version"]},
+            "retired_by": None if retired_by is None else {"fact_id": retired_by["id"], "rule": retired_by["rule"],
+                                                           "reason": retired_by["reason"]},
+        }
 
 
 def parse_sources(paths: Sequence[str | os.PathLike[str]], *, fmt: str = "auto") -> list[ParsedDocument]:

@@ -22,6 +22,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 from engine.errors import BadInput
+from engine.extract.secrets import scrub
 from engine.ingest.model import ParsedChunk, ParsedDocument
 
 # C0 controls except \t (0x09) and \n (0x0a); \r is turned into \n before this runs.
@@ -34,8 +35,15 @@ def normalize(text: str) -> str:
 
     \\r\\n and \\r become \\n; C0 control characters other than \\n and \\t are dropped; leading
     BOMs are stripped; the result is Unicode NFC. Lone surrogates (which JSON "\\ud83d"
-    escapes can produce and which no database can store as UTF-8) become U+FFFD.
+    escapes can produce and which no database can store as UTF-8) become U+FFFD. Secrets
+    (API keys, tokens, passwords, private keys, card numbers) become typed markers such as
+    `[secret:api_key]` here, before any span, chunk, embedding or FTS row exists, so no stored
+    text can hold one.
     """
+    return scrub(_normalize_chars(text))[0]
+
+
+def _normalize_chars(text: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", text)

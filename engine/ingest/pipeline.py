@@ -17,6 +17,7 @@ import numpy as np
 
 from ..embed.base import Embedder
 from ..errors import Cancelled
+from ..extract.secrets import MARKER as SECRET_MARKER
 from ..scope import Scope
 from ..store.store import Store, Writer
 from .entities import find_mentions
@@ -60,6 +61,7 @@ class IngestReport:
     embed_seconds: float = 0.0
     document_ids: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    extraction: dict | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -67,7 +69,7 @@ class IngestReport:
             "facts": self.facts, "skipped": self.skipped, "failed": self.failed,
             "redacted": self.redacted, "removed_chunks": self.removed_chunks,
             "seconds": round(self.seconds, 3), "embed_seconds": round(self.embed_seconds, 3),
-            "document_ids": self.document_ids, "errors": self.errors,
+            "document_ids": self.document_ids, "errors": self.errors, "extraction": self.extraction,
         }
 
 
@@ -225,6 +227,7 @@ class Ingestor:
             if mentions:
                 w.add_mentions(mentions)
         report.documents += 1
+        report.redacted += len(SECRET_MARKER.findall(doc.text))  # scrubbed during normalisation
         report.document_ids.append(doc_id)
 
     def _mentions(self, w: Writer, doc: ParsedDocument, ch: ParsedChunk, text: str, mid: int, cid: int):

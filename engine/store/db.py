@@ -99,6 +99,7 @@ class Database:
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
+        self.generation = 0  # commits made through this object (data_version only sees other connections')
         if str(self.path) != ":memory:":
             if not self.path.exists() and not create:
                 raise NotAMemlensDatabase(f"{self.path}: no such database")
@@ -142,10 +143,15 @@ class Database:
         with self._write_lock:
             with conn:
                 yield conn
+            self.generation += 1  # committed: caches keyed on (data_version, generation) are stale
 
     def data_version(self) -> int:
         """Changes when another connection commits; cheap, for cache invalidation."""
         return self.connection().data_version()
+
+    def change_key(self) -> tuple[int, int]:
+        """Changes after any commit, ours (generation) or another connection's (data_version)."""
+        return (self.connection().data_version(), self.generation)
 
     def close(self) -> None:
         if self._closed:

@@ -236,7 +236,7 @@ CREATE INDEX trace_candidates_memory ON trace_candidates(memory_id);
 CREATE TABLE conflicts (
     id              INTEGER PRIMARY KEY,{SCOPE_COLS},
     fact_a_id       INTEGER NOT NULL REFERENCES facts(id),
-    fact_b_id       INTEGER NOT NULL REFERENCES facts(id),
+    fact_b_id       INTEGER REFERENCES facts(id),  -- NULL: a single fact held for review
     rule            TEXT NOT NULL,
     reason          TEXT,
     status          TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open','resolved','dismissed')),

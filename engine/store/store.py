@@ -18,6 +18,8 @@ from ..records import Chunk, Document, Memory, Source, from_dict
 from ..scope import Scope
 from ..timeutil import now_iso
 from .db import Database
+from .facts import FactReads, FactWrites
+from .recall import RecallReads, RecallWrites
 
 _SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
 _SCOPE_WHERE_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
@@ -42,7 +44,7 @@ def _all(conn, cls, sql: str, params: tuple) -> list:
     return [from_dict(cls, r) for r in _dicts(conn, sql, params)]
 
 
-class Writer:
+class Writer(FactWrites, RecallWrites):
     """Granular writes inside one open transaction, all stamped with one scope."""
 
     def __init__(self, conn, scope: Scope) -> None:
@@ -195,15 +197,18 @@ class Writer:
 
     # entities ------------------------------------------------------------------------------
     def upsert_entity(self, name: str, canonical: str, kind: str) -> int:
+        return self.upsert_entity_created(name, canonical, kind)[0]
+
+    def upsert_entity_created(self, name: str, canonical: str, kind: str) -> tuple[int, bool]:
         row = self.conn.execute(
             f"SELECT id FROM entities WHERE {_SCOPE_WHERE} AND canonical = ? AND kind = ?",
             (*self._sp, canonical, kind)).fetchone()
         if row:
-            return row[0]
+            return row[0], False
         self.conn.execute(
             "INSERT INTO entities(user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
             " VALUES (?,?,?,?,?,?,?,?)", (*self._sp, name, canonical, kind, self.now))
-        return self.conn.last_insert_rowid()
+        return self.conn.last_insert_rowid(), True
 
     def add_mentions(self, rows: list[tuple[int, int, int | None, int | None, int | None]]) -> None:
         """rows: (entity_id, memory_id, chunk_id, start, end) with document offsets."""
@@ -218,7 +223,7 @@ class Writer:
                           (key, value))
 
 
-class Store:
+class Store(FactReads, RecallReads):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
         self.db = Database(path, create=create, readonly=readonly)
         self.path = self.db.path
@@ -311,12 +316,16 @@ class Store:
         return row
 
     # search (the recall pipeline builds on these) --------------------------------------------
-    def fts_memories(self, scope: Scope, match: str, limit: int = 50) -> list[tuple[int, float]]:
+    def fts_memories(self, scope: Scope, match: str, limit: int = 50, *, kind: str | None = None
+                     ) -> list[tuple[int, float]]:
         """(memory_id, bm25) best first for an FTS5 MATCH expression, inside the scope."""
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ? AND {_SCOPE_WHERE_M}"
-            " ORDER BY score LIMIT ?", (match, *scope.as_params(), limit))]
+        sql = ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+               f" WHERE memories_fts MATCH ? AND {_SCOPE_WHERE_M}")
+        params: tuple = (match, *scope.as_params())
+        if kind is not None:
+            sql += " AND m.kind = ?"
+            params += (kind,)
+        return [tuple(r) for r in self.conn.execute(sql + " ORDER BY score LIMIT ?", (*params, limit))]
 
     # accounting ----------------------------------------------------------------------------
     def counts(self, scope: Scope) -> dict[str, int]:

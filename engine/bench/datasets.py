@@ -1,0 +1,798 @@
+"""Benchmark dataset loaders: LoCoMo, LongMemEval (oracle and S shapes) and ConvoMem.
+
+Each loader reads one JSON file and returns frozen dataclasses with the gold evidence already
+normalised to the ids the ingest importers give their chunks, so retrieval can be scored by
+id: LoCoMo turns are `dia_id`s ("D3:7") and sessions "<sample_id>:session_<n>" (the LoCoMo
+importer's external_id); LongMemEval turns are "<session_id>:<turn_index>" and sessions the
+raw session ids; ConvoMem messages are "c<conversation>:<message>" and conversations
+"c<conversation>", both 0-based and private to their evidence item.
+
+The published files are not clean. Every repair and every refusal to repair is counted in the
+dataset's `quirks` (a QuirkReport), so a benchmark report can say what was done to the gold.
+Quirk examples name ids and positions only, never dataset text (LoCoMo is CC BY-NC).
+
+A file that is not the dataset it claims to be raises engine.errors.BadInput with a one-line
+reason that starts with the path; nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+from engine.errors import BadInput, UnknownFormat
+from engine.ingest.formats.locomo import parse_session_date
+from engine.ingest.formats.longmemeval import parse_haystack_date
+from engine.timeutil import to_iso
+
+DATASETS = ("locomo", "longmemeval", "convomem")
+
+# The codes used in the data (task_eval/evaluation.py), NOT the paper's list order.
+LOCOMO_CATEGORIES: dict[int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+
+_MAX_EXAMPLES = 8
+_CHUNK = 1 << 20
+
+
+# --- shared ---------------------------------------------------------------------------------
+
+
+@dataclass
+class QuirkReport:
+    """What a loader repaired, dropped or noticed: a count and a few examples per kind."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def note(self, kind: str, example: str, n: int = 1) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + n
+        shown = self.examples.setdefault(kind, [])
+        if len(shown) < _MAX_EXAMPLES:
+            shown.append(example)
+
+    def count(self, kind: str) -> int:
+        return self.counts.get(kind, 0)
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def as_dict(self) -> dict[str, Any]:
+        kinds = sorted(self.counts)
+        return {
+            "counts": {k: self.counts[k] for k in kinds},
+            "examples": {k: list(self.examples.get(k, [])) for k in kinds},
+        }
+
+
+def sha256_file(path: Path | str) -> str:
+    """Hex sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while block := handle.read(_CHUNK):
+                digest.update(block)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
+
+
+def _read_json(path: Path | str) -> tuple[Any, str]:
+    """(parsed JSON, sha256 of the bytes) for one file, or BadInput with a one-line reason."""
+    name = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise BadInput(f"{name}: no such file")
+    if p.is_dir():
+        raise BadInput(f"{name}: is a directory")
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{name}: cannot read: {exc.strerror or exc}") from None
+    sha = hashlib.sha256(raw).hexdigest()
+    if not raw.strip():
+        raise BadInput(f"{name}: empty file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{name}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{name}: malformed JSON at line {exc.lineno}:{exc.colno}: {exc.msg}") from None
+    return data, sha
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _fail(name: str, reason: str) -> BadInput:
+    return BadInput(_one_line(f"{name}: {reason}"))
+
+
+def _answer_text(value: Any, quirks: QuirkReport, where: str) -> str | None:
+    """Gold answers are strings; ints (LoCoMo "2022", 32 LongMemEval answers) become strings."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        quirks.note("int_answer", where)
+    else:
+        quirks.note("non_string_answer", f"{where}: {type(value).__name__}")
+    return str(value)
+
+
+def _sniff(data: Any) -> str | None:
+    if isinstance(data, dict) and isinstance(data.get("evidence_items"), list):
+        return "convomem"
+    item = data
+    if isinstance(data, list):
+        if not data or not isinstance(data[0], dict):
+            return None
+        item = data[0]
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("conversation"), dict) and ("qa" in item or "sample_id" in item):
+        return "locomo"
+    if "haystack_sessions" in item:
+        return "longmemeval"
+    if "message_evidences" in item and "conversations" in item:
+        return "convomem"
+    return None
+
+
+def detect_dataset(path: Path | str) -> str:
+    """"locomo" | "longmemeval" | "convomem" from the file's structure (UnknownFormat if none)."""
+    data, _ = _read_json(path)
+    return _detect(data, str(path))
+
+
+def _detect(data: Any, name: str) -> str:
+    kind = _sniff(data)
+    if kind is None:
+        raise UnknownFormat(
+            f"{name}: not a benchmark file: expected LoCoMo, LongMemEval or ConvoMem JSON"
+        )
+    return kind
+
+
+def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | ConvoMemDataset:
+    """Detect the dataset and load it, reading the file once."""
+    data, sha = _read_json(path)
+    kind = _detect(data, str(path))
+    if kind == "locomo":
+        return _locomo(data, sha, path)
+    if kind == "longmemeval":
+        return _longmemeval(data, sha, path)
+    return _convomem(data, sha, path)
+
+
+# --- LoCoMo ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocomoTurn:
+    dia_id: str
+    speaker: str
+    text: str
+    blip_caption: str | None
+    session: int
+
+
+@dataclass(frozen=True)
+class LocomoSession:
+    sample_id: str
+    number: int
+    date: str | None  # as written: "1:56 pm on 8 May, 2023"
+    time: str | None  # ISO UTC: "2023-05-08T13:56:00Z" (LoCoMo dates carry no zone)
+    turns: tuple[LocomoTurn, ...]
+
+    @property
+    def session_id(self) -> str:
+        """The LoCoMo importer's external_id for this session's document."""
+        return locomo_session_id(self.sample_id, self.number)
+
+
+@dataclass(frozen=True)
+class LocomoConversation:
+    sample_id: str
+    speaker_a: str
+    speaker_b: str
+    sessions: tuple[LocomoSession, ...]
+
+    def turns(self) -> list[LocomoTurn]:
+        return [turn for session in self.sessions for turn in session.turns]
+
+
+@dataclass(frozen=True)
+class LocomoQuestion:
+    question_id: str  # "<sample_id>:q<index in qa>"
+    sample_id: str
+    index: int
+    question: str
+    answer: str | None  # None for adversarial items that carry only adversarial_answer
+    adversarial_answer: str | None
+    category: int  # the data's code, 1..5
+    category_name: str  # LOCOMO_CATEGORIES[category]
+    evidence: tuple[str, ...]  # normalised dia_ids that name a turn of this conversation
+    evidence_sessions: tuple[str, ...]  # "<sample_id>:session_<n>", first-mention order
+    raw_evidence: tuple[str, ...]  # as written in the file
+
+
+@dataclass(frozen=True)
+class LocomoDataset:
+    path: str
+    sha256: str
+    conversations: tuple[LocomoConversation, ...]
+    questions: tuple[LocomoQuestion, ...]
+    quirks: QuirkReport
+
+    name = "locomo"
+
+    def stats(self) -> dict[str, Any]:
+        by_category = {code: 0 for code in LOCOMO_CATEGORIES}
+        for q in self.questions:
+            by_category[q.category] += 1
+        return {
+            "conversations": len(self.conversations),
+            "sessions": sum(len(c.sessions) for c in self.conversations),
+            "turns": sum(len(s.turns) for c in self.conversations for s in c.sessions),
+            "questions": len(self.questions),
+            "by_category": by_category,
+            "questions_without_evidence": sum(1 for q in self.questions if not q.evidence),
+        }
+
+
+def locomo_session_id(sample_id: str, number: int) -> str:
+    return f"{sample_id}:session_{number}"
+
+
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DATE_KEY = re.compile(r"^session_(\d+)_date_time$")
+# "D3:7", also the broken "D:11:26" and "D30:05"; anything else ("D") is unrecognisable.
+_DIA = re.compile(r"^D(:?)(\d+):(\d+)$")
+_EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
+
+
+def load_locomo(path: Path | str) -> LocomoDataset:
+    data, sha = _read_json(path)
+    return _locomo(data, sha, path)
+
+
+def _text(value: Any, name: str, where: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise _fail(name, f"{where}: \"{key}\" is {type(value).__name__}, expected a string")
+    return value
+
+
+def _locomo(data: Any, sha: str, path: Path | str) -> LocomoDataset:
+    name = str(path)
+    if not isinstance(data, list) or not data:
+        raise _fail(name, "not LoCoMo: expected a non-empty list of samples")
+    quirks = QuirkReport()
+    conversations: list[LocomoConversation] = []
+    questions: list[LocomoQuestion] = []
+    seen_samples: set[str] = set()
+    for i, sample in enumerate(data):
+        if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
+            raise _fail(name, f"not LoCoMo: item {i} has no \"conversation\" object")
+        sample_id = sample.get("sample_id")
+        if not isinstance(sample_id, str) or not sample_id:
+            raise _fail(name, f"item {i}: missing \"sample_id\"")
+        if sample_id in seen_samples:
+            raise _fail(name, f"item {i}: sample_id {sample_id} repeats an earlier sample")
+        seen_samples.add(sample_id)
+        conversation = _locomo_conversation(sample_id, sample["conversation"], name, quirks)
+        conversations.append(conversation)
+        qa = sample.get("qa")
+        if not isinstance(qa, list):
+            raise _fail(name, f"{sample_id}: \"qa\" is missing or not a list")
+        turn_session = {t.dia_id: t.session for t in conversation.turns()}
+        for index, item in enumerate(qa):
+            questions.append(_locomo_question(sample_id, index, item, turn_session, name, quirks))
+    return LocomoDataset(
+        path=name,
+        sha256=sha,
+        conversations=tuple(conversations),
+        questions=tuple(questions),
+        quirks=quirks,
+    )
+
+
+def _locomo_conversation(
+    sample_id: str, conv: dict[str, Any], name: str, quirks: QuirkReport
+) -> LocomoConversation:
+    numbers: list[int] = []
+    dated: set[int] = set()
+    for key, value in conv.items():
+        if (m := _SESSION_KEY.match(key)) is not None:
+            if not isinstance(value, list):
+                raise _fail(name, f"{sample_id}: {key} is not a list of turns")
+            numbers.append(int(m.group(1)))
+        elif (m := _DATE_KEY.match(key)) is not None:
+            dated.add(int(m.group(1)))
+    # Iterate the session lists, not the date keys: conv-26 has dates for sessions it lacks.
+    for n in sorted(dated - set(numbers)):
+        quirks.note("date_without_session", locomo_session_id(sample_id, n))
+    sessions = []
+    seen_ids: set[str] = set()
+    for n in sorted(numbers):
+        where = locomo_session_id(sample_id, n)
+        date = conv.get(f"session_{n}_date_time")
+        time = None
+        if isinstance(date, str) and date.strip():
+            moment = parse_session_date(date)
+            if moment is None:
+                quirks.note("unparsed_date", where)
+            else:
+                time = to_iso(moment)
+        else:
+            quirks.note("session_without_date", where)
+            date = None
+        turns = []
+        for t, turn in enumerate(conv[f"session_{n}"]):
+            at = f"{where} turn {t}"
+            if not isinstance(turn, dict):
+                raise _fail(name, f"{at}: not a JSON object")
+            dia_id = _text(turn.get("dia_id"), name, at, "dia_id").strip()
+            if dia_id in seen_ids:
+                quirks.note("duplicate_dia_id", f"{sample_id}: {dia_id}")
+                continue
+            seen_ids.add(dia_id)
+            caption = turn.get("blip_caption")
+            turns.append(
+                LocomoTurn(
+                    dia_id=dia_id,
+                    speaker=_text(turn.get("speaker"), name, at, "speaker"),
+                    text=_text(turn.get("text", ""), name, at, "text"),
+                    blip_caption=caption if isinstance(caption, str) and caption else None,
+                    session=n,
+                )
+            )
+        sessions.append(LocomoSession(sample_id, n, date, time, tuple(turns)))
+    if not sessions:
+        raise _fail(name, f"{sample_id}: no session_<n> lists")
+    return LocomoConversation(
+        sample_id=sample_id,
+        speaker_a=str(conv.get("speaker_a") or ""),
+        speaker_b=str(conv.get("speaker_b") or ""),
+        sessions=tuple(sessions),
+    )
+
+
+def _locomo_question(
+    sample_id: str,
+    index: int,
+    item: Any,
+    turn_session: dict[str, int],
+    name: str,
+    quirks: QuirkReport,
+) -> LocomoQuestion:
+    qid = f"{sample_id}:q{index}"
+    if not isinstance(item, dict):
+        raise _fail(name, f"{qid}: not a JSON object")
+    question = _text(item.get("question"), name, qid, "question")
+    category = item.get("category")
+    if isinstance(category, bool) or category not in LOCOMO_CATEGORIES:
+        raise _fail(name, f"{qid}: category {category!r} is not one of 1-5")
+    if "answer" in item:
+        answer = _answer_text(item["answer"], quirks, qid)
+        if category == 5:
+            quirks.note("adversarial_with_answer", qid)
+    else:
+        answer = None
+        if category != 5:
+            quirks.note("missing_answer", qid)
+    adversarial = item.get("adversarial_answer")
+    adversarial = None if adversarial is None else str(adversarial)
+    raw = item.get("evidence", [])
+    if not isinstance(raw, list):
+        raise _fail(name, f"{qid}: \"evidence\" is not a list")
+    evidence = _locomo_evidence(qid, raw, turn_session, quirks)
+    sessions = list(dict.fromkeys(locomo_session_id(sample_id, turn_session[d]) for d in evidence))
+    return LocomoQuestion(
+        question_id=qid,
+        sample_id=sample_id,
+        index=index,
+        question=question,
+        answer=answer,
+        adversarial_answer=adversarial,
+        category=category,
+        category_name=LOCOMO_CATEGORIES[category],
+        evidence=tuple(evidence),
+        evidence_sessions=tuple(sessions),
+        raw_evidence=tuple(str(e) for e in raw),
+    )
+
+
+def _locomo_evidence(
+    qid: str, raw: list[Any], turn_session: dict[str, int], quirks: QuirkReport
+) -> list[str]:
+    """Split, repair and check one question's evidence list (see the module docstring)."""
+    if not raw:
+        quirks.note("empty_evidence", qid)
+        return []
+    evidence: list[str] = []
+    for entry in raw:
+        if not isinstance(entry, str):
+            quirks.note("evidence_not_string", f"{qid}: {entry!r}")
+            entry = str(entry)
+        pieces = [p for p in _EVIDENCE_SEPARATORS.split(entry.strip()) if p]
+        if len(pieces) > 1:
+            quirks.note("evidence_split", f"{qid}: {entry!r} -> {', '.join(pieces)}")
+        if not pieces:
+            quirks.note("evidence_dropped", f"{qid}: {entry!r} (blank)")
+        for piece in pieces:
+            match = _DIA.match(piece)
+            if match is None:
+                quirks.note("evidence_dropped", f"{qid}: {piece!r} (not a dia_id)")
+                continue
+            colon, session, turn = match.groups()
+            fixed = f"D{int(session)}:{int(turn)}"
+            if colon:
+                quirks.note("evidence_extra_colon", f"{qid}: {piece!r} -> {fixed}")
+            if fixed != f"D{session}:{turn}":
+                quirks.note("evidence_zero_padded", f"{qid}: {piece!r} -> {fixed}")
+            if fixed not in turn_session:
+                quirks.note("evidence_dropped", f"{qid}: {piece!r} (no such turn)")
+                continue
+            if fixed in evidence:
+                quirks.note("evidence_duplicate", f"{qid}: {fixed}")
+                continue
+            evidence.append(fixed)
+    if not evidence:
+        quirks.note("no_valid_evidence", qid)
+    return evidence
+
+
+# --- LongMemEval ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LongMemEvalTurn:
+    index: int  # position in the session's original list
+    role: str
+    content: str
+    has_answer: bool | None  # None where the file has no has_answer key (S distractors)
+
+    def turn_id(self, session_id: str) -> str:
+        return f"{session_id}:{self.index}"
+
+
+@dataclass(frozen=True)
+class LongMemEvalSession:
+    session_id: str
+    date: str | None  # ISO UTC, parsed from date_raw
+    date_raw: str | None  # "2023/05/30 (Tue) 23:40"
+    turns: tuple[LongMemEvalTurn, ...]
+
+
+@dataclass(frozen=True)
+class LongMemEvalQuestion:
+    question_id: str
+    question_type: str
+    question: str
+    answer: str
+    question_date: str | None  # ISO UTC: the "now" of the question
+    question_date_raw: str | None
+    abstention: bool  # question_id ends with "_abs"
+    answer_session_ids: tuple[str, ...]
+    sessions: tuple[LongMemEvalSession, ...]  # the haystack, file order, first of a repeated id
+    evidence_turn_ids: tuple[str, ...]  # "<session_id>:<turn index>" where has_answer is true
+
+    @property
+    def category(self) -> str:
+        return self.question_type
+
+
+@dataclass(frozen=True)
+class LongMemEvalDataset:
+    path: str
+    sha256: str
+    variant: str  # "oracle" (haystack = evidence sessions only) or "haystack" (S / M)
+    questions: tuple[LongMemEvalQuestion, ...]
+    quirks: QuirkReport
+
+    name = "longmemeval"
+
+    def stats(self) -> dict[str, Any]:
+        by_type: dict[str, int] = {}
+        for q in self.questions:
+            by_type[q.question_type] = by_type.get(q.question_type, 0) + 1
+        return {
+            "questions": len(self.questions),
+            "abstention": sum(1 for q in self.questions if q.abstention),
+            "sessions": sum(len(q.sessions) for q in self.questions),
+            "turns": sum(len(s.turns) for q in self.questions for s in q.sessions),
+            "evidence_turns": sum(len(q.evidence_turn_ids) for q in self.questions),
+            "by_type": dict(sorted(by_type.items())),
+        }
+
+
+_LME_REQUIRED = ("question_id", "question_type", "question", "answer")
+
+
+def load_longmemeval(path: Path | str) -> LongMemEvalDataset:
+    data, sha = _read_json(path)
+    return _longmemeval(data, sha, path)
+
+
+def _lme_date(raw: Any, quirks: QuirkReport, where: str) -> tuple[str | None, str | None]:
+    if raw is None:
+        return None, None
+    if not isinstance(raw, str):
+        quirks.note("unparsed_date", where)
+        return None, None
+    parsed = parse_haystack_date(raw)
+    if parsed is None:
+        quirks.note("unparsed_date", where)
+    return parsed, raw
+
+
+def _longmemeval(data: Any, sha: str, path: Path | str) -> LongMemEvalDataset:
+    name = str(path)
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise _fail(name, "not LongMemEval: expected a non-empty list of questions")
+    quirks = QuirkReport()
+    questions = []
+    seen: set[str] = set()
+    oracle = True
+    for i, item in enumerate(items):
+        question = _lme_question(i, item, name, quirks)
+        if question.question_id in seen:
+            raise _fail(name, f"question {question.question_id} appears twice")
+        seen.add(question.question_id)
+        haystack = {s.session_id for s in question.sessions}
+        oracle = oracle and haystack <= set(question.answer_session_ids)
+        questions.append(question)
+    return LongMemEvalDataset(
+        path=name,
+        sha256=sha,
+        variant="oracle" if oracle else "haystack",
+        questions=tuple(questions),
+        quirks=quirks,
+    )
+
+
+def _lme_question(i: int, item: Any, name: str, quirks: QuirkReport) -> LongMemEvalQuestion:
+    if not isinstance(item, dict):
+        raise _fail(name, f"not LongMemEval: item {i} is not a JSON object")
+    for key in ("haystack_session_ids", "haystack_sessions", "answer_session_ids"):
+        if not isinstance(item.get(key), list):
+            raise _fail(name, f"not LongMemEval: item {i} has no \"{key}\" list")
+    for key in _LME_REQUIRED:
+        if key not in item or item[key] is None:
+            raise _fail(name, f"item {i}: missing \"{key}\"")
+    qid = _text(item["question_id"], name, f"item {i}", "question_id")
+    ids, bodies = item["haystack_session_ids"], item["haystack_sessions"]
+    dates = item.get("haystack_dates")
+    if dates is None:
+        dates = [None] * len(bodies)
+        quirks.note("no_haystack_dates", qid)
+    if not isinstance(dates, list) or not len(ids) == len(dates) == len(bodies):
+        raise _fail(
+            name,
+            f"question {qid}: haystack_session_ids, haystack_dates and haystack_sessions "
+            "differ in length",
+        )
+    question_date, question_date_raw = _lme_date(item.get("question_date"), quirks, qid)
+    answer_ids = tuple(str(s) for s in item["answer_session_ids"])
+    sessions: list[LongMemEvalSession] = []
+    seen: set[str] = set()
+    evidence: list[str] = []
+    for sid_raw, date_raw, body in zip(ids, dates, bodies):
+        sid = str(sid_raw)
+        if sid in seen:
+            quirks.note("duplicate_session", f"{qid}: {sid}")
+            continue
+        seen.add(sid)
+        if not isinstance(body, list):
+            raise _fail(name, f"question {qid}: session {sid} is not a list of turns")
+        date, raw = _lme_date(date_raw, quirks, f"{qid}: {sid}")
+        turns = []
+        for t, turn in enumerate(body):
+            if not isinstance(turn, dict):
+                raise _fail(name, f"question {qid}: session {sid} turn {t} is not a JSON object")
+            content = turn.get("content")
+            if not isinstance(content, str):
+                quirks.note("non_string_content", f"{qid}: {sid}:{t}")
+                content = "" if content is None else str(content)
+            flag = turn.get("has_answer")
+            has_answer = None if flag is None else bool(flag)
+            turns.append(LongMemEvalTurn(t, str(turn.get("role") or ""), content, has_answer))
+            if has_answer:
+                evidence.append(f"{sid}:{t}")
+                if sid not in answer_ids:
+                    quirks.note("evidence_turn_outside_answer_sessions", f"{qid}: {sid}:{t}")
+        if sid in answer_ids and not any(turn.has_answer for turn in turns):
+            quirks.note("answer_session_without_evidence_turns", f"{qid}: {sid}")
+        sessions.append(LongMemEvalSession(sid, date, raw, tuple(turns)))
+    for sid in answer_ids:
+        if sid not in seen:
+            quirks.note("answer_session_not_in_haystack", f"{qid}: {sid}")
+    if not evidence:
+        quirks.note("question_without_evidence_turns", qid)
+    if not answer_ids:
+        quirks.note("question_without_answer_sessions", qid)
+    return LongMemEvalQuestion(
+        question_id=qid,
+        question_type=str(item["question_type"]),
+        question=_text(item["question"], name, qid, "question"),
+        answer=_answer_text(item["answer"], quirks, qid) or "",
+        question_date=question_date,
+        question_date_raw=question_date_raw,
+        abstention=qid.endswith("_abs"),
+        answer_session_ids=answer_ids,
+        sessions=tuple(sessions),
+        evidence_turn_ids=tuple(evidence),
+    )
+
+
+# --- ConvoMem -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvoMemMessage:
+    message_id: str  # "c<conversation index>:<message index>"
+    speaker: str
+    text: str
+    is_evidence: bool
+
+
+@dataclass(frozen=True)
+class ConvoMemConversation:
+    conversation_id: str  # "c<index>"
+    source_id: str | None  # the file's own "id", when it has one
+    contains_evidence: bool | None  # the file's "containsEvidence" flag, when present
+    messages: tuple[ConvoMemMessage, ...]
+
+
+@dataclass(frozen=True)
+class ConvoMemQuestion:
+    question_id: str  # "q<index in the file>"
+    question: str
+    answer: str | None
+    category: str | None  # the item's "category", else the *_evidence folder it sits in
+    evidence_texts: tuple[str, ...]  # message_evidences texts, stripped, deduplicated
+    conversations: tuple[ConvoMemConversation, ...]
+    evidence: tuple[str, ...]  # message ids whose stripped text equals an evidence text
+    evidence_sessions: tuple[str, ...]  # conversation ids holding gold messages
+    unmatched_evidence: int  # evidence texts that match no message
+
+
+@dataclass(frozen=True)
+class ConvoMemDataset:
+    path: str
+    sha256: str
+    questions: tuple[ConvoMemQuestion, ...]
+    quirks: QuirkReport
+
+    name = "convomem"
+
+    def stats(self) -> dict[str, Any]:
+        by_category: dict[str, int] = {}
+        for q in self.questions:
+            key = q.category or ""
+            by_category[key] = by_category.get(key, 0) + 1
+        return {
+            "questions": len(self.questions),
+            "conversations": sum(len(q.conversations) for q in self.questions),
+            "messages": sum(len(c.messages) for q in self.questions for c in q.conversations),
+            "evidence_messages": sum(len(q.evidence) for q in self.questions),
+            "unmatched_evidence": sum(q.unmatched_evidence for q in self.questions),
+            "by_category": dict(sorted(by_category.items())),
+        }
+
+
+def load_convomem(path: Path | str) -> ConvoMemDataset:
+    data, sha = _read_json(path)
+    return _convomem(data, sha, path)
+
+
+def _folder_category(path: Path | str) -> str | None:
+    """ConvoMem ships one folder per category: .../user_evidence/1_evidence/<batch>.json."""
+    for part in reversed(PurePath(path).parts[:-1]):
+        if part.endswith("_evidence") and not part[:1].isdigit():
+            return part
+    return None
+
+
+def _convomem(data: Any, sha: str, path: Path | str) -> ConvoMemDataset:
+    name = str(path)
+    if isinstance(data, dict) and "evidence_items" in data:
+        items = data["evidence_items"]
+    elif isinstance(data, dict):
+        items = [data]
+    else:
+        items = data
+    if not isinstance(items, list) or not items:
+        raise _fail(name, "not ConvoMem: expected evidence items (a list, or {\"evidence_items\": [...]})")
+    quirks = QuirkReport()
+    fallback = _folder_category(path)
+    questions = [_convomem_question(i, item, fallback, name, quirks) for i, item in enumerate(items)]
+    return ConvoMemDataset(path=name, sha256=sha, questions=tuple(questions), quirks=quirks)
+
+
+def _speaker_text(value: Any, name: str, where: str) -> tuple[str, str]:
+    if not isinstance(value, Mapping) or not isinstance(value.get("text"), str):
+        raise _fail(name, f"{where}: expected {{\"speaker\", \"text\"}} with a string text")
+    return str(value.get("speaker") or ""), value["text"]
+
+
+def _convomem_question(
+    i: int, item: Any, fallback: str | None, name: str, quirks: QuirkReport
+) -> ConvoMemQuestion:
+    qid = f"q{i}"
+    if not isinstance(item, dict):
+        raise _fail(name, f"not ConvoMem: item {i} is not a JSON object")
+    for key in ("message_evidences", "conversations"):
+        if not isinstance(item.get(key), list):
+            raise _fail(name, f"not ConvoMem: item {i} has no \"{key}\" list")
+    question = _text(item.get("question"), name, f"item {i}", "question")
+    texts: list[str] = []
+    for e, ev in enumerate(item["message_evidences"]):
+        _, text = _speaker_text(ev, name, f"item {i} message_evidences[{e}]")
+        text = text.strip()
+        if text in texts:
+            quirks.note("duplicate_evidence", f"{qid}: evidence {e}")
+            continue
+        texts.append(text)
+    if not texts:
+        quirks.note("no_evidence", qid)
+    wanted = set(texts)
+    matched: set[str] = set()
+    conversations = []
+    evidence: list[str] = []
+    sessions: list[str] = []
+    for c, conv in enumerate(item["conversations"]):
+        if not isinstance(conv, dict) or not isinstance(conv.get("messages"), list):
+            raise _fail(name, f"item {i} conversation {c}: no \"messages\" list")
+        cid = f"c{c}"
+        messages = []
+        for m, message in enumerate(conv["messages"]):
+            speaker, text = _speaker_text(message, name, f"item {i} conversation {c} message {m}")
+            gold = text.strip() in wanted
+            if gold:
+                matched.add(text.strip())
+                evidence.append(f"{cid}:{m}")
+                if cid not in sessions:
+                    sessions.append(cid)
+            messages.append(ConvoMemMessage(f"{cid}:{m}", speaker, text, gold))
+        flag = conv.get("containsEvidence")
+        contains = flag if isinstance(flag, bool) else None
+        if contains is not None and contains != (cid in sessions):
+            quirks.note("contains_evidence_mismatch", f"{qid}: {cid}")
+        source = conv.get("id")
+        conversations.append(
+            ConvoMemConversation(cid, None if source is None else str(source), contains, tuple(messages))
+        )
+    unmatched = [e for e, text in enumerate(texts) if text not in matched]
+    for e in unmatched:
+        quirks.note("unmatched_evidence", f"{qid}: evidence {e}")
+    category = item.get("category")
+    return ConvoMemQuestion(
+        question_id=qid,
+        question=question,
+        answer=_answer_text(item.get("answer"), quirks, qid),
+        category=str(category) if category not in (None, "") else fallback,
+        evidence_texts=tuple(texts),
+        conversations=tuple(conversations),
+        evidence=tuple(evidence),
+        evidence_sessions=tuple(sessions),
+        unmatched_evidence=len(unmatched),
+    )

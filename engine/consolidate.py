@@ -1,0 +1,235 @@
+"""Consolidation: candidates from an extractor -> grounded, reconciled, stored facts.
+
+One transaction per batch; every change lands in curation_log (actor "extractor") with row
+images, so an extraction is explained ("fact A retired fact B because of evidence E via
+rule R") and can be undone like any operator command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .changes import ChangeSet
+from .embed.base import Embedder
+from .extract import canonical
+from .extract.ground import ground
+from .extract.model import Candidate, SourceChunk
+from .extract.secrets import scrub
+from .ingest.entities import find_mentions
+from .reconcile import Decision, FactView, ReconcileConfig, reconcile
+from .scope import Scope
+from .store.store import Store
+from .timeutil import now_iso
+
+
+@dataclass(slots=True)
+class ConsolidationReport:
+    candidates: int = 0
+    inserted: int = 0
+    reinforced: int = 0
+    superseded: int = 0
+    conflicts: int = 0
+    reviews: int = 0
+    skipped: int = 0
+    unverified: int = 0
+    fact_ids: list[int] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    log_id: int | None = None
+
+    def merge(self, other: "ConsolidationReport") -> None:
+        for name in ("candidates", "inserted", "reinforced", "superseded", "conflicts", "reviews", "skipped",
+                     "unverified"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.fact_ids += other.fact_ids
+        self.decisions += other.decisions
+
+
+def _view(row: dict) -> FactView:
+    return FactView(id=row["id"], memory_id=row["memory_id"], subject_key=row["subject_key"],
+                    predicate_key=row["predicate_key"], object_key=row["object_key"], object=row["object"],
+                    confidence=row["confidence"], status=row["status"], valid_from=row["valid_from"],
+                    learned_at=row["learned_at"], category=row["category"] or "other", trust=row["trust"])
+
+
+def prepare(candidates: list[tuple[SourceChunk, Candidate]]) -> tuple[list[Candidate], list[str]]:
+    """Ground and canonicalise; drop anything that would carry a secret into a fact."""
+    kept: list[Candidate] = []
+    dropped: list[str] = []
+    for chunk, cand in candidates:
+        ground(cand, chunk)
+        if cand.valid_from is None:
+            cand.valid_from = chunk.source_time
+        if any(scrub(v)[1] for v in (cand.text, cand.object, cand.subject)):
+            dropped.append(f"candidate '{cand.predicate}' dropped: it would store a secret")
+            continue
+        if not cand.subject_key:
+            cand.subject_key = canonical.subject_key(cand.subject, speaker=chunk.speaker)
+        if not cand.predicate_key:
+            cand.predicate_key = canonical.predicate_key(cand.predicate)
+        if not cand.object_key:
+            cand.object_key = canonical.object_key(cand.object)
+        kept.append(cand)
+    return kept, dropped
+
+
+def consolidate(store: Store, scope: Scope, embedder: Embedder,
+                candidates: list[tuple[SourceChunk, Candidate]], *,
+                config: ReconcileConfig = ReconcileConfig(), actor: str = "extractor",
+                note: str | None = None) -> ConsolidationReport:
+    report = ConsolidationReport(candidates=len(candidates))
+    cands, dropped = prepare(candidates)
+    report.skipped += len(dropped)
+    report.decisions += [{"action": "skip", "rule": "secret", "reason": d} for d in dropped]
+    if not cands:
+        return report
+    existing = [_view(r) for r in store.facts_for_keys(scope, [(c.subject_key, c.predicate_key) for c in cands])]
+    decisions = reconcile(existing, cands, config=config)
+    inserts = [d for d in decisions if d.action == "insert"]
+    vectors = embedder.embed([cands[d.index].text for d in inserts], kind="passage") if inserts else []
+    vec_of = {d.index: v for d, v in zip(inserts, vectors)}
+    now = now_iso()
+    memory_of: dict[int | str, int] = {f.id: f.memory_id for f in existing}
+    fact_of: dict[str, int] = {}
+    valid_from_of: dict[int | str, str | None] = {f.id: f.valid_from for f in existing}
+
+    def resolve(ref: int | str | None) -> int | None:
+        if ref is None:
+            return None
+        return fact_of[ref] if isinstance(ref, str) else ref
+
+    changes = ChangeSet()
+    with store.writer(scope) as w:
+        for d in decisions:
+            cand = cands[d.index]
+            entry = {"candidate": cand.text, "action": d.action, "rule": d.rule, "reason": d.reason,
+                     "evidence_unverified": cand.evidence_unverified}
+            if cand.evidence_unverified:
+                report.unverified += 1
+            if d.action == "skip":
+                report.skipped += 1
+                report.decisions.append(entry)
+                continue
+            if d.action == "reinforce":
+                fid = resolve(d.target)
+                changes.touch(w, "facts", fid)
+                row = w.row_image("facts", fid)
+                changes.touch(w, "memories", row["memory_id"])
+                w.update_fact(fid, confidence=d.confidence, source_count=row["source_count"] + 1)
+                w.update_memory(row["memory_id"], confidence=d.confidence)
+                if cand.chunk_id is not None:
+                    w.add_source(memory_id=row["memory_id"], chunk_id=cand.chunk_id, document_id=cand.document_id,
+                                 start=cand.evidence_start, end=cand.evidence_end,
+                                 relevance=0.5 if cand.evidence_unverified else 1.0)
+                    changes.created_where(w, "memory_sources", "memory_id", row["memory_id"])
+                report.reinforced += 1
+                entry["fact_id"] = fid
+                report.decisions.append(entry)
+                continue
+            fid = _insert_fact(w, changes, cand, d, now, vec_of[d.index], embedder)
+            row = w.row_image("facts", fid)
+            fact_of[d.ref] = fid
+            memory_of[d.ref] = row["memory_id"]
+            valid_from_of[d.ref] = row["valid_from"]
+            report.inserted += 1
+            report.fact_ids.append(fid)
+            entry["fact_id"] = fid
+            for old_ref in d.supersedes:
+                old = resolve(old_ref)
+                changes.touch(w, "facts", old)
+                old_row = w.row_image("facts", old)
+                w.update_fact(old, status="superseded", invalidated_at=now,
+                              valid_to=old_row["valid_to"] or row["valid_from"] or now)
+                report.superseded += 1
+            if d.supersedes:
+                w.update_fact(fid, supersedes_fact_id=resolve(d.supersedes[-1]))
+            if d.superseded_by is not None:  # stored as history behind a newer fact
+                newer = resolve(d.superseded_by)
+                w.update_fact(fid, invalidated_at=now, valid_to=valid_from_of.get(d.superseded_by) or now)
+                changes.touch(w, "facts", newer)
+                if w.row_image("facts", newer)["supersedes_fact_id"] is None:
+                    w.update_fact(newer, supersedes_fact_id=fid)
+            for rel_type, other_ref in d.links:
+                src, dst = row["memory_id"], memory_of[other_ref]
+                if d.superseded_by is not None:
+                    src, dst = dst, src  # the newer fact updates this older one
+                rid = w.add_relation(src_memory_id=src, dst_memory_id=dst, type=rel_type, confidence=d.confidence,
+                                     created_by="extractor" if actor == "extractor" else "operator",
+                                     rule=d.rule, reason=d.reason, evidence_chunk_id=cand.chunk_id)
+                changes.created("memory_relations", rid)
+            if d.relation == "derives" and cand.premises:
+                for premise_mid in _premise_memories(store, scope, cand.premises, exclude=row["memory_id"]):
+                    rid = w.add_relation(src_memory_id=row["memory_id"], dst_memory_id=premise_mid, type="derives",
+                                         confidence=d.confidence, created_by="extractor", rule=d.rule,
+                                         reason="inferred from this fact", evidence_chunk_id=cand.chunk_id)
+                    changes.created("memory_relations", rid)
+            if d.conflict_with is not None:
+                cid = w.open_conflict(fact_a_id=resolve(d.conflict_with), fact_b_id=fid, rule=d.rule, reason=d.reason)
+                changes.created("conflicts", cid)
+                report.conflicts += 1
+            if d.review:
+                cid = w.open_conflict(fact_a_id=fid, fact_b_id=None, rule=d.rule, reason=d.reason)
+                changes.created("conflicts", cid)
+                report.reviews += 1
+            report.decisions.append(entry)
+        changes.seal(w)
+        if not changes.empty:
+            report.log_id = w.log_curation(
+                command="consolidate", target_type="facts", target_id=report.fact_ids[0] if report.fact_ids else None,
+                before={"rows": changes.before},
+                after={"rows": changes.after, "decisions": report.decisions},
+                actor=actor, note=note)
+    return report
+
+
+def _insert_fact(w, changes: ChangeSet, cand: Candidate, d: Decision, now: str, vector, embedder: Embedder) -> int:
+    import hashlib
+
+    mid = w.insert_memory(
+        kind="fact", text=cand.text, trust=cand.trust, content_hash=hashlib.sha256(cand.text.encode()).hexdigest(),
+        source_time=cand.valid_from, category=cand.category, importance=cand.importance, confidence=d.confidence,
+        is_static=cand.is_static, forget_after=cand.forget_after, extraction_method=cand.extraction_method)
+    changes.created("memories", mid)
+    fid = w.insert_fact(
+        memory_id=mid, subject=cand.subject, predicate=cand.predicate, object=cand.object,
+        subject_key=cand.subject_key, predicate_key=cand.predicate_key, object_key=cand.object_key,
+        relation=d.relation, status=d.status, confidence=d.confidence, importance=cand.importance,
+        category=cand.category, is_static=int(cand.is_static), valid_from=cand.valid_from, valid_to=cand.valid_to,
+        learned_at=now, forget_after=cand.forget_after, evidence=cand.evidence,
+        evidence_unverified=int(cand.evidence_unverified), extraction_method=cand.extraction_method,
+        extractor_model=cand.extractor_model, prompt_version=cand.prompt_version, rule=d.rule, reason=d.reason)
+    changes.created("facts", fid)
+    if cand.chunk_id is not None:
+        w.add_source(memory_id=mid, chunk_id=cand.chunk_id, document_id=cand.document_id,
+                     start=cand.evidence_start, end=cand.evidence_end,
+                     relevance=0.5 if cand.evidence_unverified else 1.0)
+        changes.created_where(w, "memory_sources", "memory_id", mid)
+    w.put_embeddings("memory", [(mid, vector)], provider=embedder.provider, model=embedder.model,
+                     dims=embedder.dims, embed_ms=None)
+    changes.created_where(w, "embeddings", "owner_id", mid)
+    rows = []
+    for m in find_mentions(cand.text):
+        eid, created = w.upsert_entity_created(m.name, m.canonical, m.kind)
+        if created:
+            changes.created("entities", eid)
+        rows.append((eid, mid, cand.chunk_id, None, None))
+    if rows:
+        w.add_mentions(rows)
+        changes.created_where(w, "entity_mentions", "memory_id", mid)
+    return fid
+
+
+def _premise_memories(store: Store, scope: Scope, premises: list[str], *, exclude: int) -> list[int]:
+    """The fact memories a derivation names as premises (best full-text match each)."""
+    from .retrieve.query import fts_query
+
+    out: list[int] = []
+    for premise in premises:
+        match = fts_query(premise)
+        if not match:
+            continue
+        for mid, _ in store.fts_memories(scope, match, limit=5, kind="fact"):
+            if mid != exclude and mid not in out:
+                out.append(mid)
+                break
+    return out

@@ -1,0 +1,153 @@
+"""Running extraction over stored documents: turn windows, a durable queue, LLM or heuristic.
+
+Windows are enqueued in the same run that ingests their document and processed afterwards;
+a window whose model call fails (timeout, HTTP error, malformed JSON) stays in the queue with
+its error and is retried on the next run, so a flaky endpoint never blocks ingestion and
+never silently loses a window. At most one model call is made per window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..consolidate import ConsolidationReport, consolidate
+from ..embed.base import Embedder
+from ..errors import BadInput, Cancelled
+from ..llm import LLMClient
+from ..records import Chunk
+from ..scope import Scope
+from ..store.store import Store
+from . import heuristic
+from .model import SourceChunk
+from .prompts import extract_v1
+
+WINDOW_TURNS = 8  # turns per model call
+WINDOW_CHARS = 6000  # and no more text than this
+MAX_ATTEMPTS = 5
+MODES = ("none", "auto", "heuristic", "llm")
+
+
+@dataclass(slots=True)
+class ExtractReport:
+    windows: int = 0
+    failed_windows: int = 0
+    llm_calls: int = 0
+    facts: ConsolidationReport = field(default_factory=ConsolidationReport)
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        f = self.facts
+        return {"windows": self.windows, "failed_windows": self.failed_windows, "llm_calls": self.llm_calls,
+                "facts_inserted": f.inserted, "facts_reinforced": f.reinforced, "facts_superseded": f.superseded,
+                "conflicts": f.conflicts, "reviews": f.reviews, "candidates_skipped": f.skipped,
+                "evidence_unverified": f.unverified, "errors": self.errors[:20]}
+
+
+def windows(chunks: list[Chunk]) -> list[tuple[int, int]]:
+    """Consecutive chunk ordinals grouped into windows of at most WINDOW_TURNS / WINDOW_CHARS."""
+    out: list[tuple[int, int]] = []
+    start = None
+    size = 0
+    count = 0
+    last = None
+    for ch in chunks:
+        if ch.kind == "heading":
+            continue
+        length = ch.end - ch.start
+        if start is not None and (count >= WINDOW_TURNS or size + length > WINDOW_CHARS):
+            out.append((start, last))
+            start, size, count = None, 0, 0
+        if start is None:
+            start = ch.ordinal
+        size += length
+        count += 1
+        last = ch.ordinal
+    if start is not None:
+        out.append((start, last))
+    return out
+
+
+def resolve_mode(mode: str, llm: LLMClient | None) -> str:
+    if mode not in MODES:
+        raise BadInput(f"--extract must be one of {', '.join(MODES)}")
+    if mode == "auto":
+        return "llm" if llm is not None else "heuristic"
+    if mode == "llm" and llm is None:
+        raise BadInput("--extract llm needs an endpoint: set MEMLENS_LLM_BASE_URL (and a model)")
+    return mode
+
+
+class Extractor:
+    def __init__(self, store: Store, scope: Scope, embedder: Embedder, *, mode: str,
+                 llm: LLMClient | None = None) -> None:
+        self.store = store
+        self.scope = scope
+        self.embedder = embedder
+        self.mode = resolve_mode(mode, llm)
+        self.llm = llm
+
+    def enqueue(self, document_ids: list[int]) -> int:
+        if self.mode == "none":
+            return 0
+        n = 0
+        with self.store.writer(self.scope) as w:
+            for doc_id in document_ids:
+                for first, last in windows(self.store.chunks_of(self.scope, doc_id)):
+                    n += w.enqueue_window(doc_id, first, last)
+        return n
+
+    def _views(self, window: dict) -> list[SourceChunk]:
+        doc = self.store.document(self.scope, window["document_id"])
+        if doc is None or doc.retracted_at or doc.replaced_at:
+            return []
+        return [SourceChunk(chunk_id=c.id, document_id=doc.id, text=c.text, start=c.start, end=c.end,
+                            speaker=c.speaker, role=c.role, trust=c.trust, source_time=c.source_time,
+                            source_type=doc.source_type)
+                for c in self.store.chunks_of(self.scope, doc.id)
+                if window["first_ordinal"] <= c.ordinal <= window["last_ordinal"] and c.kind != "heading"]
+
+    def run(self, *, progress: Callable[[float, str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> ExtractReport:
+        report = ExtractReport()
+        if self.mode == "none":
+            return report
+        pending = self.store.pending_windows(self.scope, max_attempts=MAX_ATTEMPTS)
+        for i, window in enumerate(pending):
+            if should_stop is not None and should_stop():
+                raise Cancelled("extraction cancelled")
+            views = self._views(window)
+            error = None
+            pairs = []
+            if views:
+                if self.mode == "heuristic":
+                    pairs = [(ch, cand) for ch in views for cand in heuristic.extract(ch)]
+                else:
+                    pairs, error = self._llm(views, report)
+            if error is None and pairs:
+                facts = consolidate(self.store, self.scope, self.embedder, pairs,
+                                    note=f"window {window['id']} ({self.mode})")
+                report.facts.merge(facts)
+            with self.store.writer(self.scope) as w:
+                w.finish_window(window["id"], ok=error is None, error=error)
+            report.windows += 1
+            if error is not None:
+                report.failed_windows += 1
+                report.errors.append(f"window {window['id']}: {error}")
+            if progress is not None:
+                progress((i + 1) / len(pending), f"extracted window {i + 1}/{len(pending)}")
+        return report
+
+    def _llm(self, views: list[SourceChunk], report: ExtractReport):
+        assert self.llm is not None
+
+        def record(rec) -> None:
+            with self.store.writer(self.scope) as w:
+                w.record_llm_call(rec)
+
+        result = self.llm.complete_json(extract_v1.TASK, extract_v1.build_messages(views), extract_v1.SCHEMA_NAME,
+                                        extract_v1.SCHEMA, recorder=record)
+        report.llm_calls += 1
+        if not result.ok:
+            return [], f"{result.error}" + (f": {result.detail}" if result.detail else "")
+        return extract_v1.parse(result.data, views, model=result.model), None

@@ -1,0 +1,494 @@
+"""The recall pipeline: plan? -> candidates -> filters -> score -> rerank? -> rank -> budget.
+
+Each stage writes into one Trace. Cheap retrieval runs first; the LLM planner and reranker
+run only when it is weak (no results, a low top score, or an ambiguous top two) and only
+when an endpoint is configured, each within a time budget and with a deterministic fallback.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..embed.base import Embedder
+from ..ingest.entities import canonical_name, find_mentions
+from ..llm import LLMClient
+from ..scope import Scope
+from ..store.store import Store
+from ..timeutil import parse_iso
+from ..tokens import estimate_tokens, truncate_to_tokens
+from .query import content_terms, fts_query
+from .recipes import Recipe
+from .trace import CandidateTrace, DropReason, Trace
+
+HISTORICAL = re.compile(
+    r"\b(before|previously|used to|formerly|originally|earlier|in the past|prior to|no longer|anymore|"
+    r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
+ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
+
+
+@dataclass(slots=True)
+class RecallResult:
+    trace: Trace
+    results: list[dict[str, Any]] = field(default_factory=list)
+    context_text: str = ""
+    context_tokens: int = 0
+
+    def as_dict(self) -> dict:
+        return {"trace_id": self.trace.id, "results": self.results,
+                "context": {"text": self.context_text, "tokens": self.context_tokens},
+                "timings_ms": {**self.trace.timings, "total": round(sum(
+                    v for k, v in self.trace.timings.items() if k != "total"), 3)}}
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def _minmax(values: dict[int, float]) -> dict[int, float]:
+    if not values:
+        return {}
+    lo, hi = min(values.values()), max(values.values())
+    if hi - lo < 1e-12:
+        return {k: 1.0 for k in values}
+    return {k: (v - lo) / (hi - lo) for k, v in values.items()}
+
+
+class Recall:
+    """One recall over one scope. Construct per query; `run()` returns a RecallResult."""
+
+    def __init__(self, store: Store, scope: Scope, embedder: Embedder, vectors, recipe: Recipe, *,
+                 llm: LLMClient | None = None, now: str | None = None) -> None:
+        self.store = store
+        self.scope = scope
+        self.embedder = embedder
+        self.vectors = vectors  # VectorIndex for this scope and model
+        self.recipe = recipe
+        self.llm = llm
+        self.now = now
+
+    # ----------------------------------------------------------------------------------------
+    def run(self, query: str, *, k: int | None = None, as_of: str | None = None, origin: str = "operator",
+            query_vector: np.ndarray | None = None, budget: int | None = None) -> RecallResult:
+        r = self.recipe
+        k = k or r.k
+        trace = Trace(query=query, origin=origin, recipe=r.name, k=k, as_of=as_of)
+        trace.intent = "historical" if (HISTORICAL.search(query) or as_of) else "current"
+        trace.params = {"k": k, "budget": budget or r.budget_tokens, "as_of": as_of, "intent": trace.intent}
+        t0 = time.perf_counter()
+        if query_vector is None:
+            query_vector = self.embedder.embed([query], kind="query")[0]
+        trace.timings["embed"] = round(_ms(t0), 3)
+
+        self._candidates(trace, query, query_vector, extra_terms=[])
+        self._filters(trace, as_of)
+        self._score(trace, as_of)
+        if self._weak(trace) and self.llm is not None and r.planner:
+            self._plan(trace, query, query_vector, as_of)
+        if self._weak(trace) and self.llm is not None and r.reranker:
+            self._rerank(trace, query)
+        ranked = self._rank(trace, k)
+        result = self._budget(trace, ranked, budget or r.budget_tokens)
+        return result
+
+    # candidates -------------------------------------------------------------------------------
+    def _candidates(self, trace: Trace, query: str, qvec: np.ndarray, *, extra_terms: list[str]) -> None:
+        r = self.recipe
+        t0 = time.perf_counter()
+        before = len(trace.candidates)
+        counts: dict[str, int] = {}
+
+        ta = time.perf_counter()
+        if r.weights.get("vector", 0) > 0 and self.vectors is not None:
+            ids, scores = self.vectors.search(qvec, r.vector_k)
+            for rank, (mid, s) in enumerate(zip(ids.tolist(), scores.tolist()), start=1):
+                trace.candidate(mid).channels.setdefault("vector", {"rank": rank, "score": round(float(s), 6)})
+            counts["vector"] = len(ids)
+        trace.timings["vector"] = round(trace.timings.get("vector", 0) + _ms(ta), 3)
+
+        ta = time.perf_counter()
+        terms = content_terms(query) + [t for t in extra_terms if t]
+        if r.weights.get("fts", 0) > 0:
+            match = fts_query(" ".join(terms))
+            hits = self.store.fts_memories(self.scope, match, limit=r.fts_k) if match else []
+            for rank, (mid, bm25) in enumerate(hits, start=1):
+                trace.candidate(mid).channels.setdefault("fts", {"rank": rank, "score": round(-float(bm25), 6)})
+            counts["fts"] = len(hits)
+        trace.timings["fts"] = round(trace.timings.get("fts", 0) + _ms(ta), 3)
+
+        ta = time.perf_counter()
+        if r.weights.get("entity", 0) > 0:
+            names = {m.canonical for m in find_mentions(query)}
+            words = [canonical_name(w) for w in terms]
+            names |= set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
+            known = self.store.entity_names(self.scope, sorted(names))
+            total = max(1, len(self.vectors) if self.vectors is not None else 1)
+            useful = [n for n, c in known.items() if c <= max(50, ENTITY_MAX_SHARE * total)]
+            hits = self.store.entity_memories(self.scope, useful, r.entity_k) if useful else []
+            for rank, (mid, n) in enumerate(hits, start=1):
+                trace.candidate(mid).channels.setdefault("entity", {"rank": rank, "score": float(n)})
+            counts["entity"] = len(hits)
+            trace.params["entities"] = useful
+        trace.timings["entity"] = round(trace.timings.get("entity", 0) + _ms(ta), 3)
+
+        ta = time.perf_counter()
+        if r.baseline_k > 0 and r.weights.get("baseline", 0) > 0:
+            base = self.store.baseline_memories(self.scope, r.baseline_k)
+            for rank, (mid, s) in enumerate(base, start=1):
+                trace.candidate(mid).channels.setdefault("baseline", {"rank": rank, "score": round(float(s), 6)})
+            counts["baseline"] = len(base)
+        trace.timings["baseline"] = round(trace.timings.get("baseline", 0) + _ms(ta), 3)
+
+        ta = time.perf_counter()
+        if r.relation_hops > 0 and r.weights.get("relation", 0) > 0:
+            frontier = [c.memory_id for c in trace.candidates.values()]
+            added = 0
+            for hop in range(1, r.relation_hops + 1):
+                edges = self.store.relation_edges(frontier)
+                nxt = []
+                for e in edges:
+                    for src, dst in ((e["src_memory_id"], e["dst_memory_id"]), (e["dst_memory_id"], e["src_memory_id"])):
+                        if src in trace.candidates and dst not in frontier:
+                            cand = trace.candidate(dst)
+                            if "relation" not in cand.channels:
+                                cand.channels["relation"] = {"rank": hop, "score": round(float(e["confidence"]), 6),
+                                                             "via": src, "type": e["type"]}
+                                cand.meta["edge_scope"] = (e["user_id"], e["agent_id"], e["scope_type"], e["scope_id"])
+                                nxt.append(dst)
+                                added += 1
+                frontier = nxt
+                if not frontier:
+                    break
+            counts["relation"] = added
+        trace.timings["relation"] = round(trace.timings.get("relation", 0) + _ms(ta), 3)
+
+        self._load_meta(trace)
+        trace.stage("candidates", before, len(trace.candidates), _ms(t0), channels=counts)
+
+    def _load_meta(self, trace: Trace) -> None:
+        missing = [mid for mid, c in trace.candidates.items() if not c.meta.get("loaded")]
+        meta = self.store.candidate_meta(self.scope, missing)
+        for mid in missing:
+            cand = trace.candidates[mid]
+            row = meta.get(mid)
+            if row is None:
+                cand.meta["loaded"] = True
+                cand.meta["missing"] = True
+            else:
+                cand.meta.update(row)
+                cand.meta["loaded"] = True
+
+    # filters ----------------------------------------------------------------------------------
+    def _filters(self, trace: Trace, as_of: str | None, cands: list[CandidateTrace] | None = None) -> None:
+        """Drop what must not be recalled, each with a typed reason. `cands`: only these (no stage row)."""
+        t0 = time.perf_counter()
+        alive_before = len(trace.alive())
+        now = self.now
+        for cand in (trace.alive() if cands is None else [c for c in cands if c.alive]):
+            m = cand.meta
+            if m.get("missing"):
+                cand.drop("filters", DropReason.OUT_OF_SCOPE, "not in this scope (reached through a relation or "
+                          "deleted since)")
+                continue
+            if m["retracted_at"] or m.get("status") == "retracted":
+                cand.drop("filters", DropReason.RETRACTED, f"retracted at {m['retracted_at'] or m.get('invalidated_at')}")
+                continue
+            if m["forgotten_at"]:
+                cand.drop("filters", DropReason.FORGOTTEN, f"forgotten at {m['forgotten_at']}: {m['forget_reason']}")
+                continue
+            if m["trust"] not in self.recipe.trust_allowed:
+                cand.drop("filters", DropReason.TRUST_FILTERED, f"trust {m['trust']} is not allowed by the recipe")
+                continue
+            if as_of is not None:
+                reason = self._not_valid_at(m, as_of)
+                if reason:
+                    cand.drop("filters", DropReason.NOT_VALID_AT, reason)
+                continue
+            status = m.get("status")
+            forget_after = m.get("forget_after") or m.get("m_forget_after")
+            if status == "expired" or (forget_after and now and forget_after <= now):
+                cand.drop("filters", DropReason.EXPIRED, f"forget_after {forget_after} has passed")
+                continue
+            if status == "superseded" and trace.intent != "historical":
+                cand.drop("filters", DropReason.SUPERSEDED,
+                          f"superseded at {m['invalidated_at']}; shown as history of the current version")
+        if cands is None:
+            trace.stage("filters", alive_before, len(trace.alive()), _ms(t0))
+
+    @staticmethod
+    def _not_valid_at(m: dict, t: str) -> str | None:
+        if m.get("fact_id") is not None:
+            if m["valid_from"] and m["valid_from"] > t:
+                return f"valid from {m['valid_from']}, after {t}"
+            if m["valid_to"] and m["valid_to"] <= t:
+                return f"valid until {m['valid_to']}, before {t}"
+            if m["learned_at"] and m["learned_at"] > t and not m["valid_from"]:
+                return f"learned at {m['learned_at']}, after {t}"
+            if m.get("status") == "needs_review":
+                return None
+            return None
+        if m["source_time"] and m["source_time"] > t:
+            return f"from {m['source_time']}, after {t}"
+        return None
+
+    # score ------------------------------------------------------------------------------------
+    def _reference_time(self, as_of: str | None) -> datetime | None:
+        ref = as_of or self.now or self.store.latest_source_time(self.scope)
+        try:
+            return parse_iso(ref) if ref else None
+        except ValueError:
+            return None
+
+    def _score(self, trace: Trace, as_of: str | None) -> None:
+        r = self.recipe
+        t0 = time.perf_counter()
+        alive = trace.alive()
+        ref = self._reference_time(as_of)
+        base = self._fuse(alive, exclude=("relation", "neighbour"))
+        # Neighbour expansion: turns next to the strongest hits carry their context.
+        if r.neighbour_window > 0 and r.weights.get("neighbour", 0) > 0:
+            seeds = sorted((c for c in alive if c.meta.get("kind") == "episode"), key=lambda c: -base[c.memory_id])
+            seeds = [c.memory_id for c in seeds[: r.neighbour_seeds] if base[c.memory_id] > 0]
+            added = []
+            for seed, nb, dist in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
+                value = base[seed] / (1.0 + dist)
+                cand = trace.candidate(nb)
+                prev = cand.channels.get("neighbour")
+                if prev is None or value > prev["score"]:
+                    cand.channels["neighbour"] = {"rank": dist, "score": round(value, 6), "via": seed}
+                    if nb not in base:
+                        added.append(nb)
+            if added:
+                self._load_meta(trace)
+                self._filters(trace, as_of, [trace.candidates[m] for m in added])
+                alive = trace.alive()
+        # Relation hops inherit the strength of the candidate they came from.
+        for cand in alive:
+            rel = cand.channels.get("relation")
+            if rel is not None:
+                rel["score"] = round(float(rel["score"]) * base.get(rel["via"], 0.0), 6)
+        fused = self._fuse(alive, exclude=())
+        for cand in alive:
+            m = cand.meta
+            comp = {"fusion": round(fused[cand.memory_id], 6)}
+            comp["confidence"] = r.confidence_weight * ((m.get("fact_confidence") or m["confidence"]) - 0.5)
+            comp["importance"] = r.importance_weight * (m["importance"] - 0.5)
+            comp["recency"] = 0.0
+            when = m.get("valid_from") or m.get("source_time") or m.get("created_at")
+            if ref is not None and when:
+                try:
+                    age = max(0.0, (ref - parse_iso(when)).total_seconds() / 86400.0)
+                    comp["recency"] = r.recency_weight * 0.5 ** (age / r.recency_half_life_days)
+                except ValueError:
+                    pass
+            comp["usage"] = r.usage_weight * min(1.0, math.log1p(m["access_count"]) / math.log(10))
+            comp["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
+            comp["fact"] = r.fact_bonus if m.get("fact_id") is not None else 0.0
+            comp["review"] = -r.review_penalty if m.get("status") == "needs_review" else 0.0
+            comp["pinned"] = 0.05 if m["pinned"] else 0.0
+            score = sum(comp.values())
+            if m.get("relation") == "derives":
+                comp["derived_factor"] = r.derived_factor
+                score = score * r.derived_factor - 1e-6
+            cand.components = {k: round(v, 6) for k, v in comp.items()}
+            cand.score = score
+        self._order_versions(trace)
+        self._dedupe(trace)
+        trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
+
+    def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...]) -> dict[int, float]:
+        r = self.recipe
+        out = {c.memory_id: 0.0 for c in cands}
+        channels = [ch for ch, w in r.weights.items() if w > 0 and ch not in exclude]
+        for ch in channels:
+            present = {c.memory_id: float(c.channels[ch]["score"]) for c in cands if ch in c.channels}
+            if not present:
+                continue
+            if r.fusion == "rrf":
+                for c in cands:
+                    if ch in c.channels:
+                        out[c.memory_id] += r.weights[ch] / (r.rrf_k + float(c.channels[ch]["rank"]))
+                continue
+            if ch in ("vector", "fts"):
+                norm = _minmax(present)
+                if ch == "vector":  # keep absolute meaning: a weak best match is not a 1.0
+                    top = max(present.values())
+                    norm = {k: v * max(0.0, top) for k, v in norm.items()}
+            elif ch == "entity":
+                top = max(present.values())
+                norm = {k: v / top for k, v in present.items()}
+            else:
+                norm = {k: max(0.0, min(1.0, v)) for k, v in present.items()}
+            for mid, v in norm.items():
+                out[mid] += r.weights[ch] * v
+        return out
+
+    def _order_versions(self, trace: Trace) -> None:
+        """An old value never outranks the current one: cap superseded facts below their successor."""
+        alive = {c.meta.get("fact_id"): c for c in trace.alive() if c.meta.get("fact_id") is not None}
+        for cand in list(alive.values()):
+            prev = cand.meta.get("supersedes_fact_id")
+            seen = set()
+            current = cand
+            while prev and prev in alive and prev not in seen:
+                seen.add(prev)
+                older = alive[prev]
+                if older.score >= current.score:
+                    older.components["version_cap"] = round(current.score - older.score - 1e-6, 6)
+                    older.score = current.score - 1e-6
+                current = older
+                prev = older.meta.get("supersedes_fact_id")
+
+    def _dedupe(self, trace: Trace) -> None:
+        best: dict[str, CandidateTrace] = {}
+        for cand in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
+            key = " ".join(cand.meta["text"].casefold().split())
+            if key in best:
+                cand.drop("score", DropReason.DUPLICATE, f"same text as memory {best[key].memory_id}")
+            else:
+                best[key] = cand
+
+    # weak retrieval and the LLM stages --------------------------------------------------------
+    def _weak(self, trace: Trace) -> bool:
+        alive = sorted(trace.alive(), key=lambda c: -c.score)
+        if not alive:
+            return True
+        if alive[0].score < self.recipe.weak_top_score:
+            return True
+        return len(alive) > 1 and alive[0].score - alive[1].score < self.recipe.ambiguous_margin
+
+    def _plan(self, trace: Trace, query: str, qvec: np.ndarray, as_of: str | None) -> None:
+        from . import plan_v1
+
+        t0 = time.perf_counter()
+        before = len(trace.candidates)
+        plan = plan_v1.plan(self.llm, query, timeout=self.recipe.llm_timeout_s)
+        trace.plan = plan
+        if plan.get("ok"):
+            if plan.get("intent") == "historical":
+                trace.intent = "historical"
+            variants = [v for v in plan.get("variants", []) if v and v != query][:3]
+            extra = list(plan.get("entities", []))
+            for variant in variants:
+                extra += content_terms(variant)
+            if variants:
+                vecs = self.embedder.embed(variants, kind="query")
+                qvec = np.mean(np.vstack([qvec[None, :], vecs]), axis=0)
+                qvec = qvec / max(1e-9, float(np.linalg.norm(qvec)))
+            n_stages = len(trace.stages)
+            self._candidates(trace, query, qvec, extra_terms=extra)
+            self._filters(trace, as_of or plan.get("as_of"))
+            self._score(trace, as_of)
+            del trace.stages[n_stages:]
+        trace.stage("plan", before, len(trace.candidates), _ms(t0), ok=bool(plan.get("ok")),
+                    fallback=None if plan.get("ok") else "cheap retrieval kept")
+
+    def _rerank(self, trace: Trace, query: str) -> None:
+        from . import rerank_v1
+
+        t0 = time.perf_counter()
+        top = sorted(trace.alive(), key=lambda c: -c.score)[: self.recipe.rerank_max]
+        outcome = rerank_v1.rerank(self.llm, query, [(c.memory_id, c.meta["text"]) for c in top],
+                                   timeout=self.recipe.llm_timeout_s)
+        trace.rerank = outcome
+        if outcome.get("ok"):
+            order = [mid for mid in outcome["order"] if mid in {c.memory_id for c in top}]  # never unknown ids
+            if order:
+                hi = max(c.score for c in top)
+                for pos, mid in enumerate(order):
+                    cand = trace.candidates[mid]
+                    cand.components["rerank"] = round(hi + 1.0 - pos * 1e-3 - cand.score, 6)
+                    cand.score = hi + 1.0 - pos * 1e-3
+        trace.stage("rerank", len(top), len(top), _ms(t0), ok=bool(outcome.get("ok")),
+                    fallback=None if outcome.get("ok") else "fused order kept")
+
+    # rank and budget --------------------------------------------------------------------------
+    def _rank(self, trace: Trace, k: int) -> list[CandidateTrace]:
+        t0 = time.perf_counter()
+        alive = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))
+        for pos, cand in enumerate(alive, start=1):
+            if pos <= k:
+                cand.rank = pos
+            else:
+                cand.drop("rank", DropReason.BELOW_CUT, f"position {pos} with score {cand.score:.4f}; k = {k}, "
+                          f"the last kept scored {alive[k - 1].score:.4f}")
+        trace.stage("rank", len(alive), min(k, len(alive)), _ms(t0))
+        return alive[:k]
+
+    def _budget(self, trace: Trace, ranked: list[CandidateTrace], budget: int) -> RecallResult:
+        t0 = time.perf_counter()
+        mids = [c.memory_id for c in ranked]
+        sources = self.store.first_sources(self.scope, mids)
+        result = RecallResult(trace)
+        lines: list[str] = []
+        used = 0
+        final = 0
+        for cand in ranked:
+            m = cand.meta
+            src = sources.get(cand.memory_id)
+            history = self._history(m) if m.get("fact_id") is not None else []
+            line = self._render(cand, src, history)
+            cost = estimate_tokens(line) + 1
+            if used + cost > budget:
+                room = budget - used - 1
+                if not lines and room > 0:
+                    line = truncate_to_tokens(line, room)
+                    cost = estimate_tokens(line) + 1
+                    cand.components["truncated"] = 1.0
+                else:
+                    cand.tokens = cost
+                    cand.drop("budget", DropReason.BUDGET, f"needs {cost} tokens, {budget - used} left of {budget}")
+                    continue
+            used += cost
+            final += 1
+            cand.rank = final
+            cand.tokens = cost
+            lines.append(line)
+            result.results.append({
+                "memory_id": cand.memory_id, "rank": final, "score": round(cand.score, 6), "text": m["text"],
+                "kind": m["kind"], "trust": m["trust"],
+                "fact": None if m.get("fact_id") is None else {
+                    k: m[k] for k in ("fact_id", "subject", "predicate", "object", "status", "valid_from", "valid_to",
+                                      "learned_at", "invalidated_at", "relation")} | {"confidence": m["fact_confidence"]},
+                "history": history,
+                "source": None if src is None else {k: src[k] for k in ("document_id", "chunk_id", "start", "end")}
+                | {"title": src["title"], "source_type": src["source_type"], "message_id": src["message_id"]},
+                "tokens": cost,
+            })
+        result.context_text = "\n".join(lines)
+        result.context_tokens = used
+        trace.stage("budget", len(ranked), final, _ms(t0), tokens=used, limit=budget)
+        return result
+
+    def _history(self, m: dict) -> list[dict]:
+        versions = self.store.fact_versions(self.scope, m["subject_key"], m["predicate_key"])
+        return [{"fact_id": v["id"], "object": v["object"], "status": v["status"], "valid_from": v["valid_from"],
+                 "valid_to": v["valid_to"], "label": "previous" if v["status"] == "superseded" else v["status"]}
+                for v in versions if v["id"] != m["fact_id"] and v["status"] in ("superseded", "expired")]
+
+    @staticmethod
+    def _render(cand: CandidateTrace, src: dict | None, history: list[dict]) -> str:
+        m = cand.meta
+        when = (m.get("valid_from") or m.get("source_time") or "")[:10]
+        where = ""
+        if src is not None:
+            where = f"{src['source_type']}:{src['title'] or src['external_id'] or src['document_id']}"
+            if src["message_id"]:
+                where += f"#{src['message_id']}"
+        cite = " · ".join(x for x in (f"m{cand.memory_id}", where, when) if x)
+        text = m["text"]
+        if history:
+            prev = "; ".join(f"{h['object']} (until {(h['valid_to'] or '?')[:10]})" for h in history[-3:])
+            text += f" [previously: {prev}]"
+        if m.get("status") == "needs_review":
+            text += " [unconfirmed]"
+        if m.get("relation") == "derives":
+            text += " [inferred]"
+        return f"[{cite}] {text}"

@@ -1,0 +1,68 @@
+"""Recipes: named, declarative retrieval configurations (the benchmark loops over them)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from ..errors import BadInput
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    name: str
+    # candidate generation: how many each channel proposes
+    vector_k: int = 100
+    fts_k: int = 100
+    entity_k: int = 50
+    baseline_k: int = 5
+    relation_hops: int = 1
+    neighbour_window: int = 1  # episodes this many turns either side of a strong hit join as context
+    neighbour_seeds: int = 10
+    # fusion: "weighted" (convex sum of per-channel min-max normalised scores) or "rrf"
+    fusion: str = "weighted"
+    weights: dict[str, float] = field(default_factory=lambda: {
+        "vector": 0.5, "fts": 0.5, "entity": 0.15, "relation": 0.3, "neighbour": 0.35, "baseline": 0.05})
+    rrf_k: int = 60
+    # priors, added to the fused score
+    confidence_weight: float = 0.05
+    importance_weight: float = 0.03
+    recency_weight: float = 0.05
+    recency_half_life_days: float = 180.0
+    usage_weight: float = 0.02
+    trust_penalty: dict[str, float] = field(default_factory=lambda: {
+        "user": 0.0, "assistant": 0.02, "tool": 0.04, "external": 0.03})
+    fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
+    review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones
+    derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
+    trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
+    # the LLM stages run only when cheap retrieval is weak
+    planner: bool = True
+    reranker: bool = True
+    weak_top_score: float = 0.35
+    ambiguous_margin: float = 0.02
+    llm_timeout_s: float = 8.0
+    rerank_max: int = 24
+    # output
+    k: int = 10
+    budget_tokens: int = 800
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+RECIPES: dict[str, Recipe] = {
+    "default": Recipe("default"),
+    "lexical": Recipe("lexical", weights={"vector": 0.0, "fts": 1.0, "entity": 0.0, "relation": 0.0, "neighbour": 0.0,
+                                          "baseline": 0.0}, neighbour_window=0, planner=False, reranker=False),
+    "vector": Recipe("vector", weights={"vector": 1.0, "fts": 0.0, "entity": 0.0, "relation": 0.0, "neighbour": 0.0,
+                                        "baseline": 0.0}, neighbour_window=0, planner=False, reranker=False),
+    "rrf": Recipe("rrf", fusion="rrf"),
+    "offline": Recipe("offline", planner=False, reranker=False),
+}
+
+
+def get_recipe(name: str | None, **overrides) -> Recipe:
+    recipe = RECIPES.get(name or "default")
+    if recipe is None:
+        raise BadInput(f"unknown recipe {name!r} (one of {', '.join(RECIPES)})")
+    return replace(recipe, **overrides) if overrides else recipe

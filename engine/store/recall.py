@@ -1,0 +1,206 @@
+"""SQL the recall pipeline needs: vectors, candidate metadata, channel lookups, traces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ..scope import Scope
+from .facts import dict_rows
+
+_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
+_IN_CHUNK = 500  # SQLite variable limit is far higher; this keeps statements cacheable
+
+
+def _chunks(ids: list[int]):
+    for i in range(0, len(ids), _IN_CHUNK):
+        yield ids[i:i + _IN_CHUNK]
+
+
+class RecallReads:
+    conn: Any
+
+    # vectors ----------------------------------------------------------------------------------
+    def vector_state(self, scope: Scope, model: str) -> tuple[int, int, str]:
+        row = self.conn.execute(
+            f"SELECT coalesce(max(id), 0), count(*), coalesce(max(created_at), '') FROM embeddings WHERE {_SCOPE_WHERE}"
+            " AND owner_type = 'memory' AND stale = 0 AND model = ?", (*scope.as_params(), model)).fetchone()
+        return int(row[0]), int(row[1]), row[2]
+
+    def vector_count_after(self, scope: Scope, model: str, after_id: int) -> int:
+        return self.conn.execute(
+            f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale = 0"
+            " AND model = ? AND id > ?", (*scope.as_params(), model, after_id)).fetchone()[0]
+
+    def load_vectors(self, scope: Scope, model: str, dims: int, after_id: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray, int]:
+        """(memory ids, float32 matrix, max embedding row id) of current vectors with row id > after_id."""
+        ids: list[int] = []
+        blobs: list[bytes] = []
+        last = after_id
+        for rid, owner, blob in self.conn.execute(
+                f"SELECT id, owner_id, vector FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory'"
+                " AND stale = 0 AND model = ? AND dims = ? AND id > ? ORDER BY id",
+                (*scope.as_params(), model, dims, after_id)):
+            ids.append(owner)
+            blobs.append(blob)
+            last = rid
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32), last
+        mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dims)
+        return np.asarray(ids, dtype=np.int64), mat, last
+
+    # channels ---------------------------------------------------------------------------------
+    def entity_memories(self, scope: Scope, canonicals: list[str], limit: int) -> list[tuple[int, int]]:
+        """(memory_id, number of the named entities it mentions), most first, newest first."""
+        if not canonicals:
+            return []
+        marks = ",".join("?" * len(canonicals))
+        return [tuple(r) for r in self.conn.execute(
+            "SELECT em.memory_id, count(DISTINCT e.id) AS n FROM entities e"
+            " JOIN entity_mentions em ON em.entity_id = e.id"
+            f" WHERE e.user_id = ? AND e.agent_id = ? AND e.scope_type = ? AND e.scope_id = ? AND e.canonical IN ({marks})"
+            " GROUP BY em.memory_id ORDER BY n DESC, em.memory_id DESC LIMIT ?",
+            (*scope.as_params(), *canonicals, limit))]
+
+    def entity_names(self, scope: Scope, canonicals: list[str]) -> dict[str, int]:
+        """Which of these canonical names are known entities (canonical -> mention count)."""
+        if not canonicals:
+            return {}
+        marks = ",".join("?" * len(canonicals))
+        return {r[0]: r[1] for r in self.conn.execute(
+            "SELECT e.canonical, (SELECT count(*) FROM entity_mentions em WHERE em.entity_id = e.id) FROM entities e"
+            f" WHERE {_SCOPE_WHERE} AND e.canonical IN ({marks})", (*scope.as_params(), *canonicals))}
+
+    def relation_edges(self, memory_ids: list[int]) -> list[dict]:
+        """Every live relation touching these memories, from any scope (the caller checks scope)."""
+        out: list[dict] = []
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            out += dict_rows(self.conn,
+                             "SELECT id, src_memory_id, dst_memory_id, type, confidence, user_id, agent_id, scope_type,"
+                             f" scope_id FROM memory_relations WHERE removed_at IS NULL AND (src_memory_id IN ({marks})"
+                             f" OR dst_memory_id IN ({marks}))", (*part, *part))
+        return out
+
+    def baseline_memories(self, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """Pinned and most important fact memories: a small prior-only channel."""
+        return [tuple(r) for r in self.conn.execute(
+            f"SELECT id, importance + pinned FROM memories WHERE {_SCOPE_WHERE} AND kind = 'fact'"
+            " AND forgotten_at IS NULL AND retracted_at IS NULL ORDER BY pinned DESC, importance DESC, id DESC LIMIT ?",
+            (*scope.as_params(), limit))]
+
+    def neighbour_memories(self, scope: Scope, memory_ids: list[int], window: int) -> list[tuple[int, int, int]]:
+        """(seed memory, neighbour memory, distance) for episodes within `window` chunks in the same document."""
+        out: list[tuple[int, int, int]] = []
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            out += [tuple(r) for r in self.conn.execute(
+                "SELECT s.memory_id, s2.memory_id, abs(c2.ordinal - c.ordinal) FROM memory_sources s"
+                " JOIN chunks c ON c.id = s.chunk_id"
+                " JOIN chunks c2 ON c2.document_id = c.document_id AND c2.ordinal BETWEEN c.ordinal - ? AND c.ordinal + ?"
+                "  AND c2.id != c.id"
+                " JOIN memory_sources s2 ON s2.chunk_id = c2.id"
+                f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?",
+                (window, window, *part, *scope.as_params()))]
+        return out
+
+    # candidate metadata ------------------------------------------------------------------------
+    def candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:
+        out: dict[int, dict] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for row in dict_rows(
+                    self.conn,
+                    "SELECT m.id, m.kind, m.text, m.trust, m.importance, m.confidence, m.source_time, m.created_at,"
+                    " m.forget_after AS m_forget_after, m.forgotten_at, m.forget_reason, m.retracted_at,"
+                    " m.access_count, m.pinned, m.content_hash, m.is_static,"
+                    " f.id AS fact_id, f.subject, f.predicate, f.object, f.subject_key, f.predicate_key, f.status,"
+                    " f.relation, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at, f.forget_after,"
+                    " f.supersedes_fact_id, f.confidence AS fact_confidence, f.evidence_unverified"
+                    f" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id WHERE m.id IN ({marks}) AND {_M}",
+                    (*part, *scope.as_params())):
+                out[row["id"]] = row
+        return out
+
+    def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:
+        """The first source span of each memory, with its document's title, type and chunk position."""
+        out: dict[int, dict] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for row in dict_rows(
+                    self.conn,
+                    "SELECT s.memory_id, s.document_id, s.chunk_id, s.start, s.\"end\", d.title, d.source_type, d.uri,"
+                    " d.external_id, c.message_id, c.ordinal, c.speaker FROM memory_sources s"
+                    " JOIN documents d ON d.id = s.document_id JOIN chunks c ON c.id = s.chunk_id"
+                    f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ?"
+                    " AND s.scope_id = ? ORDER BY s.id", (*part, *scope.as_params())):
+                out.setdefault(row["memory_id"], row)
+        return out
+
+    def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict]:
+        return dict_rows(
+            self.conn,
+            "SELECT f.id, f.memory_id, f.object, f.status, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at,"
+            " f.supersedes_fact_id FROM facts f WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ?"
+            " AND f.scope_id = ? AND f.subject_key = ? AND f.predicate_key = ? ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
+            (*scope.as_params(), subject_key, predicate_key))
+
+    def latest_source_time(self, scope: Scope) -> str | None:
+        row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {_SCOPE_WHERE}", scope.as_params()).fetchone()
+        return row[0]
+
+    # traces ------------------------------------------------------------------------------------
+    def trace(self, scope: Scope, trace_id: int) -> dict | None:
+        rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {_SCOPE_WHERE}",
+                         (trace_id, *scope.as_params()))
+        if not rows:
+            return None
+        t = rows[0]
+        for key in ("params", "plan", "rerank", "stages", "timings"):
+            if t.get(key):
+                t[key] = json.loads(t[key])
+        t["candidates"] = dict_rows(self.conn, "SELECT * FROM trace_candidates WHERE trace_id = ? ORDER BY"
+                                    " rank IS NULL, rank, score DESC, id", (trace_id,))
+        for c in t["candidates"]:
+            c["channels"] = json.loads(c["channels"])
+            c["components"] = json.loads(c["components"])
+        return t
+
+    def traces(self, scope: Scope, *, limit: int = 200) -> list[dict]:
+        return dict_rows(self.conn, "SELECT id, origin, query_text, query_hash, recipe, k, as_of, result_count,"
+                         f" context_tokens, created_at FROM retrieval_traces WHERE {_SCOPE_WHERE} ORDER BY id DESC LIMIT ?",
+                         (*scope.as_params(), limit))
+
+
+class RecallWrites:
+    conn: Any
+    _sp: tuple[str, str, str, str]
+    now: str
+
+    def insert_trace(self, *, origin: str, query_text: str | None, query_hash: str, recipe: str, k: int,
+                     as_of: str | None, params: dict, plan: Any, rerank: Any, stages: list, timings: dict,
+                     context_text: str, context_tokens: int, result_count: int) -> int:
+        self.conn.execute(
+            "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
+            " recipe, k, as_of, params, plan, rerank, stages, timings, context_text, context_tokens, result_count,"
+            " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*self._sp, origin, query_text, query_hash, recipe, k, as_of, json.dumps(params),
+             json.dumps(plan) if plan is not None else None, json.dumps(rerank) if rerank is not None else None,
+             json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now))
+        return self.conn.last_insert_rowid()
+
+    def insert_trace_candidates(self, trace_id: int, rows: list[tuple]) -> None:
+        """rows: (memory_id, channels json, components json, score, rank, dropped_stage, drop_reason, detail, tokens)."""
+        self.conn.executemany(
+            "INSERT INTO trace_candidates(user_id, agent_id, scope_type, scope_id, trace_id, memory_id, channels,"
+            " components, score, rank, dropped_stage, drop_reason, drop_detail, tokens)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [(*self._sp, trace_id, *r) for r in rows])
+
+    def reinforce_usage(self, memory_ids: list[int]) -> None:
+        self.conn.executemany(
+            f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            [(self.now, mid, *self._sp) for mid in memory_ids])
