@@ -1,0 +1,96 @@
+"""All background work goes through here (STYLE.md item 3).
+
+`TaskRunner.run(fn, on_done, on_error, progress=..., cancellable=...)` runs `fn(progress,
+should_stop)` on a QThreadPool worker and delivers the result or the error to the GUI thread
+by signal. No widget is touched off the GUI thread. Tests swap in `InlineRunner`, which runs
+the same call synchronously, so they need no waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+Work = Callable[[Callable[[float, str], None], Callable[[], bool]], Any]
+
+
+class _Signals(QObject):
+    sigDone = Signal(object)
+    sigError = Signal(object)
+    sigProgress = Signal(float, str)
+
+
+class Task(QRunnable):
+    def __init__(self, work: Work) -> None:
+        super().__init__()
+        self.work = work
+        self.signals = _Signals()
+        self._stop = threading.Event()
+        self.setAutoDelete(False)
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:  # worker thread
+        try:
+            result = self.work(lambda f, m: self.signals.sigProgress.emit(float(f), str(m)), self._stop.is_set)
+        except BaseException as exc:  # noqa: BLE001 - delivered to the GUI thread, shown in the pane
+            exc.__memlens_traceback__ = traceback.format_exc()  # type: ignore[attr-defined]
+            self.signals.sigError.emit(exc)
+        else:
+            self.signals.sigDone.emit(result)
+
+
+class TaskRunner(QObject):
+    def __init__(self, max_threads: int = 2) -> None:
+        super().__init__()
+        self.pool = QThreadPool()
+        self.pool.setMaxThreadCount(max_threads)
+        self._live: set[Task] = set()
+
+    def run(self, work: Work, on_done: Callable[[Any], None] | None = None,
+            on_error: Callable[[BaseException], None] | None = None,
+            on_progress: Callable[[float, str], None] | None = None) -> Task:
+        task = Task(work)
+        self._live.add(task)
+        if on_done is not None:
+            task.signals.sigDone.connect(on_done)
+        if on_error is not None:
+            task.signals.sigError.connect(on_error)
+        if on_progress is not None:
+            task.signals.sigProgress.connect(on_progress)
+        task.signals.sigDone.connect(lambda _=None, t=task: self._live.discard(t))
+        task.signals.sigError.connect(lambda _=None, t=task: self._live.discard(t))
+        self.pool.start(task)
+        return task
+
+    def wait(self, msecs: int = 30000) -> bool:
+        return self.pool.waitForDone(msecs)
+
+    def shutdown(self) -> None:
+        for task in list(self._live):
+            task.cancel()
+        self.pool.waitForDone(30000)
+
+
+class InlineRunner(TaskRunner):
+    """Runs work synchronously on the calling thread (tests)."""
+
+    def run(self, work, on_done=None, on_error=None, on_progress=None):
+        task = Task(work)
+        if on_done is not None:
+            task.signals.sigDone.connect(on_done)
+        if on_error is not None:
+            task.signals.sigError.connect(on_error)
+        if on_progress is not None:
+            task.signals.sigProgress.connect(on_progress)
+        task.run()
+        return task
