@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine import __version__
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: one BLAS thread (PERF.md)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from engine import __version__  # noqa: E402
 from engine.errors import BadInput, MemlensError
 from engine.scope import SCOPE_TYPES, Scope
 
@@ -138,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _scoped(p)
     p.add_argument("id", type=int, nargs="?", default=None, help="trace id (default: list recent traces)")
+
+    p = sub.add_parser("perf", help="build a synthetic store and measure the recall pipeline")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--memories", type=int, default=100_000)
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--dims", type=int, default=384)
+    p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
 
     p = sub.add_parser("log", help="the curation audit log")
     _common(p)
@@ -377,6 +387,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_perf(args: argparse.Namespace) -> int:
+    from engine.perf import run_perf
+
+    if args.memories < 1 or args.queries < 1:
+        raise BadInput("--memories and --queries must be positive")
+    out = run_perf(args.memories, args.queries, dims=args.dims, workdir=args.workdir,
+                   progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    t = out["total_ms"]
+    _emit(args, out, f"{out['memories']:,} memories, {out['queries']} queries: total p50 {t['p50']} ms, "
+                     f"p95 {t['p95']} ms, p99 {t['p99']} ms; vector recall@10 {out['vector_recall_at_10']}; "
+                     f"build {out['build_seconds']} s; DB {out['db_bytes']:,} bytes; peak RSS {out['peak_rss_bytes']:,}")
+    return 0
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
         rows = engine.store.curation_log(_scope(args), limit=args.limit)
@@ -398,7 +424,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
 COMMANDS = {"ingest": cmd_ingest, "show": cmd_show, "export": cmd_export, "reembed": cmd_reembed,
             "status": cmd_status, "gui": cmd_gui, "facts": cmd_facts, "profile": cmd_profile,
             "conflicts": cmd_conflicts, "resolve": cmd_resolve, "undo": cmd_undo, "redo": cmd_undo,
-            "forget": cmd_forget, "retract": cmd_retract, "log": cmd_log, "recall": cmd_recall, "trace": cmd_trace}
+            "forget": cmd_forget, "retract": cmd_retract, "log": cmd_log, "recall": cmd_recall, "trace": cmd_trace,
+            "perf": cmd_perf}
 
 
 def main(argv: list[str] | None = None) -> int:

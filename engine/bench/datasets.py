@@ -721,7 +721,9 @@ def _convomem(data: Any, sha: str, path: Path | str) -> ConvoMemDataset:
     else:
         items = data
     if not isinstance(items, list) or not items:
-        raise _fail(name, "not ConvoMem: expected evidence items (a list, or {\"evidence_items\": [...]})")
+        raise _fail(
+            name, "not ConvoMem: expected evidence items (a list, or {\"evidence_items\": [...]})"
+        )
     quirks = QuirkReport()
     fallback = _folder_category(path)
     questions = [_convomem_question(i, item, fallback, name, quirks) for i, item in enumerate(items)]
@@ -779,7 +781,9 @@ def _convomem_question(
             quirks.note("contains_evidence_mismatch", f"{qid}: {cid}")
         source = conv.get("id")
         conversations.append(
-            ConvoMemConversation(cid, None if source is None else str(source), contains, tuple(messages))
+            ConvoMemConversation(
+                cid, None if source is None else str(source), contains, tuple(messages)
+            )
         )
     unmatched = [e for e, text in enumerate(texts) if text not in matched]
     for e in unmatched:

@@ -168,7 +168,8 @@ def metric_keys(ks: Sequence[int], levels: Sequence[str]) -> list[str]:
 def score_ranking(
     ranked: Iterable[Hashable], gold: Collection[Hashable], ks: Sequence[int], level: str
 ) -> dict[str, float]:
-    """Every metric of one level for one question: {"<level>_<metric>@<k>": value, "<level>_mrr": value}."""
+    """Every metric of one level for one question, keyed as in a summary:
+    {"<level>_<metric>@<k>": value, ..., "<level>_mrr": value}."""
     ranked = dedupe(ranked)
     gold = set(gold)
     scores = {

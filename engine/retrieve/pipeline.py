@@ -31,7 +31,10 @@ from .trace import CandidateTrace, DropReason, Trace
 HISTORICAL = re.compile(
     r"\b(before|previously|used to|formerly|originally|earlier|in the past|prior to|no longer|anymore|"
     r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
-ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
+ENTITY_MAX_SHARE = 0.2
+FTS_COMMON_DF = 5000  # a term in more memories than this (and than FTS_COMMON_SHARE of them) is skipped
+FTS_COMMON_SHARE = 0.02
+FTS_MAX_TERMS = 12  # an entity mentioned by more than this share of memories does not discriminate
 
 
 @dataclass(slots=True)
@@ -116,7 +119,9 @@ class Recall:
         ta = time.perf_counter()
         terms = content_terms(query) + [t for t in extra_terms if t]
         if r.weights.get("fts", 0) > 0:
-            match = fts_query(" ".join(terms))
+            chosen = self._fts_terms(terms)
+            trace.params["fts_terms"] = chosen
+            match = fts_query(" ".join(chosen))
             hits = self.store.fts_memories(self.scope, match, limit=r.fts_k) if match else []
             for rank, (mid, bm25) in enumerate(hits, start=1):
                 trace.candidate(mid).channels.setdefault("fts", {"rank": rank, "score": round(-float(bm25), 6)})
@@ -171,6 +176,21 @@ class Recall:
 
         self._load_meta(trace)
         trace.stage("candidates", before, len(trace.candidates), _ms(t0), channels=counts)
+
+    def _fts_terms(self, terms: list[str]) -> list[str]:
+        """The query's rarest content words: common ones cost much and rank nothing (PERF.md)."""
+        terms = list(dict.fromkeys(terms))
+        if not terms:
+            return []
+        df = self.store.fts_term_frequencies(terms)
+        present = [t for t in terms if df.get(t, 0) > 0]
+        if not present:
+            return []
+        limit = max(FTS_COMMON_DF, FTS_COMMON_SHARE * self.store.memory_count_estimate())
+        kept = [t for t in present if df[t] <= limit]
+        if not kept:
+            kept = [min(present, key=lambda t: df[t])]
+        return sorted(kept, key=lambda t: df[t])[:FTS_MAX_TERMS]
 
     def _load_meta(self, trace: Trace) -> None:
         missing = [mid for mid, c in trace.candidates.items() if not c.meta.get("loaded")]

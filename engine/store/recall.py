@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import apsw
 import numpy as np
 
 from ..scope import Scope
@@ -22,6 +23,7 @@ def _chunks(ids: list[int]):
 
 class RecallReads:
     conn: Any
+    db: Any
 
     # vectors ----------------------------------------------------------------------------------
     def vector_state(self, scope: Scope, model: str) -> tuple[int, int, str]:
@@ -52,6 +54,30 @@ class RecallReads:
             return np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32), last
         mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dims)
         return np.asarray(ids, dtype=np.int64), mat, last
+
+    # full text --------------------------------------------------------------------------------
+    def fts_term_frequencies(self, terms: list[str]) -> dict[str, int]:
+        """term -> number of memories containing it (any scope: an estimate for choosing terms)."""
+        local = self.db._local  # the tokenizer belongs to this thread's connection
+        tok = getattr(local, "fts_tokenizer", None)
+        if tok is None:
+            tok = local.fts_tokenizer = self.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+        stems: dict[str, str] = {}
+        for term in terms:
+            toks = tok(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
+                       include_colocated=False)
+            if toks:
+                stems[term] = toks[0]
+        if not stems:
+            return {}
+        marks = ",".join("?" * len(set(stems.values())))
+        df = {r[0]: r[1] for r in self.conn.execute(
+            f"SELECT term, doc FROM memories_fts_vocab WHERE term IN ({marks})", tuple(set(stems.values())))}
+        return {term: df.get(stem, 0) for term, stem in stems.items()}
+
+    def memory_count_estimate(self) -> int:
+        row = self.conn.execute("SELECT max(id) FROM memories").fetchone()
+        return int(row[0] or 0)
 
     # channels ---------------------------------------------------------------------------------
     def entity_memories(self, scope: Scope, canonicals: list[str], limit: int) -> list[tuple[int, int]]:
@@ -204,3 +230,35 @@ class RecallWrites:
         self.conn.executemany(
             f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
             [(self.now, mid, *self._sp) for mid in memory_ids])
+
+
+class BulkWrites:
+    """Fast paths for synthetic stores (memlens perf): executemany, ids chosen by the caller."""
+
+    conn: Any
+    _sp: tuple[str, str, str, str]
+    now: str
+
+    def bulk_memories(self, rows: list[tuple]) -> None:
+        """rows: (id, kind, text, trust, importance, confidence, source_time, content_hash)."""
+        self.conn.executemany(
+            "INSERT INTO memories(id, user_id, agent_id, scope_type, scope_id, kind, text, trust, importance,"
+            " confidence, source_time, created_at, updated_at, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(r[0], *self._sp, *r[1:7], self.now, self.now, r[7]) for r in rows])
+
+    def bulk_facts(self, rows: list[tuple]) -> None:
+        """rows: (id, memory_id, subject, predicate, object, subject_key, predicate_key, object_key, status,
+        confidence, valid_from, valid_to, learned_at, invalidated_at, supersedes_fact_id, relation)."""
+        self.conn.executemany(
+            "INSERT INTO facts(id, user_id, agent_id, scope_type, scope_id, memory_id, subject, predicate, object,"
+            " subject_key, predicate_key, object_key, status, confidence, valid_from, valid_to, learned_at,"
+            " invalidated_at, supersedes_fact_id, relation, extraction_method)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'synthetic')",
+            [(r[0], *self._sp, *r[1:]) for r in rows])
+
+    def bulk_relations(self, rows: list[tuple]) -> None:
+        """rows: (src_memory_id, dst_memory_id, type)."""
+        self.conn.executemany(
+            "INSERT INTO memory_relations(user_id, agent_id, scope_type, scope_id, src_memory_id, dst_memory_id, type,"
+            " confidence, created_by, rule, created_at) VALUES (?,?,?,?,?,?,?,1.0,'extractor','synthetic',?)",
+            [(*self._sp, *r, self.now) for r in rows])

@@ -1,0 +1,548 @@
+"""Benchmark loaders on invented fixtures (every quirk the real files have), plus count checks
+against the real development split when /work/shared/data is present."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.bench.datasets import (
+    LOCOMO_CATEGORIES,
+    ConvoMemDataset,
+    LocomoDataset,
+    LongMemEvalDataset,
+    detect_dataset,
+    load_convomem,
+    load_dataset,
+    load_locomo,
+    load_longmemeval,
+    sha256_file,
+)
+from engine.errors import BadInput, UnknownFormat
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+LOCOMO = FIXTURES / "bench_locomo_tiny.json"
+LME_S = FIXTURES / "bench_longmemeval_s_tiny.json"
+LME_ORACLE = FIXTURES / "bench_longmemeval_oracle_tiny.json"
+CONVOMEM = FIXTURES / "convomem_tiny.json"
+
+REAL = Path("/work/shared/data")
+
+
+def _write(tmp_path: Path, data: object, name: str = "data.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+# --- LoCoMo ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def locomo() -> LocomoDataset:
+    return load_locomo(LOCOMO)
+
+
+def test_locomo_conversations_sessions_turns(locomo):
+    first, second = locomo.conversations
+    assert (first.sample_id, first.speaker_a, first.speaker_b) == ("conv-x1", "Odile", "Tamsin")
+    # session_4 has a date key but no turn list: it is not a session.
+    assert [s.number for s in first.sessions] == [1, 2, 3]
+    assert [s.session_id for s in first.sessions] == [
+        "conv-x1:session_1",
+        "conv-x1:session_2",
+        "conv-x1:session_3",
+    ]
+    s1 = first.sessions[0]
+    assert s1.date == "1:56 pm on 8 May, 2023"
+    assert s1.time == "2023-05-08T13:56:00Z"
+    assert first.sessions[1].time == "2023-06-20T09:05:00Z"
+    assert first.sessions[2].time == "2023-07-01T00:00:00Z"  # 12:00 am is midnight
+    assert [t.dia_id for t in s1.turns] == ["D1:1", "D1:2", "D1:3"]
+    assert s1.turns[0].speaker == "Odile" and s1.turns[0].blip_caption is None
+    assert s1.turns[1].blip_caption == "a photo of a patchwork quilt with orange squares"
+    assert {t.session for t in first.sessions[1].turns} == {2}
+    assert len(second.turns()) == 2
+    assert locomo.stats() == {
+        "conversations": 2,
+        "sessions": 4,
+        "turns": 10,
+        "questions": 12,
+        "by_category": {1: 2, 2: 2, 3: 1, 4: 5, 5: 2},
+        "questions_without_evidence": 2,
+    }
+
+
+def test_locomo_questions_answers_and_categories(locomo):
+    q = {x.question_id: x for x in locomo.questions}
+    assert list(q)[:3] == ["conv-x1:q0", "conv-x1:q1", "conv-x1:q2"]
+    assert q["conv-x1:q0"].answer == "Pimento"
+    assert q["conv-x1:q0"].category == 4 and q["conv-x1:q0"].category_name == "single-hop"
+    assert q["conv-x1:q1"].answer == "2021"  # an int in the file
+    assert q["conv-x1:q1"].category_name == "temporal"
+    assert q["conv-x1:q2"].category_name == "multi-hop"
+    assert q["conv-x1:q6"].category_name == "open-domain"
+    adversarial = q["conv-x1:q7"]
+    assert adversarial.category_name == "adversarial"
+    assert adversarial.answer is None and adversarial.adversarial_answer == "Pimento"
+    both = q["conv-x1:q8"]
+    assert both.answer == "Not mentioned" and both.adversarial_answer == "a quilt"
+    assert q["conv-x2:q1"].sample_id == "conv-x2" and q["conv-x2:q1"].index == 1
+
+
+def test_locomo_category_codes_are_the_datas_not_the_papers():
+    assert LOCOMO_CATEGORIES == {
+        1: "multi-hop",
+        2: "temporal",
+        3: "open-domain",
+        4: "single-hop",
+        5: "adversarial",
+    }
+
+
+def test_locomo_evidence_normalisation(locomo):
+    q = {x.question_id: x for x in locomo.questions}
+    assert q["conv-x1:q2"].evidence == ("D1:2", "D2:2")  # "D1:2; D2:2"
+    assert q["conv-x1:q2"].raw_evidence == ("D1:2; D2:2",)
+    assert q["conv-x1:q3"].evidence == ("D1:1", "D2:1", "D2:3")  # "D1:1 D2:1 D2:3"
+    assert q["conv-x1:q4"].evidence == ("D2:2",)  # "D2:02"
+    assert q["conv-x1:q5"].evidence == ("D3:1",)  # "D:3:1"
+    assert q["conv-x1:q6"].evidence == ()
+    assert q["conv-x1:q9"].evidence == ("D3:2",)  # "D" and "D9:9" dropped, repeat removed
+    assert q["conv-x2:q1"].evidence == ()  # its only id names no turn
+    assert q["conv-x1:q3"].evidence_sessions == ("conv-x1:session_1", "conv-x1:session_2")
+    assert q["conv-x1:q5"].evidence_sessions == ("conv-x1:session_3",)
+
+
+def test_locomo_quirk_report(locomo):
+    report = locomo.quirks.as_dict()
+    assert report["counts"] == {
+        "adversarial_with_answer": 1,
+        "date_without_session": 1,
+        "empty_evidence": 1,
+        "evidence_dropped": 3,
+        "evidence_duplicate": 1,
+        "evidence_extra_colon": 1,
+        "evidence_split": 2,
+        "evidence_zero_padded": 1,
+        "int_answer": 1,
+        "no_valid_evidence": 1,
+    }
+    examples = report["examples"]
+    assert examples["evidence_split"] == [
+        "conv-x1:q2: 'D1:2; D2:2' -> D1:2, D2:2",
+        "conv-x1:q3: 'D1:1 D2:1 D2:3' -> D1:1, D2:1, D2:3",
+    ]
+    assert examples["evidence_zero_padded"] == ["conv-x1:q4: 'D2:02' -> D2:2"]
+    assert examples["evidence_extra_colon"] == ["conv-x1:q5: 'D:3:1' -> D3:1"]
+    assert examples["evidence_dropped"] == [
+        "conv-x1:q9: 'D' (not a dia_id)",
+        "conv-x1:q9: 'D9:9' (no such turn)",
+        "conv-x2:q1: 'D4:1' (no such turn)",
+    ]
+    assert examples["empty_evidence"] == ["conv-x1:q6"]
+    assert examples["no_valid_evidence"] == ["conv-x2:q1"]
+    assert examples["date_without_session"] == ["conv-x1:session_4"]
+
+
+def test_locomo_checksum_and_detection(locomo):
+    digest = hashlib.sha256(LOCOMO.read_bytes()).hexdigest()
+    assert locomo.sha256 == digest == sha256_file(LOCOMO)
+    assert detect_dataset(LOCOMO) == "locomo"
+    assert isinstance(load_dataset(LOCOMO), LocomoDataset)
+
+
+def test_locomo_dates_that_do_not_parse_are_reported(tmp_path):
+    data = [
+        {
+            "sample_id": "s",
+            "conversation": {
+                "speaker_a": "A",
+                "speaker_b": "B",
+                "session_1_date_time": "sometime in spring",
+                "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hello"}],
+                "session_2": [{"speaker": "B", "dia_id": "D2:1", "text": "hi"}],
+            },
+            "qa": [{"question": "?", "answer": "x", "evidence": ["D1:1"], "category": 4}],
+        }
+    ]
+    ds = load_locomo(_write(tmp_path, data))
+    assert [(s.date, s.time) for s in ds.conversations[0].sessions] == [
+        ("sometime in spring", None),
+        (None, None),
+    ]
+    assert ds.quirks.counts == {"unparsed_date": 1, "session_without_date": 1}
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ({"sample_id": "s"}, "not LoCoMo"),
+        ([], "not LoCoMo"),
+        ([{"sample_id": "s", "conversation": []}], "no \"conversation\""),
+        ([{"conversation": {"session_1": []}, "qa": []}], "sample_id"),
+        ([{"sample_id": "s", "conversation": {"session_1": "x"}, "qa": []}], "not a list of turns"),
+        ([{"sample_id": "s", "conversation": {}, "qa": []}], "no session_<n> lists"),
+        (
+            [{"sample_id": "s", "conversation": {"session_1": [{"speaker": "A", "text": "t"}]}, "qa": []}],
+            "dia_id",
+        ),
+        (
+            [
+                {
+                    "sample_id": "s",
+                    "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "t"}]},
+                }
+            ],
+            "\"qa\"",
+        ),
+        (
+            [
+                {
+                    "sample_id": "s",
+                    "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "t"}]},
+                    "qa": [{"question": "?", "answer": "a", "evidence": [], "category": 7}],
+                }
+            ],
+            "category 7",
+        ),
+        (
+            [
+                {
+                    "sample_id": "s",
+                    "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "t"}]},
+                    "qa": [{"question": "?", "answer": "a", "evidence": "D1:1", "category": 4}],
+                }
+            ],
+            "evidence",
+        ),
+    ],
+)
+def test_locomo_malformed_is_bad_input(tmp_path, data, reason):
+    path = _write(tmp_path, data)
+    with pytest.raises(BadInput) as info:
+        load_locomo(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(path))
+    assert reason in message
+
+
+# --- LongMemEval ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lme_s() -> LongMemEvalDataset:
+    return load_longmemeval(LME_S)
+
+
+def test_longmemeval_s_questions(lme_s):
+    assert lme_s.variant == "haystack"
+    first, second, abstain = lme_s.questions
+    assert first.question_id == "b7e1c0de" and first.question_type == "single-session-user"
+    assert first.category == "single-session-user"
+    assert first.answer == "12"  # an int in the file
+    assert first.question_date == "2023-05-30T23:40:00Z"
+    assert first.question_date_raw == "2023/05/30 (Tue) 23:40"
+    assert not first.abstention and abstain.abstention
+    assert first.answer_session_ids == ("answer_b7e1c0de_1",)
+    # The repeated session id keeps the first occurrence only.
+    assert [s.session_id for s in first.sessions] == [
+        "sharegpt_k2P9x",
+        "answer_b7e1c0de_1",
+        "ultrachat_55120",
+    ]
+    assert first.sessions[0].turns[0].content.startswith("Can you suggest")
+    assert first.sessions[1].date == "2023-05-12T19:02:00Z"
+    assert first.sessions[1].date_raw == "2023/05/12 (Fri) 19:02"
+    turns = first.sessions[1].turns
+    assert [(t.index, t.role, t.has_answer) for t in turns] == [
+        (0, "user", False),
+        (1, "user", True),
+        (2, "assistant", False),
+    ]
+    assert turns[1].turn_id("answer_b7e1c0de_1") == "answer_b7e1c0de_1:1"
+    assert first.sessions[0].turns[0].has_answer is None  # distractors carry no key in S
+    assert first.evidence_turn_ids == ("answer_b7e1c0de_1:1",)
+    assert second.evidence_turn_ids == ("answer_c3d4e5f6_1:0",)
+    assert abstain.evidence_turn_ids == ()
+
+
+def test_longmemeval_s_quirks_and_stats(lme_s):
+    assert lme_s.quirks.as_dict() == {
+        "counts": {
+            "answer_session_without_evidence_turns": 2,
+            "duplicate_session": 1,
+            "int_answer": 1,
+            "question_without_evidence_turns": 1,
+        },
+        "examples": {
+            "answer_session_without_evidence_turns": [
+                "c3d4e5f6: answer_c3d4e5f6_2",
+                "d9a8b7c6_abs: answer_d9a8b7c6_abs_1",
+            ],
+            "duplicate_session": ["b7e1c0de: sharegpt_k2P9x"],
+            "int_answer": ["b7e1c0de"],
+            "question_without_evidence_turns": ["d9a8b7c6_abs"],
+        },
+    }
+    assert lme_s.stats() == {
+        "questions": 3,
+        "abstention": 1,
+        "sessions": 8,
+        "turns": 17,
+        "evidence_turns": 2,
+        "by_type": {"multi-session": 1, "single-session-user": 1, "temporal-reasoning": 1},
+    }
+
+
+def test_longmemeval_oracle_shape():
+    ds = load_longmemeval(LME_ORACLE)
+    assert ds.variant == "oracle"
+    assert not ds.quirks
+    update, assistant = ds.questions
+    # Every oracle turn has has_answer; the order of sessions is the file's.
+    assert all(t.has_answer is not None for s in update.sessions for t in s.turns)
+    assert update.evidence_turn_ids == ("answer_e1f2a3b4_2:0", "answer_e1f2a3b4_1:0")
+    assert assistant.evidence_turn_ids == ("answer_f5e6d7c8:1",)
+    assert update.question_date == "2023-09-03T20:23:00Z"
+    assert update.sessions[1].date == "2023-06-18T00:48:00Z"
+    assert detect_dataset(LME_ORACLE) == "longmemeval"
+    assert isinstance(load_dataset(LME_S), LongMemEvalDataset)
+
+
+def _lme_item(**changes: object) -> dict[str, object]:
+    item: dict[str, object] = {
+        "question_id": "x1",
+        "question_type": "single-session-user",
+        "question": "?",
+        "answer": "a",
+        "question_date": "2023/01/02 (Mon) 03:04",
+        "haystack_dates": ["2023/01/01 (Sun) 00:00"],
+        "haystack_session_ids": ["answer_x1"],
+        "haystack_sessions": [[{"role": "user", "content": "c", "has_answer": True}]],
+        "answer_session_ids": ["answer_x1"],
+    }
+    item.update(changes)
+    return item
+
+
+def test_longmemeval_odd_but_loadable(tmp_path):
+    data = [
+        _lme_item(question_date="yesterday-ish", answer_session_ids=["answer_x1", "answer_gone"]),
+        _lme_item(
+            question_id="x2",
+            haystack_session_ids=["s_other"],
+            haystack_sessions=[[{"role": "user", "content": 5, "has_answer": True}]],
+        ),
+    ]
+    ds = load_longmemeval(_write(tmp_path, data))
+    assert ds.questions[0].question_date is None
+    assert ds.questions[0].question_date_raw == "yesterday-ish"
+    assert ds.questions[1].sessions[0].turns[0].content == "5"
+    assert ds.quirks.counts == {
+        "unparsed_date": 1,
+        "answer_session_not_in_haystack": 2,  # "answer_gone", and x2's "answer_x1"
+        "non_string_content": 1,
+        "evidence_turn_outside_answer_sessions": 1,
+    }
+    assert ds.variant == "haystack"
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ({"haystack_sessions": []}, "haystack_session_ids"),
+        ([], "not LongMemEval"),
+        ([_lme_item(question=None)], "\"question\""),
+        ([_lme_item(answer_session_ids=None)], "answer_session_ids"),
+        ([_lme_item(haystack_dates=[])], "differ in length"),
+        ([_lme_item(haystack_sessions=["nope"])], "not a list of turns"),
+        ([_lme_item(haystack_sessions=[["nope"]])], "not a JSON object"),
+        ([_lme_item(), _lme_item()], "appears twice"),
+        ([_lme_item(), 3], "item 1"),
+    ],
+)
+def test_longmemeval_malformed_is_bad_input(tmp_path, data, reason):
+    path = _write(tmp_path, data)
+    with pytest.raises(BadInput) as info:
+        load_longmemeval(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(path))
+    assert reason in message
+
+
+# --- ConvoMem -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def convomem() -> ConvoMemDataset:
+    return load_convomem(CONVOMEM)
+
+
+def test_convomem_gold_is_matched_by_stripped_text(convomem):
+    first, second, third = convomem.questions
+    assert first.question_id == "q0" and first.category == "user_evidence"
+    assert first.answer == "The bassoon"
+    assert [c.conversation_id for c in first.conversations] == ["c0", "c1"]
+    assert first.conversations[1].source_id == "conv-beta"
+    assert first.conversations[1].contains_evidence is True
+    assert first.evidence == ("c1:1",)  # whitespace around the message text is ignored
+    assert first.evidence_sessions == ("c1",)
+    assert first.conversations[1].messages[1].is_evidence
+    assert first.unmatched_evidence == 0
+    # A repeated evidence text counts once; every message that carries it is gold.
+    assert len(second.evidence_texts) == 2
+    assert second.evidence == ("c0:0", "c1:1")
+    assert second.evidence_sessions == ("c0", "c1")
+    assert second.unmatched_evidence == 1
+    assert third.category is None and third.evidence == () and third.unmatched_evidence == 1
+    assert third.conversations[0].source_id is None
+
+
+def test_convomem_quirks_and_stats(convomem):
+    assert convomem.quirks.as_dict() == {
+        "counts": {"contains_evidence_mismatch": 1, "duplicate_evidence": 1, "unmatched_evidence": 2},
+        "examples": {
+            "contains_evidence_mismatch": ["q2: c0"],
+            "duplicate_evidence": ["q1: evidence 2"],
+            "unmatched_evidence": ["q1: evidence 1", "q2: evidence 0"],
+        },
+    }
+    assert convomem.stats() == {
+        "questions": 3,
+        "conversations": 5,
+        "messages": 11,
+        "evidence_messages": 3,
+        "unmatched_evidence": 2,
+        "by_category": {"": 1, "user_evidence": 2},
+    }
+
+
+def test_convomem_accepts_a_list_a_single_item_and_takes_category_from_the_folder(tmp_path):
+    item = json.loads(CONVOMEM.read_text(encoding="utf-8"))["evidence_items"][2]
+    as_list = _write(tmp_path, [item, item], "list.json")
+    assert len(load_convomem(as_list).questions) == 2
+    assert detect_dataset(as_list) == "convomem"
+    folder = tmp_path / "preference_evidence" / "1_evidence"
+    folder.mkdir(parents=True)
+    single = _write(folder, item, "batch.json")
+    ds = load_convomem(single)
+    assert [q.category for q in ds.questions] == ["preference_evidence"]
+    assert detect_dataset(single) == "convomem"
+    assert isinstance(load_dataset(CONVOMEM), ConvoMemDataset)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ({"evidence_items": []}, "not ConvoMem"),
+        ({"evidence_items": [{"question": "?", "conversations": []}]}, "message_evidences"),
+        ({"evidence_items": [{"message_evidences": [], "conversations": []}]}, "\"question\""),
+        (
+            [{"question": "?", "message_evidences": [{"speaker": "U"}], "conversations": []}],
+            "message_evidences[0]",
+        ),
+        (
+            [{"question": "?", "message_evidences": [], "conversations": [{"turns": []}]}],
+            "\"messages\"",
+        ),
+    ],
+)
+def test_convomem_malformed_is_bad_input(tmp_path, data, reason):
+    path = _write(tmp_path, data)
+    with pytest.raises(BadInput) as info:
+        load_convomem(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(path))
+    assert reason in message
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+def test_unreadable_files_are_bad_input(tmp_path):
+    cases = {
+        "missing.json": None,
+        "empty.json": b"",
+        "broken.json": b'[{"sample_id": "s",',
+        "latin1.json": '["caf\xe9"]'.encode("latin-1"),
+    }
+    for name, raw in cases.items():
+        path = tmp_path / name
+        if raw is not None:
+            path.write_bytes(raw)
+        for loader in (load_locomo, load_longmemeval, load_convomem, detect_dataset):
+            with pytest.raises(BadInput) as info:
+                loader(path)
+            assert "\n" not in str(info.value) and str(info.value).startswith(str(path))
+    with pytest.raises(BadInput, match="line 1:20"):
+        load_locomo(tmp_path / "broken.json")
+    with pytest.raises(BadInput, match="is a directory"):
+        load_locomo(tmp_path)
+    with pytest.raises(BadInput, match="no such file"):
+        sha256_file(tmp_path / "missing.json")
+
+
+def test_detect_dataset_refuses_other_json(tmp_path):
+    for data in ([{"role": "user", "content": "hi"}], {"messages": []}, [1, 2], "text"):
+        with pytest.raises(UnknownFormat):
+            detect_dataset(_write(tmp_path, data))
+
+
+def test_a_utf8_bom_is_accepted(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + LME_ORACLE.read_bytes())
+    assert len(load_longmemeval(path).questions) == 2
+
+
+# --- the real development split (read only) ------------------------------------------------
+
+
+@pytest.mark.skipif(not (REAL / "locomo-dev.json").exists(), reason="no /work/shared/data")
+def test_real_locomo_dev_counts():
+    ds = load_locomo(REAL / "locomo-dev.json")
+    assert ds.sha256 == "7c2fafddef878db45094b46dded0cad8e2791e930e248003e0a671a05baf4293"
+    stats = ds.stats()
+    assert stats["conversations"] == 5
+    assert stats["sessions"] == 128
+    assert stats["turns"] == 2760
+    assert stats["questions"] == 999
+    assert stats["by_category"] == {1: 142, 2: 156, 3: 46, 4: 418, 5: 237}
+    per_conversation = {
+        c.sample_id: (len(c.sessions), len(c.turns()))
+        for c in ds.conversations
+    }
+    assert per_conversation == {
+        "conv-26": (19, 419),
+        "conv-30": (19, 369),
+        "conv-41": (32, 663),
+        "conv-42": (29, 629),
+        "conv-43": (29, 680),
+    }
+    counts = ds.quirks.counts
+    assert counts["empty_evidence"] == 2  # both in conv-26, both category 3
+    assert counts["int_answer"] == 6
+    assert counts["adversarial_with_answer"] == 2
+    assert counts["date_without_session"] == 16  # conv-26 sessions 20-35
+    assert sum(1 for q in ds.questions if q.category == 5 and q.answer is None) == 235
+
+
+@pytest.mark.skipif(not (REAL / "longmemeval-s-dev.json").exists(), reason="no /work/shared/data")
+def test_real_longmemeval_dev_counts():
+    s = load_longmemeval(REAL / "longmemeval-s-dev.json")
+    assert s.variant == "haystack"
+    stats = s.stats()
+    assert stats["questions"] == 18
+    assert stats["abstention"] == 4
+    assert stats["sessions"] == 844
+    assert stats["turns"] == 8841
+    assert set(stats["by_type"].values()) == {3}
+    oracle = load_longmemeval(REAL / "longmemeval-dev.json")
+    assert oracle.variant == "oracle"
+    stats = oracle.stats()
+    assert (stats["questions"], stats["abstention"]) == (60, 4)
+    assert (stats["sessions"], stats["turns"], stats["evidence_turns"]) == (112, 1283, 101)
+    assert detect_dataset(REAL / "longmemeval-dev.json") == "longmemeval"
