@@ -19,7 +19,7 @@ from ..scope import Scope
 from ..timeutil import now_iso
 from .db import Database
 from .facts import FactReads, FactWrites
-from .recall import RecallReads, RecallWrites
+from .recall import BulkWrites, RecallReads, RecallWrites
 
 _SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
 _SCOPE_WHERE_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
@@ -44,7 +44,7 @@ def _all(conn, cls, sql: str, params: tuple) -> list:
     return [from_dict(cls, r) for r in _dicts(conn, sql, params)]
 
 
-class Writer(FactWrites, RecallWrites):
+class Writer(FactWrites, RecallWrites, BulkWrites):
     """Granular writes inside one open transaction, all stamped with one scope."""
 
     def __init__(self, conn, scope: Scope) -> None:
