@@ -149,6 +149,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dims", type=int, default=384)
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
 
+    p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem) or report a run")
+    _common(p)
+    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report"))
+    p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
+    p.add_argument("--data", default=None, help="the dataset file")
+    p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
+    p.add_argument("--limit", type=int, default=None, help="at most this many questions")
+    p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
+    p.add_argument("--workers", type=int, default=1, help="containers in parallel processes")
+    p.add_argument("--executor", default=None, help="processes (default) or dask://HOST:PORT")
+    p.add_argument("--extract", default="none", choices=EXTRACT_MODES, help="fact extraction in containers")
+    p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"))
+    p.add_argument("--resume", type=int, default=None, metavar="RUN", help="finish an interrupted run")
+    p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
+    p.add_argument("--out", default=None, help="for report: write run-N.json and run-N.md into this folder")
+
+    p = sub.add_parser("snapshot", help="render every inspector pane offscreen to PNG")
+    p.add_argument("--db", type=Path, default=None, help="database to show (default: a sample built on the fly)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
+    p.add_argument("--size", default="1280x800", help="window size WIDTHxHEIGHT (default 1280x800)")
+
     p = sub.add_parser("log", help="the curation audit log")
     _common(p)
     _scoped(p)
@@ -403,6 +425,43 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from engine.bench.runner import report, run_benchmark
+    from engine.memory import MemoryEngine
+
+    if args.dataset == "report":
+        if args.run is None:
+            raise BadInput("bench report needs a run id")
+        with _open_existing(args) as engine:
+            out = report(engine, args.run, args.against)
+        if args.out:
+            folder = Path(args.out)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"run-{args.run}.json").write_text(json.dumps({k: v for k, v in out.items() if k != "markdown"},
+                                                                    indent=2, default=str), encoding="utf-8")
+            (folder / f"run-{args.run}.md").write_text(out["markdown"], encoding="utf-8")
+        _emit(args, out, out["markdown"])
+        return 0
+    if not args.data:
+        raise BadInput(f"bench {args.dataset} needs --data FILE")
+    try:
+        ks = [int(x) for x in args.k.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
+                            workers=args.workers, embedder=args.embedder, extract=args.extract,
+                            executor=args.executor, resume_run=args.resume,
+                            progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    m = out["metrics"]
+    keys = [k for k in m if k.endswith("@10") or k.endswith("@5")]
+    _emit(args, out, f"run {out['run_id']} ({out['questions']} questions, {out['failures']} failed)\n" + "\n".join(
+        f"  {k}: {m[k]:.4f}" for k in sorted(keys) if m[k] is not None))
+    return 0
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
         rows = engine.store.curation_log(_scope(args), limit=args.limit)
@@ -412,6 +471,18 @@ def cmd_log(args: argparse.Namespace) -> int:
     _emit(args, {"log": out}, "\n".join(
         f"{r['id']:>5} {r['created_at']} {r['actor']:<9} {r['command']:<11} {r['target_type'] or ''} "
         f"{r['target_id'] or ''}{'  (undone)' if r['undone_at'] else ''}" for r in out) or "empty log")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from .snapshot import snapshot
+
+    try:
+        width, height = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        raise BadInput(f"--size must look like 1280x800, got {args.size!r}") from None
+    paths = snapshot(args.out, db_path=args.db, size=(width, height))
+    _emit(args, {"files": [str(p) for p in paths]}, "\n".join(str(p) for p in paths))
     return 0
 
 
@@ -425,7 +496,9 @@ COMMANDS = {"ingest": cmd_ingest, "show": cmd_show, "export": cmd_export, "reemb
             "status": cmd_status, "gui": cmd_gui, "facts": cmd_facts, "profile": cmd_profile,
             "conflicts": cmd_conflicts, "resolve": cmd_resolve, "undo": cmd_undo, "redo": cmd_undo,
             "forget": cmd_forget, "retract": cmd_retract, "log": cmd_log, "recall": cmd_recall, "trace": cmd_trace,
-            "perf": cmd_perf}
+            "perf": cmd_perf, "bench": cmd_bench}
+
+COMMANDS["snapshot"] = cmd_snapshot
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,7 @@ FTS_MAX_TERMS = 12  # an entity mentioned by more than this share of memories do
 class RecallResult:
     trace: Trace
     results: list[dict[str, Any]] = field(default_factory=list)
+    ranked_ids: list[int] = field(default_factory=list)  # the top k before the budget (retrieval metrics)
     context_text: str = ""
     context_tokens: int = 0
 
@@ -446,7 +447,7 @@ class Recall:
         t0 = time.perf_counter()
         mids = [c.memory_id for c in ranked]
         sources = self.store.first_sources(self.scope, mids)
-        result = RecallResult(trace)
+        result = RecallResult(trace, ranked_ids=mids)
         lines: list[str] = []
         used = 0
         final = 0

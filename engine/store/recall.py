@@ -167,6 +167,18 @@ class RecallReads:
                 out.setdefault(row["memory_id"], row)
         return out
 
+    def message_ids(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[str]]:
+        """memory -> the message ids (dia_id, session:turn, ...) of the chunks it cites, in source order."""
+        out: dict[int, list[str]] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for mid, msg in self.conn.execute(
+                    "SELECT s.memory_id, c.message_id FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
+                    f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ?"
+                    " AND s.scope_id = ? AND c.message_id IS NOT NULL ORDER BY s.id", (*part, *scope.as_params())):
+                out.setdefault(mid, []).append(msg)
+        return out
+
     def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict]:
         return dict_rows(
             self.conn,

@@ -1,0 +1,316 @@
+"""The benchmark runner: isolated containers, the normal ingest and recall paths, gold metrics.
+
+Each LoCoMo conversation, LongMemEval question or ConvoMem item is a container with its own
+DB file (so parallel workers never contend for one writer), ingested with its original
+timestamps through the normal importers and ingestion pipeline, then queried through the
+normal recall pipeline with the chosen recipe, so every question has a stored trace. The run
+itself (configuration, per-question items, summary) is stored in the main DB.
+
+Retrieval metrics use the recipe's top k before the context budget (what the ranking
+retrieved); the context budget is reported separately as context tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput, Cancelled
+from ..timeutil import now_iso
+from . import datasets as ds
+from .metrics import LEVELS, percentiles, score_ranking, summarise
+
+DEFAULT_KS = (1, 3, 5, 10)
+BENCH_SCOPE = ("bench", "bench")
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _containers(dataset, raw: Any) -> list[dict]:
+    """One spec per container: the raw JSON the importer reads, and its questions with gold ids."""
+    specs: list[dict] = []
+    if isinstance(dataset, ds.LocomoDataset):
+        by_sample = {c["sample_id"]: c for c in raw}
+        for conv in dataset.conversations:
+            qs = [q for q in dataset.questions if q.sample_id == conv.sample_id]
+            specs.append({"container": conv.sample_id, "format": "locomo", "raw": [by_sample[conv.sample_id]],
+                          "questions": [{
+                              "question_id": q.question_id, "question": q.question, "category": q.category_name,
+                              "now": None, "excluded": q.category == 5,
+                              "gold": {"turn": list(q.evidence),
+                                       "session": sorted({e.split(":")[0] for e in q.evidence})},
+                          } for q in qs]})
+    elif isinstance(dataset, ds.LongMemEvalDataset):
+        by_id = {q["question_id"]: q for q in raw}
+        for q in dataset.questions:
+            specs.append({"container": q.question_id, "format": "longmemeval", "raw": [by_id[q.question_id]],
+                          "questions": [{
+                              "question_id": q.question_id, "question": q.question, "category": q.question_type,
+                              "now": q.question_date, "excluded": q.abstention,
+                              "gold": {"turn": list(q.evidence_turn_ids), "session": list(q.answer_session_ids)},
+                          }]})
+    elif isinstance(dataset, ds.ConvoMemDataset):
+        for q in dataset.questions:
+            convs = [{"id": c.conversation_id, "messages": [
+                {"role": "user", "name": m.speaker, "content": m.text, "id": m.message_id} for m in c.messages]}
+                for c in q.conversations]
+            specs.append({"container": q.question_id, "format": "chat", "raw": convs, "questions": [{
+                "question_id": q.question_id, "question": q.question, "category": q.category, "now": None,
+                "excluded": False, "gold": {"turn": list(q.evidence), "session": list(q.evidence_sessions)}}]})
+    return specs
+
+
+def _session_of(fmt: str, message_id: str) -> str | None:
+    if fmt == "locomo":  # "D3:5" -> "D3"
+        return message_id.split(":")[0] if ":" in message_id else None
+    return message_id.rsplit(":", 1)[0] if ":" in message_id else None
+
+
+def run_container(spec: dict) -> list[dict]:
+    """Ingest one container into its own DB and answer its questions. Runs in a worker process."""
+    from ..embed import make_embedder
+    from ..ingest.formats import chat, locomo, longmemeval
+    from ..memory import MemoryEngine
+    from ..scope import Scope
+
+    parse = {"locomo": locomo.parse_json, "longmemeval": longmemeval.parse_json, "chat": chat.parse_json}[spec["format"]]
+    docs = parse(spec["raw"], name=spec["container"])
+    scope = Scope.default(*BENCH_SCOPE)
+    db = Path(spec["db"])
+    if db.exists():
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+    items: list[dict] = []
+    ks = spec["ks"]
+    with MemoryEngine(db, embedder=make_embedder(spec["embedder"]), llm=spec.get("llm", False) or False,
+                      background_reembed=False) as engine:
+        engine.ingest_documents(docs, scope=scope, extract=spec["extract"])
+        for q in spec["questions"]:
+            t0 = time.perf_counter()
+            try:
+                res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
+                                    now=q["now"])
+            except Exception as exc:  # a failed question is recorded, never aborts the run
+                items.append({"container": spec["container"], "question_id": q["question_id"],
+                              "question": q["question"], "category": q["category"], "gold": q["gold"],
+                              "status": "failed", "error": f"{exc.__class__.__name__}: {exc}"})
+                continue
+            latency = (time.perf_counter() - t0) * 1000.0
+            msgs = engine.store.message_ids(scope, res.ranked_ids)
+            turns = [m for mid in res.ranked_ids for m in msgs.get(mid, [])]
+            sessions = [_session_of(spec["format"], m) for m in turns]
+            metrics: dict[str, float] = {}
+            for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
+                if q["gold"].get(level):
+                    metrics.update(score_ranking(ranked, q["gold"][level], ks, level))
+            items.append({
+                "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
+                "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
+                "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
+                "metrics": metrics, "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
+                "trace_id": res.trace.id, "trace_db": str(db), "status": "done",
+            })
+    return items
+
+
+def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_values=DEFAULT_KS,
+                  limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
+                  extract: str = "none", executor: str | None = None, resume_run: int | None = None,
+                  progress: Callable[[float, str], None] | None = None,
+                  should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
+    from ..retrieve.recipes import get_recipe
+    from ..store import bench as bench_sql
+
+    path = Path(data_path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such dataset file")
+    ks = sorted({int(k) for k in k_values})
+    if not ks or ks[0] < 1:
+        raise BadInput("--k needs positive integers, e.g. 1,3,5,10")
+    if workers < 1:
+        raise BadInput("--workers must be at least 1")
+    get_recipe(recipe)  # unknown recipe -> BadInput before anything runs
+    loaded = ds.load_dataset(path)
+    if loaded.name != dataset:
+        raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    specs = _containers(loaded, raw)
+    if limit is not None:
+        if limit < 1:
+            raise BadInput("--limit must be at least 1")
+        kept, n = [], 0
+        for spec in specs:  # limit counts questions, whole containers at a time
+            if n >= limit:
+                break
+            spec["questions"] = spec["questions"][: limit - n]
+            n += len(spec["questions"])
+            kept.append(spec)
+        specs = kept
+    emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
+    store = engine.store
+    if resume_run is not None:
+        prior = bench_sql.run(store, resume_run)
+        if prior is None:
+            raise BadInput(f"no benchmark run {resume_run}")
+        if prior["sha256"] != loaded.sha256:
+            raise BadInput(f"run {resume_run} used a different file (sha256 {prior['sha256'][:12]}...)")
+        run_id = resume_run
+        done = bench_sql.done_question_ids(store, run_id)
+        specs = [s for s in specs if not all(q["question_id"] in done for q in s["questions"])]
+    else:
+        config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe,
+                  "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
+                  "levels": list(LEVELS), "quirks": loaded.quirks.as_dict()}
+        run_id = bench_sql.create_run(
+            store, dataset=dataset, data_path=str(path), sha256=loaded.sha256, split=path.stem, recipe=recipe,
+            k_values=ks, embedder=emb_name, models={}, prompt_hashes={}, git_commit=_git_commit(), config=config,
+            started_at=now_iso())
+    run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
+                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract})
+    total = max(1, len(specs))
+    status = "done"
+    try:
+        for i, items in enumerate(_execute(specs, workers, executor, should_stop)):
+            bench_sql.add_items(store, run_id, items)
+            if progress is not None:
+                progress((i + 1) / total, f"{items[0]['container'] if items else ''}: {i + 1}/{total} containers")
+    except Cancelled:
+        status = "cancelled"
+    all_items = bench_sql.items(store, run_id)
+    summary = _summarise(all_items, ks)
+    failures = sum(1 for it in all_items if it["status"] == "failed")
+    bench_sql.finish_run(store, run_id, status=status, sample_count=len(all_items), failures=failures,
+                         metrics=summary["metrics"], by_category=summary["by_category"],
+                         latency_ms=summary["latency_ms"], context_tokens=summary["context_tokens"],
+                         finished_at=now_iso())
+    return {"run_id": run_id, "dataset": dataset, "sha256": loaded.sha256, "status": status,
+            "questions": len(all_items), "failures": failures, **summary}
+
+
+def _summarise(items: list[dict], ks: list[int]) -> dict[str, Any]:
+    done = [it for it in items if it["status"] == "done"]
+    scored = [{"question_id": it["question_id"], "metrics": it["metrics"], "gold": it["gold"],
+               "category": it["category"], "excluded": _excluded(it)} for it in done]
+    s = summarise(scored, ks)
+    counted = [it for it, sc in zip(done, scored) if not sc["excluded"]]
+    lat = [it["latency_ms"] for it in done if it["latency_ms"] is not None]
+    tokens = [it["context_tokens"] for it in done if it["context_tokens"] is not None]
+    return {"metrics": s["metrics"], "by_category": s["by_category"], "scored": s["scored"],
+            "excluded": s["excluded"], "empty_gold": s["empty_gold"], "counted": len(counted),
+            "latency_ms": percentiles(lat, (50, 95, 99)) if lat else {},
+            "context_tokens": {"mean": round(sum(tokens) / len(tokens), 1) if tokens else None,
+                               "p95": percentiles(tokens, (95,)).get("p95") if tokens else None}}
+
+
+def _excluded(item: dict) -> bool:
+    # Stored items do not carry the flag; the category says it (LoCoMo adversarial, LongMemEval _abs ids).
+    return item.get("excluded") or item.get("category") == "adversarial" or str(item["question_id"]).endswith("_abs")
+
+
+def _execute(specs: list[dict], workers: int, executor: str | None, should_stop):
+    if executor and executor.startswith("dask://"):
+        yield from _execute_dask(specs, executor[len("dask://"):], should_stop)
+        return
+    if executor not in (None, "processes"):
+        raise BadInput(f"unknown executor {executor!r} (processes or dask://HOST:PORT)")
+    if workers == 1:
+        for spec in specs:
+            if should_stop is not None and should_stop():
+                raise Cancelled("benchmark cancelled")
+            yield run_container(spec)
+        return
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(run_container, spec) for spec in specs]
+        try:
+            for fut in as_completed(futures):
+                if should_stop is not None and should_stop():
+                    for f in futures:
+                        f.cancel()
+                    raise Cancelled("benchmark cancelled")
+                yield fut.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+
+def _execute_dask(specs: list[dict], address: str, should_stop):
+    try:
+        from distributed import Client, as_completed as dask_completed
+    except ImportError:
+        raise BadInput("--executor dask:// needs the 'dask' extra: pip install 'memlens[dask]'") from None
+    client = Client(address, timeout="10s")
+    try:
+        futures = client.map(run_container, specs, pure=False)
+        for fut in dask_completed(futures):
+            if should_stop is not None and should_stop():
+                client.cancel(futures)
+                raise Cancelled("benchmark cancelled")
+            yield fut.result()
+    finally:
+        client.close()
+
+
+def report(engine, run_id: int, against: int | None = None) -> dict[str, Any]:
+    """A stored run (and its delta against another) as JSON, plus Markdown text."""
+    from ..store import bench as bench_sql
+
+    run = bench_sql.run(engine.store, run_id)
+    if run is None:
+        raise BadInput(f"no benchmark run {run_id}")
+    out: dict[str, Any] = {"run": run}
+    other = None
+    if against is not None:
+        other = bench_sql.run(engine.store, against)
+        if other is None:
+            raise BadInput(f"no benchmark run {against}")
+        out["against"] = other
+        out["delta"] = {k: (None if v is None or other["metrics"].get(k) is None else round(v - other["metrics"][k], 4))
+                        for k, v in (run["metrics"] or {}).items()}
+        out["delta_by_category"] = {
+            cat: {k: (None if v is None or (other["by_category"] or {}).get(cat, {}).get(k) is None
+                      else round(v - other["by_category"][cat][k], 4)) for k, v in vals.items()}
+            for cat, vals in (run["by_category"] or {}).items()}
+    out["markdown"] = _markdown(run, other, out.get("delta"))
+    return out
+
+
+def _markdown(run: dict, other: dict | None, delta: dict | None) -> str:
+    lines = [f"# Benchmark run {run['id']}: {run['dataset']} ({run['split']})", "",
+             f"- file sha256 `{run['sha256']}`", f"- recipe `{run['recipe']}`, k {run['k_values']}, embedder "
+             f"`{run['embedder']}`, commit `{(run['git_commit'] or 'unknown')[:12]}`",
+             f"- {run['sample_count']} questions, {run['failures']} failed, status {run['status']}",
+             f"- latency ms {run['latency_ms']}", f"- context tokens {run['context_tokens']}", "",
+             "| metric | value |" + (f" run {other['id']} | delta |" if other else ""),
+             "|---|---|" + ("---|---|" if other else "")]
+    for key, value in sorted((run["metrics"] or {}).items()):
+        row = f"| {key} | {'' if value is None else f'{value:.4f}'} |"
+        if other:
+            ov = (other["metrics"] or {}).get(key)
+            d = (delta or {}).get(key)
+            row += f" {'' if ov is None else f'{ov:.4f}'} | {'' if d is None else f'{d:+.4f}'} |"
+        lines.append(row)
+    lines += ["", "## By category", ""]
+    for cat, vals in sorted((run["by_category"] or {}).items()):
+        main = {k: v for k, v in vals.items() if k.endswith("@10") or k.endswith("@5")}
+        lines.append(f"- **{cat}**: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(main.items()) if v is not None))
+    return "\n".join(lines) + "\n"
+
