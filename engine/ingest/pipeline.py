@@ -47,6 +47,22 @@ def chunk_hash(doc: ParsedDocument, chunk: ParsedChunk) -> str:
     return _sha(chunk.kind, chunk.speaker or "", chunk.message_id or "", doc.text[chunk.start:chunk.end])
 
 
+CONTEXT_CHARS = 300  # of the previous message, embedded after the message itself
+
+
+def embedding_text(doc: ParsedDocument, i: int) -> str:
+    """What a chunk's vector is computed from: its text, then (for a message) a little of the one
+    before, so a reply like "Yes, it was amazing!" is found by what it answers. The memory's
+    text and FTS row stay exactly the chunk's span."""
+    ch = doc.chunks[i]
+    text = doc.text[ch.start:ch.end]
+    if ch.kind == "message" and i > 0 and doc.chunks[i - 1].kind == "message":
+        prev = doc.chunks[i - 1]
+        context = doc.text[prev.start:prev.end][:CONTEXT_CHARS]
+        return f"{text}\n(in reply to: {context})"
+    return text
+
+
 @dataclass(slots=True)
 class IngestReport:
     documents: int = 0  # documents written (new or new version)
@@ -159,9 +175,10 @@ class Ingestor:
         texts: list[str] = []
         owners: list[tuple[_Pending, int]] = []
         for pending in group:
-            for i, ch in enumerate(pending.doc.chunks):
+            doc = pending.doc
+            for i, _ch in enumerate(doc.chunks):
                 if i not in pending.reuse:
-                    texts.append(pending.doc.text[ch.start:ch.end])
+                    texts.append(embedding_text(doc, i))
                     owners.append((pending, i))
         if not texts:
             return

@@ -22,12 +22,14 @@ from ..ingest.entities import canonical_name, find_mentions
 from ..llm import LLMClient
 from ..scope import Scope
 from ..store.store import Store
-from ..timeutil import parse_iso
+from ..timeutil import parse_iso, to_iso
+from . import timeframe
 from ..tokens import estimate_tokens, truncate_to_tokens
 from .query import content_terms, fts_query
 from .recipes import Recipe
 from .trace import CandidateTrace, DropReason, Trace
 
+FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
 HISTORICAL = re.compile(
     r"\b(before|previously|used to|formerly|originally|earlier|in the past|prior to|no longer|anymore|"
     r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
@@ -132,6 +134,7 @@ class Recall:
         ta = time.perf_counter()
         if r.weights.get("entity", 0) > 0:
             names = {m.canonical for m in find_mentions(query)}
+            trace.params["query_names"] = sorted(names)
             words = [canonical_name(w) for w in terms]
             names |= set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
             known = self.store.entity_names(self.scope, sorted(names))
@@ -296,6 +299,10 @@ class Recall:
             if rel is not None:
                 rel["score"] = round(float(rel["score"]) * base.get(rel["via"], 0.0), 6)
         fused = self._fuse(alive, exclude=())
+        named = self._named_people(trace)
+        frame = timeframe.window(trace.query, ref)
+        if frame is not None:
+            trace.params["timeframe"] = [to_iso(frame[0]), to_iso(frame[1])]
         for cand in alive:
             m = cand.meta
             comp = {"fusion": round(fused[cand.memory_id], 6)}
@@ -314,6 +321,14 @@ class Recall:
             comp["fact"] = r.fact_bonus if m.get("fact_id") is not None else 0.0
             comp["review"] = -r.review_penalty if m.get("status") == "needs_review" else 0.0
             comp["pinned"] = 0.05 if m["pinned"] else 0.0
+            comp["speaker"] = r.speaker_weight if self._about_named(m, named) else 0.0
+            comp["timeframe"] = 0.0
+            if frame is not None and when:
+                try:
+                    if frame[0] <= parse_iso(when) < frame[1]:
+                        comp["timeframe"] = r.timeframe_weight
+                except ValueError:
+                    pass
             score = sum(comp.values())
             if m.get("relation") == "derives":
                 comp["derived_factor"] = r.derived_factor
@@ -323,6 +338,26 @@ class Recall:
         self._order_versions(trace)
         self._dedupe(trace)
         trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
+
+    @staticmethod
+    def _named_people(trace: Trace) -> set[str]:
+        names = set(trace.params.get("query_names") or [])
+        if not names:
+            for word in re.findall(r"\b[A-Z][a-z]+", trace.query):
+                names.add(canonical_name(word))
+        if FIRST_PERSON.search(trace.query):
+            names.add("user")  # "what did I say..." is about the user's own turns
+        return names
+
+    @staticmethod
+    def _about_named(m: dict, named: set[str]) -> bool:
+        if not named:
+            return False
+        who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
+        if not who:
+            return False
+        key = canonical_name(who)
+        return key in named or key.split(" ")[0] in named
 
     def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...]) -> dict[int, float]:
         r = self.recipe
@@ -434,6 +469,15 @@ class Recall:
     def _rank(self, trace: Trace, k: int) -> list[CandidateTrace]:
         t0 = time.perf_counter()
         alive = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))
+        cap = self.recipe.per_document_cap
+        if cap > 0:  # diversity: a document's extra hits wait behind other documents' first ones
+            seen: dict[int, int] = {}
+            first, later = [], []
+            for c in alive:
+                doc = c.meta.get("document_id")
+                seen[doc] = seen.get(doc, 0) + 1
+                (first if doc is None or seen[doc] <= cap else later).append(c)
+            alive = first + later
         for pos, cand in enumerate(alive, start=1):
             if pos <= k:
                 cand.rank = pos

@@ -16,7 +16,7 @@ class Recipe:
     entity_k: int = 50
     baseline_k: int = 5
     relation_hops: int = 1
-    neighbour_window: int = 1  # episodes this many turns either side of a strong hit join as context
+    neighbour_window: int = 2  # episodes this many turns either side of a strong hit join as context
     neighbour_seeds: int = 10
     # fusion: "weighted" (convex sum of per-channel min-max normalised scores) or "rrf"
     fusion: str = "weighted"
@@ -31,6 +31,9 @@ class Recipe:
     usage_weight: float = 0.02
     trust_penalty: dict[str, float] = field(default_factory=lambda: {
         "user": 0.0, "assistant": 0.02, "tool": 0.04, "external": 0.03})
+    speaker_weight: float = 0.1  # who said it: turns by (facts about) a person the query names
+    timeframe_weight: float = 0.1  # memories inside the window a relative time ("two weeks ago") names
+    per_document_cap: int = 0  # >0: at most this many results from one document before the others
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
     review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts

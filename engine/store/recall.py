@@ -146,7 +146,11 @@ class RecallReads:
                     " m.access_count, m.pinned, m.content_hash, m.is_static,"
                     " f.id AS fact_id, f.subject, f.predicate, f.object, f.subject_key, f.predicate_key, f.status,"
                     " f.relation, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at, f.forget_after,"
-                    " f.supersedes_fact_id, f.confidence AS fact_confidence, f.evidence_unverified"
+                    " f.supersedes_fact_id, f.confidence AS fact_confidence, f.evidence_unverified,"
+                    " (SELECT c.speaker FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
+                    "   WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1) AS speaker,"
+                    " (SELECT s.document_id FROM memory_sources s WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)"
+                    "   AS document_id"
                     f" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id WHERE m.id IN ({marks}) AND {_M}",
                     (*part, *scope.as_params())):
                 out[row["id"]] = row
