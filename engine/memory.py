@@ -22,7 +22,7 @@ from .errors import BadInput
 from .extract.canonical import subject_key as canonical_subject
 from .extract.runner import Extractor
 from .ingest.model import ParsedDocument
-from .ingest.pipeline import Ingestor, IngestReport
+from .ingest.pipeline import Ingestor, IngestReport, contextual_text
 from .llm import LLMClient, LLMConfig
 from .profile import Profile, build_profile
 from .index.vectors import VectorIndex
@@ -140,7 +140,12 @@ class MemoryEngine:
                 break
             if total is None:
                 total = len(batch)
-            vectors = emb.embed([text for *_, text in batch], kind="passage")
+            context = self.store.embedding_context([oid for _, otype, oid, _ in batch if otype == "memory"])
+            texts = []
+            for _, otype, oid, text in batch:  # the same text ingestion embedded (engine.ingest.pipeline)
+                kind, prev_text, prev_kind = context.get(oid, ("", None, None)) if otype == "memory" else ("", None, None)
+                texts.append(contextual_text(text, kind, prev_text, prev_kind))
+            vectors = emb.embed(texts, kind="passage")
             by_scope: dict[tuple[Scope, str], list] = {}
             for (scope, owner_type, owner_id, _), vec in zip(batch, vectors):
                 by_scope.setdefault((scope, owner_type), []).append((owner_id, vec))

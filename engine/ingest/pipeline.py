@@ -55,11 +55,14 @@ def embedding_text(doc: ParsedDocument, i: int) -> str:
     before, so a reply like "Yes, it was amazing!" is found by what it answers. The memory's
     text and FTS row stay exactly the chunk's span."""
     ch = doc.chunks[i]
-    text = doc.text[ch.start:ch.end]
-    if ch.kind == "message" and i > 0 and doc.chunks[i - 1].kind == "message":
-        prev = doc.chunks[i - 1]
-        context = doc.text[prev.start:prev.end][:CONTEXT_CHARS]
-        return f"{text}\n(in reply to: {context})"
+    prev = doc.chunks[i - 1] if i > 0 else None
+    return contextual_text(doc.text[ch.start:ch.end], ch.kind,
+                           doc.text[prev.start:prev.end] if prev else None, prev.kind if prev else None)
+
+
+def contextual_text(text: str, kind: str, prev_text: str | None, prev_kind: str | None) -> str:
+    if kind == "message" and prev_text and prev_kind == "message":
+        return f"{text}\n(in reply to: {prev_text[:CONTEXT_CHARS]})"
     return text
 
 

@@ -185,3 +185,22 @@ def test_progress_and_cancel(engine):
     with pytest.raises(Cancelled):
         engine.ingest_documents(docs[2:], scope=ALICE, should_stop=stop)
     assert engine.store.db.integrity_check() == "ok"
+
+
+def test_reembedding_uses_the_same_contextual_text_as_ingestion(tmp_path):
+    from engine.ingest.pipeline import embedding_text
+
+    path = tmp_path / "m.db"
+    doc = chat_doc(MSGS)
+    with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:
+        eng.ingest_documents([doc], scope=ALICE)
+        first = {m["text"]: eng.store.embedding_of(ALICE, "memory", m["id"])["vector"] for m in eng.export(ALICE)["memories"]}
+    with MemoryEngine(path, embedder=HashingEmbedder(256)) as eng:
+        _ = eng.embedder
+        eng.wait_for_background()
+        for i, ch in enumerate(doc.chunks):
+            text = doc.text[ch.start:ch.end]
+            mid = eng.store.fts_memories(ALICE, '"' + text.split()[-1].strip("?.!") + '"')[0][0]
+            got = eng.store.embedding_of(ALICE, "memory", mid)["vector"]
+            assert np.allclose(got, HashingEmbedder(256).embed([embedding_text(doc, i)])[0])
+    assert len(first) == 3
