@@ -7,6 +7,7 @@ rule R") and can be undone like any operator command.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,8 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
     with store.writer(scope) as w:
         for d in decisions:
             cand = cands[d.index]
+            # Reasons name facts of this batch by placeholder ("fact new:2"); they exist by now.
+            d.reason = re.sub(r"new:(\d+)", lambda m: str(fact_of.get(m.group(0), m.group(0))), d.reason)
             entry = {"candidate": cand.text, "action": d.action, "rule": d.rule, "reason": d.reason,
                      "evidence_unverified": cand.evidence_unverified}
             if cand.evidence_unverified:

@@ -573,6 +573,16 @@ _NOT_LIKED = re.compile(r"(?i)^(?:to\s+(?:think|say|know|believe|see|hear|be|hav
                         r"add|keep|make\s+sure|get)\b)")
 
 
+_CLAUSE_VERBS = frozenset("""comes goes joins says takes makes gets loves likes wants needs has does came went
+    joined said took made got loved liked wanted needed had did runs ran walks walked plays played""".split())
+
+
+def _is_clause(item: str) -> bool:
+    """An item whose later word is a finite verb is a clause ("Rex comes along"), not a value."""
+    words = item.split()
+    return any(w.casefold() in _CLAUSE_VERBS for w in words[1:])
+
+
 def _rule_preferences(sentence: str) -> Iterator[_Hit]:
     for pattern, predicate, verb in ((_LIKE, "likes", "likes"), (_DISLIKE, "dislikes", "dislikes")):
         for m in pattern.finditer(sentence):
@@ -583,6 +593,8 @@ def _rule_preferences(sentence: str) -> Iterator[_Hit]:
             if not items:
                 continue
             for item in items[0]:
+                if _is_clause(item):
+                    continue  # "hiking, and Rex comes along": the list ended, a new clause began
                 yield _Hit(predicate, item, "{S} " + verb + " {O}.", m.start(), items[1], confidence=0.6)
     for m in _FAVOURITE.finditer(sentence):
         what = m.group(1)
