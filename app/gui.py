@@ -1,21 +1,47 @@
-"""The Qt application: font registration, opening a database, the main window."""
+"""The Qt application: fonts, theme, settings, the main window, opening a database.
+
+Unexpected exceptions in the GUI thread are shown in the window's notice bar (with what to do),
+never as a traceback dialog; the traceback goes to stderr for bug reports.
+"""
 
 from __future__ import annotations
 
 import sys
+import traceback
 from pathlib import Path
 
 
-def run(db_path: Path, argv: list[str] | None = None) -> int:
+def run(db_path: Path | None, argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
-    from ui.main_window import MainWindow, register_fonts
+    from app.settings import APPLICATION, ORGANISATION
+    from ui.main_window import MainWindow
+    from ui.theme import register_fonts
 
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
-    app.setApplicationName("memlens")
-    app.setOrganizationName("memlens")
+    app.setApplicationName(APPLICATION)
+    app.setOrganizationName(ORGANISATION)
+    app.setApplicationDisplayName("memlens")
     register_fonts()
     window = MainWindow()
-    window.open_database(db_path)
-    window.show()
-    return app.exec()
+
+    def excepthook(kind, exc, tb) -> None:
+        traceback.print_exception(kind, exc, tb, file=sys.stderr)
+        try:
+            window.show_error(exc, "Unexpected error")
+        except Exception:  # noqa: BLE001 - the window itself is gone: stderr has it
+            pass
+
+    previous = sys.excepthook
+    sys.excepthook = excepthook
+    try:
+        if db_path is not None:
+            window.open_database(db_path)
+        else:
+            recent = window.recent_paths()
+            if recent and Path(recent[0]).exists():
+                window.open_database(Path(recent[0]))
+        window.show()
+        return app.exec()
+    finally:
+        sys.excepthook = previous

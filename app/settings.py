@@ -1,8 +1,11 @@
 """Settings: one typed, documented list. Environment variables win over stored values.
 
-The UI stores values with QSettings; the CLI and engine read the environment. API keys are
-never stored in a plain settings file: they come from the environment (or the OS keychain
-once the settings pane lands).
+The inspector stores values with QSettings (organisation "memlens"); the CLI and the engine read
+the environment. API keys are never written to a settings file: they come from the environment
+or, when the optional `keyring` package is installed, from the OS keychain.
+
+`SettingsStore` is the one reader/writer the UI uses; it takes any QSettings-like object (tests
+pass one backed by a temporary INI file) and imports Qt only when it has to make one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+KEYRING_SERVICE = "memlens"
+ORGANISATION = "memlens"
+APPLICATION = "memlens"
+SETTINGS_FILE_ENV = "MEMLENS_SETTINGS_FILE"  # an INI file instead of the platform store (tests, portable use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +30,8 @@ class Setting:
     default: str | None
     help: str
     secret: bool = False
+    kind: str = "str"  # str | int | choice
+    choices: tuple[str, ...] = ()
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -28,7 +39,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llm_base_url", "MEMLENS_LLM_BASE_URL", None,
             "OpenAI-compatible endpoint for extraction, planning, reranking, answering and judging "
             "(OPENAI_BASE_URL is read when unset)"),
-    Setting("llm_api_key", "MEMLENS_LLM_API_KEY", None, "API key for that endpoint (OPENAI_API_KEY is read when unset)",
+    Setting("llm_api_key", "MEMLENS_LLM_API_KEY", None,
+            "API key for that endpoint (OPENAI_API_KEY is read when unset); environment or OS keychain only",
             secret=True),
     Setting("llm_model", "MEMLENS_LLM_MODEL", None, "the default chat model for every LLM task"),
     Setting("llm_model_extract", "MEMLENS_LLM_MODEL_EXTRACT", None, "model for fact extraction"),
@@ -36,10 +48,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("llm_model_rerank", "MEMLENS_LLM_MODEL_RERANK", None, "model for the reranker"),
     Setting("llm_model_answer", "MEMLENS_LLM_MODEL_ANSWER", None, "model that answers benchmark questions"),
     Setting("llm_model_judge", "MEMLENS_LLM_MODEL_JUDGE", None, "model that judges benchmark answers"),
-    Setting("embedder", "MEMLENS_EMBEDDER", "local", "local (default), openai, or hashing (tests only)"),
+    Setting("embedder", "MEMLENS_EMBEDDER", "local", "local (default), openai, or hashing (tests only)",
+            kind="choice", choices=("local", "openai", "hashing")),
     Setting("embed_model", "MEMLENS_EMBED_MODEL", None, "embedding model name when the embedder is openai"),
     Setting("embed_base_url", "MEMLENS_EMBED_BASE_URL", None, "embedding endpoint if it differs from the LLM one"),
+    Setting("token_budget", "MEMLENS_TOKEN_BUDGET", "800", "context token budget for queries run from the inspector",
+            kind="int"),
+    Setting("recipe", "MEMLENS_RECIPE", "default", "retrieval recipe for queries run from the inspector",
+            kind="choice", choices=("default", "offline", "lexical", "vector", "rrf")),
 )
+
+BY_NAME = {s.name: s for s in SETTINGS}
+# The model per LLM task, as the settings pane lists them (task label, setting name).
+TASK_MODELS = (("Extraction", "llm_model_extract"), ("Embedding", "embed_model"), ("Planner", "llm_model_plan"),
+               ("Reranker", "llm_model_rerank"), ("Answer", "llm_model_answer"), ("Judge", "llm_model_judge"))
 
 
 def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -56,8 +78,170 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The environment's value or the default (no stored settings: the CLI's view)."""
     env = os.environ if environ is None else environ
-    for s in SETTINGS:
-        if s.name == name:
-            return env.get(s.env) or s.default
-    raise KeyError(name)
+    s = BY_NAME.get(name)
+    if s is None:
+        raise KeyError(name)
+    return env.get(s.env) or s.default
+
+
+def open_qsettings(path: str | os.PathLike[str] | None = None):
+    """The QSettings the inspector uses: an INI file at `path` or $MEMLENS_SETTINGS_FILE, else the
+    platform store under organisation "memlens"."""
+    from PySide6.QtCore import QSettings
+
+    path = path or os.environ.get(SETTINGS_FILE_ENV)
+    if path:
+        return QSettings(str(path), QSettings.Format.IniFormat)
+    return QSettings(ORGANISATION, APPLICATION)
+
+
+# keychain ----------------------------------------------------------------------------------------
+def _keyring():
+    try:
+        import keyring  # optional dependency
+    except Exception:  # noqa: BLE001 - absent or broken: there is no keychain
+        return None
+    return keyring
+
+
+def keychain_available() -> bool:
+    return _keyring() is not None
+
+
+def keychain_get(name: str) -> str | None:
+    kr = _keyring()
+    if kr is None:
+        return None
+    try:
+        return kr.get_password(KEYRING_SERVICE, name) or None
+    except Exception:  # noqa: BLE001 - a locked or missing backend means "not set"
+        return None
+
+
+def keychain_set(name: str, secret: str | None) -> bool:
+    """Store (or with None delete) a secret in the OS keychain; False when there is no usable keychain."""
+    kr = _keyring()
+    if kr is None:
+        return False
+    try:
+        if secret:
+            kr.set_password(KEYRING_SERVICE, name, secret)
+        else:
+            try:
+                kr.delete_password(KEYRING_SERVICE, name)
+            except Exception:  # noqa: BLE001 - nothing to delete
+                pass
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+class SettingsStore:
+    """Typed settings over QSettings with environment override; secrets via env or keychain only."""
+
+    GROUP = "settings/"
+
+    def __init__(self, qsettings: Any = None, environ: Mapping[str, str] | None = None) -> None:
+        self.qs = qsettings if qsettings is not None else open_qsettings()
+        self._env = environ
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return os.environ if self._env is None else self._env
+
+    def _setting(self, name: str) -> Setting:
+        try:
+            return BY_NAME[name]
+        except KeyError:
+            raise KeyError(f"unknown setting {name!r}") from None
+
+    def _env_value(self, s: Setting) -> str | None:
+        v = self.env.get(s.env)
+        if not v and s.name == "llm_base_url":
+            v = self.env.get("OPENAI_BASE_URL")
+        return v or None
+
+    def source(self, name: str) -> str:
+        """Where the value comes from: environment, keychain, stored, default or unset."""
+        s = self._setting(name)
+        if self._env_value(s):
+            return "environment"
+        if s.secret:
+            return "keychain" if keychain_get(s.name) else "unset"
+        stored = self.qs.value(self.GROUP + name)
+        if stored not in (None, ""):
+            return "stored"
+        return "default" if s.default is not None else "unset"
+
+    def get(self, name: str) -> str | None:
+        s = self._setting(name)
+        env_value = self._env_value(s)
+        if env_value:
+            return env_value
+        if s.secret:
+            return keychain_get(s.name)
+        stored = self.qs.value(self.GROUP + name)
+        if stored not in (None, ""):
+            return str(stored)
+        return s.default
+
+    def get_int(self, name: str) -> int | None:
+        raw = self.get(name)
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:
+            return int(self._setting(name).default) if self._setting(name).default else None
+
+    def set(self, name: str, value: str | None) -> None:
+        """Store a value (None or "" clears it). Secrets go to the keychain or nowhere."""
+        s = self._setting(name)
+        if s.secret:
+            if not keychain_set(s.name, value or None):
+                raise RuntimeError("no OS keychain is available: set the key in the environment "
+                                   f"({s.env}) instead; memlens never writes keys to a file")
+            return
+        if s.kind == "int" and value not in (None, ""):
+            int(value)  # raises ValueError for the caller to show
+        if s.kind == "choice" and value not in (None, "") and value not in s.choices:
+            raise ValueError(f"{name} must be one of {', '.join(s.choices)}")
+        if value in (None, ""):
+            self.qs.remove(self.GROUP + name)
+        else:
+            self.qs.setValue(self.GROUP + name, str(value))
+        self.qs.sync()
+
+    def effective_environ(self) -> dict[str, str]:
+        """The environment with stored settings (and a keychain key) filled in where it is silent.
+
+        The engine reads its configuration from an environment mapping (LLMConfig.from_env,
+        make_embedder), so handing it this one applies the engine's own rules, including that
+        OPENAI_API_KEY is only ever sent to an OpenAI host.
+        """
+        out = {k: v for k, v in self.env.items() if isinstance(v, str)}
+        for s in SETTINGS:
+            if out.get(s.env):
+                continue
+            v = self.get(s.name)
+            if v and (s.default is None or v != s.default or s.secret):
+                out[s.env] = v
+        return out
+
+    def llm_config(self):
+        """The engine's LLMConfig for these settings, or None when no endpoint is set."""
+        from engine.llm import LLMConfig
+
+        return LLMConfig.from_env(self.effective_environ())
+
+    def has_api_key(self) -> bool:
+        """Whether the configured endpoint would be sent a key (never the key itself)."""
+        config = self.llm_config()
+        if config is not None:
+            return bool(config.api_key)
+        return bool(self.get("llm_api_key"))
+
+    def make_embedder(self):
+        from engine.embed import make_embedder
+
+        return make_embedder(environ=self.effective_environ())

@@ -1,85 +1,610 @@
-"""The inspector's main window. For now: open a database and say what is in it.
+"""The inspector's main window: every registered pane in a dock, one context shared by all.
 
-The panes (memory browser, fact graph, timeline, spans, traces, conflicts, profile, bench)
-arrive with the inspector issue; this window already opens any DB safely off the GUI thread's
-hot path (a count query is milliseconds) and reports a foreign or corrupt file in place.
+Panes come from ui/panes/registry.py and are imported by module path; a pane whose module is
+not there yet is simply not listed. Opening a database makes one AppContext (engine, scope,
+selection bus, task runner) and hands it to every pane; a scope change does the same. Layout,
+geometry, the recent databases and the last scope per database are kept in QSettings. Errors
+are shown in place (a banner under the menu, or inside the pane), never as traceback dialogs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import json
 from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QFontDatabase
-from PySide6.QtWidgets import QLabel, QMainWindow, QVBoxLayout, QWidget
+from PySide6 import __version__ as PYSIDE_VERSION
+from PySide6.QtCore import QByteArray, QSettings, Qt, Signal, qVersion
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QDockWidget,
+    QFileDialog,
+    QFrame,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMessageBox,
+    QScrollArea,
+    QSizePolicy,
+    QToolBar,
+    QWidget,
+)
 
-from engine.errors import MemlensError
-from engine.paths import resources_dir
+from app.settings import SettingsStore, open_qsettings
+from engine import __version__
+from engine.errors import BadInput, MemlensError
+from engine.scope import Scope
+from ui.context import AppContext
+from ui.panes.base import PaneBase
+from ui.panes.registry import PANES
+from ui.selection import SelectionBus
+from ui.tasks import TaskRunner
+from ui.theme import apply_theme, register_fonts, theme_watcher
+from ui.widgets.banner import NoticeBanner, describe_error
+from ui.widgets.curation import describe_result, run_curation
+
+__all__ = ["MainWindow", "ask_database_path", "register_fonts", "show_about"]
+
+MAX_RECENT = 8
+STATE_VERSION = 1
+DB_FILTER = "memlens databases (*.db *.sqlite *.sqlite3 *.memlens);;All files (*)"
 
 
-def register_fonts() -> list[str]:
-    """Qt wheels ship no fonts: register the bundled ones and make the first the default."""
-    from PySide6.QtWidgets import QApplication
+def ask_database_path(parent: QWidget | None, start_dir: str = "") -> Path | None:
+    """Ask for a database file to open. Tests replace this."""
+    path, _ = QFileDialog.getOpenFileName(parent, "Open a memlens database", start_dir, DB_FILTER)
+    return Path(path) if path else None
 
-    families: list[str] = []
-    font_dir = resources_dir() / "fonts"
-    for path in sorted(font_dir.glob("*.ttf")):
-        fid = QFontDatabase.addApplicationFont(str(path))
-        if fid >= 0:
-            families.extend(QFontDatabase.applicationFontFamilies(fid))
-    if families:
-        QApplication.setFont(QFont(families[0], 10))
-    return families
+
+def show_about(parent: QWidget, title: str, text: str) -> None:
+    """Show the About box (non-blocking). Tests replace this."""
+    box = QMessageBox(QMessageBox.Icon.Information, title, text, QMessageBox.StandardButton.Ok, parent)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    box.open()
+
+
+def scope_label(scope: Scope) -> str:
+    return f"{scope.user_id} / {scope.agent_id} ({scope.scope_type}:{scope.scope_id})"
+
+
+def _human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+class _FailedPane(PaneBase):
+    """Stands in for a pane whose module is there but failed to load: says why, in place."""
+
+    def __init__(self, key: str, title: str, exc: BaseException, parent=None) -> None:
+        self.pane_key = key  # type: ignore[misc]
+        self.title = title  # type: ignore[misc]
+        super().__init__(parent)
+        self.banner.show_error(exc, f"The {title} pane could not be loaded")
+        self.root_layout.addStretch(1)
+
+
+def load_panes(panes=PANES) -> list[tuple[str, str, str, type[PaneBase] | None, BaseException | None]]:
+    """(key, title, shortcut, class or None, error or None) for every registered pane that exists."""
+    out = []
+    for key, title, module, class_name, shortcut in panes:
+        try:
+            mod = importlib.import_module(module)
+            cls = getattr(mod, class_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:
+                continue  # not written yet: not listed
+            out.append((key, title, shortcut, None, exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - shown in the pane's place
+            out.append((key, title, shortcut, None, exc))
+            continue
+        out.append((key, title, shortcut, cls, None))
+    return out
 
 
 class MainWindow(QMainWindow):
-    def __init__(self) -> None:
-        super().__init__()
-        self.setWindowTitle("memlens")
-        self.resize(900, 600)
-        body = QWidget(self)
-        layout = QVBoxLayout(body)
-        self.summary = QLabel("No database open.", body)
-        self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
-        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.summary.setWordWrap(True)
-        layout.addWidget(self.summary)
-        self.setCentralWidget(body)
-        self.engine = None
+    sigContextChanged = Signal(object)  # AppContext or None
+    sigOpenFailed = Signal(object)  # (path, exception)
 
-    def open_database(self, path: Path) -> bool:
+    def __init__(self, *, settings: QSettings | None = None, runner: TaskRunner | None = None,
+                 panes=PANES, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        app = QApplication.instance()
+        register_fonts()
+        apply_theme(app)
+        theme_watcher(app).sigThemeChanged.connect(self._on_theme)
+        self.setWindowTitle("memlens")
+        self.setDockNestingEnabled(True)
+        self.setDockOptions(QMainWindow.DockOption.AllowTabbedDocks | QMainWindow.DockOption.AllowNestedDocks
+                            | QMainWindow.DockOption.AnimatedDocks)
+        self.settings = settings if settings is not None else open_qsettings()
+        self.settings_store = SettingsStore(self.settings)
+        self.runner = runner if runner is not None else TaskRunner()
+        self.bus = SelectionBus()
+        self.engine = None
+        self._llm = None
+        self.ctx: AppContext | None = None
+        self.panes: dict[str, PaneBase] = {}
+        self.docks: dict[str, QDockWidget] = {}
+        self._closing = False
+
+        self.notice_bar = QToolBar("Notices", self)
+        self.notice_bar.setObjectName("toolbar-notices")
+        self.notice_bar.setMovable(False)
+        self.notice_bar.setFloatable(False)
+        self.notice_bar.toggleViewAction().setVisible(False)
+        self.banner = NoticeBanner(self.notice_bar)
+        self.banner.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        # A toolbar shows a widget through an action: its visibility (and with it the widget's enabled
+        # state) is the action's, so notices toggle the action, not only the widget.
+        self._banner_action = self.notice_bar.addWidget(self.banner)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.notice_bar)
+        self.notice_bar.hide()
+
+        self._build_panes(panes)
+        self._build_status_bar()
+        self._build_menus()
+        self._restore_window()
+        self.bus.sigDataChanged.connect(lambda _t: self.refresh_status())
+
+    # panes -------------------------------------------------------------------------------------------
+    def _build_panes(self, panes) -> None:
+        for key, title, shortcut, cls, error in load_panes(panes):
+            pane: PaneBase
+            if cls is None:
+                pane = _FailedPane(key, title, error)
+            else:
+                try:
+                    pane = cls()
+                except Exception as exc:  # noqa: BLE001 - a broken pane must not take the window down
+                    pane = _FailedPane(key, title, exc)
+            dock = QDockWidget(title, self)
+            dock.setObjectName(f"dock-{key}")
+            # A pane's minimum size must not dictate the window's: below it, the pane scrolls.
+            holder = QScrollArea(dock)
+            holder.setObjectName(f"holder-{key}")
+            holder.setWidgetResizable(True)
+            holder.setFrameShape(QFrame.Shape.NoFrame)
+            holder.setWidget(pane)
+            dock.setWidget(holder)
+            dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                             | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+            dock.setProperty("shortcut", shortcut)
+            self.panes[key] = pane
+            self.docks[key] = dock
+            if hasattr(pane, "use_settings"):
+                pane.use_settings(self.settings_store, self.runner)
+
+    def _default_layout(self) -> None:
+        """Browser (tabbed with traces and benchmarks) on the left; spans above the review panes on the right."""
+        left_top = [k for k in ("memories", "traces", "bench") if k in self.docks]
+        left_bottom: list[str] = []
+        right_top = [k for k in ("spans",) if k in self.docks]
+        right_bottom = [k for k in ("conflicts", "profile", "graph", "timeline", "settings") if k in self.docks]
+        placed = set(left_top + left_bottom + right_top + right_bottom)
+        right_bottom += [k for k in self.docks if k not in placed]
+        for dock in self.docks.values():
+            dock.setFloating(False)
+            dock.show()
+
+        def column(area: Qt.DockWidgetArea, top: list[str], bottom: list[str]) -> None:
+            groups = [g for g in (top, bottom) if g]
+            previous = None
+            for group in groups:
+                first = self.docks[group[0]]
+                if previous is None:
+                    self.addDockWidget(area, first)
+                else:
+                    self.splitDockWidget(previous, first, Qt.Orientation.Vertical)
+                for key in group[1:]:
+                    self.tabifyDockWidget(first, self.docks[key])
+                first.raise_()
+                previous = first
+
+        column(Qt.DockWidgetArea.LeftDockWidgetArea, left_top, left_bottom)
+        column(Qt.DockWidgetArea.RightDockWidgetArea, right_top, right_bottom)
+        if left_top and left_bottom:
+            self.resizeDocks([self.docks[left_top[0]], self.docks[left_bottom[0]]], [3, 2], Qt.Orientation.Vertical)
+        if right_top and right_bottom:
+            self.resizeDocks([self.docks[right_top[0]], self.docks[right_bottom[0]]], [2, 3], Qt.Orientation.Vertical)
+        if (left_top or left_bottom) and (right_top or right_bottom):
+            left = self.docks[(left_top or left_bottom)[0]]
+            right = self.docks[(right_top or right_bottom)[0]]
+            self.resizeDocks([left, right], [self.width() * 11 // 20, self.width() * 9 // 20],
+                             Qt.Orientation.Horizontal)
+        for key in ("traces", "conflicts", "memories"):
+            if key in self.docks:
+                self.docks[key].raise_()
+
+    def show_pane(self, key: str) -> PaneBase | None:
+        dock = self.docks.get(key)
+        if dock is None:
+            return None
+        dock.show()
+        dock.raise_()
+        return self.panes[key]
+
+    # status bar --------------------------------------------------------------------------------------
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.path_label = QLabel("No database open.", self)
+        self.path_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.size_label = QLabel("", self)
+        self.counts_label = QLabel("", self)
+        self.embedder_label = QLabel("", self)
+        self.scope_combo = QComboBox(self)
+        self.scope_combo.setToolTip("The scope every pane shows (user / agent, scope type:id)")
+        self.scope_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.scope_combo.setEnabled(False)
+        bar.addWidget(self.path_label, 1)
+        for w in (self.size_label, self.counts_label, self.embedder_label, self.scope_combo):
+            bar.addPermanentWidget(w)
+        self.scope_combo.currentIndexChanged.connect(self._scope_picked)
+
+    def refresh_status(self) -> None:
+        if self.engine is None or self.ctx is None:
+            for label in (self.size_label, self.counts_label, self.embedder_label):
+                label.setText("")
+            return
+        engine, scope, path = self.engine, self.ctx.scope, Path(self.engine.path)
+        configured = self.settings_store.get("embedder") or "local"
+
+        def work() -> dict[str, Any]:
+            size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+            meta = engine.store.get_meta("embedder")
+            return {"size": size, "counts": engine.store.counts(scope), "embedder": json.loads(meta) if meta else None}
+
+        ctx = self.ctx
+
+        def done(info: dict[str, Any]) -> None:
+            if ctx is not self.ctx:
+                return
+            c = info["counts"]
+            self.size_label.setText(_human_size(info["size"]))
+            self.counts_label.setText(f"{c['memories']:,} memories · {c['facts']:,} facts · "
+                                      f"{c['open_conflicts']:,} open conflicts")
+            emb = info["embedder"]
+            if emb:
+                text = f"embedder {emb['provider']}/{emb['model']} ({emb['dims']}d)"
+                if emb["provider"] != configured:
+                    text += f" · configured: {configured}"
+            else:
+                text = f"embedder {configured} (no vectors yet)"
+            self.embedder_label.setText(text)
+
+        self.runner.run(lambda _p, _s: work(), done, lambda exc: self.show_notice(describe_error(exc)[0], "warning"))
+
+    # menus -----------------------------------------------------------------------------------------------
+    def _build_menus(self) -> None:
+        mb = self.menuBar()
+        file_menu = mb.addMenu("&File")
+        self.open_action = QAction("&Open database…", self)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(self.open_dialog)
+        file_menu.addAction(self.open_action)
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        self._rebuild_recent()
+        file_menu.addSeparator()
+        self.quit_action = QAction("&Quit", self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_action.triggered.connect(self.close)
+        file_menu.addAction(self.quit_action)
+
+        edit_menu = mb.addMenu("&Edit")
+        self.undo_action = QAction("&Undo curation", self)
+        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
+        self.undo_action.triggered.connect(self.undo)
+        self.redo_action = QAction("&Redo curation", self)
+        self.redo_action.setShortcut(QKeySequence("Ctrl+Shift+Z"))
+        self.redo_action.triggered.connect(self.redo)
+        self.find_action = QAction("&Find memories", self)
+        self.find_action.setShortcut(QKeySequence("Ctrl+F"))
+        self.find_action.triggered.connect(self.find)
+        for a in (self.undo_action, self.redo_action, self.find_action):
+            edit_menu.addAction(a)
+
+        view_menu = mb.addMenu("&View")
+        self.view_actions: dict[str, QAction] = {}
+        for key, dock in self.docks.items():
+            action = QAction(dock.windowTitle(), self)
+            shortcut = dock.property("shortcut")
+            if shortcut:
+                action.setShortcut(QKeySequence(shortcut))
+            action.triggered.connect(lambda _c=False, k=key: self._focus_pane(k))
+            view_menu.addAction(action)
+            self.view_actions[key] = action
+        view_menu.addSeparator()
+        reset = QAction("Reset layout", self)
+        reset.triggered.connect(self._default_layout)
+        view_menu.addAction(reset)
+
+        query_menu = mb.addMenu("&Query")
+        self.query_action = QAction("&Run query", self)
+        self.query_action.setShortcut(QKeySequence("Ctrl+Return"))
+        self.query_action.triggered.connect(self.run_query)
+        if "traces" not in self.panes:
+            self.query_action.setEnabled(False)
+            self.query_action.setToolTip("The retrieval traces pane is not available in this build")
+        query_menu.addAction(self.query_action)
+
+        help_menu = mb.addMenu("&Help")
+        self.about_action = QAction("&About memlens", self)
+        self.about_action.triggered.connect(self.about)
+        help_menu.addAction(self.about_action)
+        self._update_actions()
+
+    def _update_actions(self) -> None:
+        has_db = self.ctx is not None
+        for a in (self.undo_action, self.redo_action):
+            a.setEnabled(has_db)
+
+    def _focus_pane(self, key: str) -> None:
+        pane = self.show_pane(key)
+        if pane is not None:
+            pane.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def find(self) -> None:
+        pane = self.show_pane("memories")
+        if pane is not None and hasattr(pane, "focus_search"):
+            pane.focus_search()
+
+    def run_query(self) -> None:
+        pane = self.show_pane("traces")
+        if pane is None:
+            return
+        if hasattr(pane, "focus_query"):
+            pane.focus_query()
+            return
+        # Without the hook: the pane's query field gets the focus; pressed again while typing, it runs.
+        field = getattr(pane, "query", None)
+        if not isinstance(field, QLineEdit):
+            field = pane.findChild(QLineEdit)
+        if field is None:
+            pane.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        elif field.hasFocus() and field.text().strip() and callable(getattr(pane, "run_what_if", None)):
+            pane.run_what_if()
+        else:
+            field.setFocus(Qt.FocusReason.ShortcutFocusReason)
+            field.selectAll()
+
+    def about_text(self) -> str:
+        db = f"\nDatabase: {self.engine.path}" if self.engine is not None else ""
+        return (f"memlens {__version__}\nA desktop inspector for agent long-term memory: source-grounded facts, "
+                f"version chains and traced retrieval over one SQLite file.{db}\n\n"
+                f"Qt {qVersion()} · PySide6 {PYSIDE_VERSION}")
+
+    def about(self) -> None:
+        show_about(self, "About memlens", self.about_text())
+
+    # curation (Edit menu) --------------------------------------------------------------------------------
+    def undo(self) -> None:
+        self._curate(lambda cur: cur.undo(), "Undo")
+
+    def redo(self) -> None:
+        self._curate(lambda cur: cur.redo(), "Redo")
+
+    def _curate(self, command, what: str) -> None:
+        if self.ctx is None:
+            return
+
+        def failed(exc: BaseException) -> None:
+            if isinstance(exc, BadInput):
+                self.statusBar().showMessage(f"{what}: {exc}", 8000)
+            else:
+                self.show_error(exc, what)
+
+        run_curation(self.ctx, command, lambda r: self.statusBar().showMessage(describe_result(r), 8000), failed)
+
+    # notices ----------------------------------------------------------------------------------------------
+    def show_notice(self, message: str, level: str = "info", actions=()) -> None:
+        self.banner.show_notice(message, level, actions)
+        self._banner_action.setVisible(True)
+        self.notice_bar.show()
+
+    def show_error(self, exc: BaseException, context: str = "", actions=()) -> None:
+        self.banner.show_error(exc, context, actions)
+        self._banner_action.setVisible(True)
+        self.notice_bar.show()
+
+    def clear_notice(self) -> None:
+        self.banner.clear()
+        self._banner_action.setVisible(False)
+        self.notice_bar.hide()
+
+    # databases ---------------------------------------------------------------------------------------------
+    def open_dialog(self) -> bool:
+        start = str(Path(self.engine.path).parent) if self.engine is not None else str(Path.home())
+        path = ask_database_path(self, start)
+        if path is None:
+            return False
+        return self.open_database(path)
+
+    def open_database(self, path: str | Path) -> bool:
+        """Open `path` (creating an empty memlens DB if it does not exist). On failure the current
+        database stays open and the window says why, offering to open another."""
+        from engine.llm import LLMClient
         from engine.memory import MemoryEngine
 
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        path = Path(path).expanduser()
+        llm = None
         try:
-            self.engine = MemoryEngine(path, create=True)
-        except MemlensError as exc:
-            self.summary.setText(f"Cannot open this database.\n\n{exc}\n\nOpen another file or pass --db.")
+            embedder = None
+            try:
+                embedder = self.settings_store.make_embedder()
+            except MemlensError as exc:
+                self.show_notice(f"Embedder settings: {exc}. Recall and corrections will fail until this is fixed "
+                                 "in Settings.", "warning")
+            config = self.settings_store.llm_config()
+            llm = LLMClient(config) if config is not None else None
+            engine = MemoryEngine(path, embedder=embedder, llm=llm if llm is not None else None, create=True)
+        except (MemlensError, OSError) as exc:
+            if llm is not None:
+                llm.close()
+            self._open_failed(path, exc)
             return False
-        self.refresh()
+        self._close_engine()
+        self.engine, self._llm = engine, llm
+        self.clear_notice()
+        self._add_recent(path)
+        self.setWindowTitle(f"memlens — {path.name}")
+        self.path_label.setText(str(path))
+        self.path_label.setToolTip(str(path))
+        scopes = engine.store.scopes()
+        scope = self._remembered_scope(path, scopes) or (scopes[0] if scopes else Scope.default())
+        self._fill_scopes(scopes, scope)
+        self._set_context(AppContext(engine=engine, scope=scope, bus=self.bus, runner=self.runner))
+        if not scopes:
+            self.show_notice(f"{path.name} holds no memories yet. Ingest something: memlens ingest PATH --db {path}",
+                             "info", [("Open another…", self.open_dialog)])
         return True
 
-    def refresh(self) -> None:
+    def _open_failed(self, path: Path, exc: BaseException) -> None:
+        what, todo = describe_error(exc)
+        still = f" {Path(self.engine.path).name} is still open." if self.engine is not None else ""
+        actions = [("Open another…", self.open_dialog)]
+        recent = [p for p in self.recent_paths() if Path(p) != path and Path(p).exists()]
+        if recent:
+            actions.append((f"Open {Path(recent[0]).name}", lambda p=recent[0]: self.open_database(p)))
+        self.show_notice(f"Cannot open {path}.\n{what}\n{todo}{still}", "error", actions)
+        self.sigOpenFailed.emit((path, exc))
+
+    def _close_engine(self) -> None:
         if self.engine is None:
             return
-        store = self.engine.store
-        lines = [f"Database: {self.engine.path}", ""]
-        scopes = store.scopes()
-        if not scopes:
-            lines.append("The database is empty. Ingest something: memlens ingest PATH --db " + str(self.engine.path))
-        for scope in scopes:
-            c = store.counts(scope)
-            lines.append(
-                f"{scope.user_id} / {scope.agent_id} ({scope.scope_type}:{scope.scope_id}): "
-                f"{c['documents']} documents, {c['chunks']} chunks, {c['memories']} memories, "
-                f"{c['facts']} facts, {c['open_conflicts']} open conflicts"
-            )
-        self.summary.setText("\n".join(lines))
+        self._set_context(None)
+        self.runner.wait()
+        self.engine.close()
+        self.engine = None
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+    def close_database(self) -> None:
+        self._close_engine()
+        self._fill_scopes([], None)
+        self.path_label.setText("No database open.")
+        self.setWindowTitle("memlens")
+        self.refresh_status()
+
+    def _set_context(self, ctx: AppContext | None) -> None:
+        self.ctx = ctx
+        for key, pane in self.panes.items():
+            try:
+                pane.set_context(ctx)
+            except Exception as exc:  # noqa: BLE001 - one pane's failure stays in that pane
+                pane.banner.show_error(exc, f"{self.docks[key].windowTitle()} could not show this database")
+        self._update_actions()
+        self.refresh_status()
+        self.sigContextChanged.emit(ctx)
+
+    # scopes ----------------------------------------------------------------------------------------------------
+    def _fill_scopes(self, scopes: list[Scope], current: Scope | None) -> None:
+        self.scope_combo.blockSignals(True)
+        self.scope_combo.clear()
+        items = list(scopes)
+        if current is not None and current not in items:
+            items.insert(0, current)
+        for s in items:
+            self.scope_combo.addItem(scope_label(s), s)
+        if current is not None:
+            self.scope_combo.setCurrentIndex(items.index(current))
+        self.scope_combo.setEnabled(len(items) > 1)
+        self.scope_combo.blockSignals(False)
+
+    def scope_index(self, scope: Scope) -> int:
+        return next((i for i in range(self.scope_combo.count()) if self.scope_combo.itemData(i) == scope), -1)
+
+    def _scope_picked(self, index: int) -> None:
+        scope = self.scope_combo.itemData(index)
+        if scope is not None:
+            self.set_scope(scope)
+
+    def set_scope(self, scope: Scope) -> None:
+        if self.engine is None or (self.ctx is not None and self.ctx.scope == scope):
+            return
+        i = self.scope_index(scope)
+        if i >= 0 and i != self.scope_combo.currentIndex():
+            self.scope_combo.blockSignals(True)
+            self.scope_combo.setCurrentIndex(i)
+            self.scope_combo.blockSignals(False)
+        self.settings.setValue(self._scope_key(Path(self.engine.path)), json.dumps(scope.as_dict()))
+        self.bus.current = None
+        self._set_context(AppContext(engine=self.engine, scope=scope, bus=self.bus, runner=self.runner))
+
+    @staticmethod
+    def _scope_key(path: Path) -> str:
+        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+        return f"scopes/{digest}"
+
+    def _remembered_scope(self, path: Path, scopes: list[Scope]) -> Scope | None:
+        raw = self.settings.value(self._scope_key(path))
+        if not raw:
+            return None
+        try:
+            scope = Scope(**json.loads(raw))
+        except (ValueError, TypeError, MemlensError):
+            return None
+        return scope if scope in scopes else None
+
+    # recent files and window state --------------------------------------------------------------------------------
+    def recent_paths(self) -> list[str]:
+        raw = self.settings.value("recent")
+        if raw is None:
+            return []
+        if isinstance(raw, str):
+            return [raw] if raw else []
+        return [str(p) for p in raw]
+
+    def _add_recent(self, path: Path) -> None:
+        p = str(path.resolve()) if path.exists() else str(path)
+        recent = [p] + [r for r in self.recent_paths() if r != p]
+        self.settings.setValue("recent", recent[:MAX_RECENT])
+        self._rebuild_recent()
+
+    def _rebuild_recent(self) -> None:
+        self.recent_menu.clear()
+        paths = self.recent_paths()
+        for p in paths:
+            action = self.recent_menu.addAction(p)
+            action.triggered.connect(lambda _c=False, path=p: self.open_database(path))
+        self.recent_menu.setEnabled(bool(paths))
+
+    def _restore_window(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 900)
+        self._default_layout()
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state, STATE_VERSION)
+        self.notice_bar.setVisible(self._banner_action.isVisible() and bool(self.banner.text))
+
+    def save_window(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState(STATE_VERSION))
+        self.settings.sync()
+
+    def _on_theme(self, _theme=None) -> None:
+        for pane in self.panes.values():
+            pane.refresh()
 
     def closeEvent(self, event) -> None:  # noqa: N802 (Qt naming)
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+        if not self._closing:
+            self._closing = True
+            self.save_window()
+            for pane in self.panes.values():
+                pane.shutdown()
+            self.runner.shutdown()
+            self._close_engine()
         super().closeEvent(event)

@@ -18,7 +18,9 @@ from ..records import Chunk, Document, Memory, Source, from_dict
 from ..scope import Scope
 from ..timeutil import now_iso
 from .db import Database
+from .browse import BrowseReads
 from .facts import FactReads, FactWrites
+from .graph import GraphReads
 from .recall import BulkWrites, RecallReads, RecallWrites
 
 _SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
@@ -223,7 +225,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites):
                           (key, value))
 
 
-class Store(FactReads, RecallReads):
+class Store(FactReads, RecallReads, GraphReads, BrowseReads):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
         self.db = Database(path, create=create, readonly=readonly)
         self.path = self.db.path

@@ -1,14 +1,27 @@
-"""The minimal window opens a DB and reports foreign files in place; PySide6 survives many emits."""
+"""The window opens a DB and reports foreign files in place; PySide6 survives many emits.
+
+(The whole shell is covered by test_shell.py.)"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+import pytest
+from PySide6.QtCore import QObject, QSettings, Signal
 
 from engine.embed.hashing import HashingEmbedder
 from engine.ingest.model import ParsedChunk, ParsedDocument
 from engine.memory import MemoryEngine
 from engine.scope import Scope
 from ui.main_window import MainWindow, register_fonts
+from ui.tasks import InlineRunner
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+
+def _window(qtbot, tmp_path) -> MainWindow:
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)  # never the user's
+    win = MainWindow(settings=settings, runner=InlineRunner())
+    qtbot.addWidget(win)
+    return win
 
 
 def test_window_summarises_the_database(qtbot, tmp_path):
@@ -17,20 +30,18 @@ def test_window_summarises_the_database(qtbot, tmp_path):
         doc = ParsedDocument(text="Ana: hello there", source_type="chat", trust="user", uri="x", external_id="1",
                              chunks=[ParsedChunk(0, 16, "message", speaker="Ana")])
         eng.ingest_documents([doc], scope=Scope.default("ana", "bot"))
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = _window(qtbot, tmp_path)
     assert win.open_database(path)
-    text = win.summary.text()
-    assert "ana / bot" in text and "1 memories" in text
+    assert win.scope_combo.currentText().startswith("ana / bot")
+    assert win.counts_label.text().startswith("1 memories")
 
 
 def test_window_explains_a_foreign_file(qtbot, tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("just some text, not a database " * 20)
-    win = MainWindow()
-    qtbot.addWidget(win)
+    win = _window(qtbot, tmp_path)
     assert not win.open_database(path)
-    assert "not a memlens database" in win.summary.text()
+    assert "not a memlens database" in win.banner.text
     assert path.read_text().startswith("just some text")
 
 

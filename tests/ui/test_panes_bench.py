@@ -1,0 +1,268 @@
+"""The benchmark pane: stored runs and their dashboards, compare, a real run with progress, and a
+click on a question that opens its trace in the traces pane through the bus."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+import ui.panes.bench as bench_pane
+from engine.store import bench as bench_sql
+from tests.ui.memdb_scenarios import ANA, build, open_engine
+from ui.context import AppContext
+from ui.models.bench_models import BenchCompareModel, curves, delta_rows, item_missed, parse_key
+from ui.panes.bench import BenchPane
+from ui.panes.traces import TracesPane
+from ui.tasks import InlineRunner, TaskRunner
+
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+def store_run(engine, *, recipe: str, metrics: dict, by_category: dict, items: list[dict]) -> int:
+    store = engine.store
+    run_id = bench_sql.create_run(store, dataset="locomo", data_path="x.json", sha256="ab" * 32, split="dev",
+                                  recipe=recipe, k_values=[1, 5], embedder="hashing", models={}, prompt_hashes={},
+                                  git_commit=None, config={"extract": "none"}, started_at="2024-02-01T00:00:00Z")
+    bench_sql.add_items(store, run_id, items)
+    bench_sql.finish_run(store, run_id, status="done", sample_count=len(items), failures=0, metrics=metrics,
+                         by_category=by_category, latency_ms={"p50": 10.0, "p95": 20.0, "p99": 30.0},
+                         context_tokens={"mean": 100.0, "p95": 150.0}, finished_at="2024-02-01T00:01:00Z")
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("bench") / "seed.db")
+
+
+@pytest.fixture
+def seeded(template, tmp_path):
+    """A copy of the scenario DB with two stored runs whose items point at its traces."""
+    path = tmp_path / "m.db"
+    shutil.copy(template, path)
+    eng = open_engine(path)
+    traces = {t["query_text"]: t["id"] for t in eng.store.traces(ANA)}
+    live = eng.store.memories_for_messages(ANA, ["D1:1"])  # "I live in Berlin." turn
+    items = [
+        {"container": "c1", "question_id": "q1", "question": "Where does Ana live?", "category": "single-hop",
+         "gold": {"turn": ["D1:1"], "session": ["D1"]}, "metrics": {"turn_recall_any@1": 0.0, "turn_recall_any@5": 1.0,
+                                                                    "turn_mrr": 0.5},
+         "latency_ms": 9.0, "context_tokens": 120, "trace_id": traces["Where does Ana live?"], "status": "done"},
+        {"container": "c1", "question_id": "q2", "question": "Where does Ana work?", "category": "multi-hop",
+         "gold": {"turn": ["D1:2"], "session": ["D1"]}, "metrics": {"turn_recall_any@1": 1.0, "turn_recall_any@5": 1.0,
+                                                                    "turn_mrr": 1.0},
+         "latency_ms": 12.0, "context_tokens": 90, "trace_id": traces["Where does Ana work?"], "status": "done"},
+        {"container": "c1", "question_id": "q3", "question": "Broken?", "category": "multi-hop", "gold": {},
+         "status": "failed", "error": "RuntimeError: boom"},
+    ]
+    metrics_a = {"turn_recall_any@1": 0.5, "turn_recall_any@5": 1.0, "turn_hit@1": 0.5, "turn_hit@5": 1.0,
+                 "turn_mrr": 0.75}
+    cats_a = {"single-hop": {"turn_recall_any@5": 1.0, "turn_recall_any@1": 0.0},
+              "multi-hop": {"turn_recall_any@5": 1.0, "turn_recall_any@1": 1.0}}
+    runs = (
+        store_run(eng, recipe="default", metrics={k: v * 0.8 for k, v in metrics_a.items()},
+                  by_category={c: {k: v * 0.8 for k, v in m.items()} for c, m in cats_a.items()}, items=items[:2]),
+        store_run(eng, recipe="rrf", metrics=metrics_a, by_category=cats_a, items=items),
+    )
+    yield SimpleNamespace(engine=eng, runs=runs, gold_live=live)
+    eng.close()
+
+
+@pytest.fixture
+def engine(seeded):
+    return seeded.engine
+
+
+@pytest.fixture
+def panes(qtbot, engine):
+    ctx = AppContext(engine=engine, scope=ANA, runner=InlineRunner())
+    b, t = BenchPane(), TracesPane()
+    for p in (b, t):
+        qtbot.addWidget(p)
+        p.resize(1200, 800)
+        p.set_context(ctx)
+    yield b, t
+    for p in (b, t):
+        p.shutdown()
+        p.set_context(None)
+
+
+def test_stored_runs_are_listed_newest_first_with_their_dashboards(panes, seeded, qtmodeltester):
+    b, _ = panes
+    older, newer = seeded.runs
+    assert b.runs_model.rowCount() == 2
+    assert [b.runs_model.row(i)["id"] for i in range(2)] == [newer, older]
+    assert b.run["id"] == newer
+    qtmodeltester.check(b.runs_model)
+    qtmodeltester.check(b.items_model)
+    qtmodeltester.check(b.compare_model)
+    # metric@k curves: one PlotDataItem per metric of the level, fed k and values
+    assert set(b.curve_items) == {"recall_any", "hit"}
+    xs, ys = b.curve_items["recall_any"].getData()
+    assert list(xs) == [1.0, 5.0] and list(ys) == [0.5, 1.0]
+    # per-category bars for the chosen metric
+    b.k.setCurrentText("1")
+    assert b.metric_key() == "turn_recall_any@1"
+    heights = dict(zip(["multi-hop", "single-hop"], b.category_bars.opts["height"]))
+    assert heights == {"multi-hop": 1.0, "single-hop": 0.0}
+    # latency and token histograms over the done questions, percentile lines drawn
+    x, counts = b.latency_hist.getData()
+    assert counts.sum() == 2
+    assert len([m for plot, m in b._marks if plot is b.latency_plot]) == 3
+    assert "p50/p95/p99 10.0/20.0/30.0 ms" in b.summary.text()
+
+
+def test_question_table_marks_misses_and_filters(panes):
+    b, _ = panes
+    b.k.setCurrentText("1")
+    assert b.items_model.rowCount() == 3
+    col = [c[0] for c in b.items_model.columns].index("metric")
+    assert b.items_model.headerData(col, Qt.Orientation.Horizontal) == "turn_recall_any@1"
+    b.misses_only.setChecked(True)
+    ids = [b.items_model.row(i)["question_id"] for i in range(b.items_model.rowCount())]
+    assert ids == ["q1", "q3"]  # below 1 at k=1, and the failed one
+    assert b.items_model.index(0, col).data(0x8) is not None  # BackgroundRole
+    b.k.setCurrentText("5")
+    ids = [b.items_model.row(i)["question_id"] for i in range(b.items_model.rowCount())]
+    assert ids == ["q3"]
+
+
+def test_compare_two_runs(panes, seeded):
+    b, _ = panes
+    older, newer = seeded.runs
+    b.compare.setCurrentIndex(b.compare.findData(older))
+    assert b.other["id"] == older
+    rows = {(r["scope"], r["metric"]): r for r in b.compare_model.rows}
+    assert rows[("overall", "turn_recall_any@1")]["delta"] == pytest.approx(0.5 - 0.4)
+    assert rows[("single-hop", "turn_recall_any@5")]["delta"] == pytest.approx(0.2)
+    assert "recall_any (run" in " ".join(b.curve_items)  # the compared run's curves, dashed
+    assert len(b.category_bars_b.opts["height"]) == 2
+
+
+def test_clicking_a_question_opens_its_trace_with_gold(panes, seeded, qtbot):
+    b, t = panes
+    bus = b.ctx.bus
+    b.misses_only.setChecked(False)
+    row = next(i for i in range(b.items_model.rowCount()) if b.items_model.row(i)["question_id"] == "q1")
+    with qtbot.waitSignal(bus.sigSelected, timeout=2000):
+        b._item_clicked(b.items_model.index(row, 2))
+    sel = bus.current
+    item = b.items_model.row(row)
+    assert sel.kind == "trace" and sel.id == item["trace_id"] and sel.source == "bench"
+    assert sel.extra == ("gold", tuple(seeded.gold_live))
+    assert t.trace["id"] == item["trace_id"]
+    assert t.gold == frozenset(seeded.gold_live)
+    starred = [t.candidates.row(i)["memory_id"] for i in t.candidates.gold_rows()]
+    assert starred and set(starred) <= set(seeded.gold_live)
+
+
+def test_a_real_run_through_the_pane_then_a_question_opens_its_container_trace(panes, engine, qtbot, tmp_path):
+    if bench_pane.load_runner() is None:
+        pytest.skip("this build has no benchmark runner")
+    b, t = panes
+    data = tmp_path / "locomo_tiny.json"
+    shutil.copy(DATA / "bench_locomo_tiny.json", data)
+    b.data_path.setText(str(data))
+    b.dataset.setCurrentText("locomo")
+    b.limit.setValue(0)
+    progress = []
+    finished = []
+    b.sigRunFinished.connect(finished.append)
+    b.progress.valueChanged.connect(progress.append)
+    b.start.click()
+    assert finished and finished[0]["status"] == "done"
+    assert progress and progress[-1] == 100
+    run_id = finished[0]["run_id"]
+    assert b.run["id"] == run_id and b.runs_model.rowCount() == 3
+    assert b.items_model.rowCount() == finished[0]["questions"] > 0
+    assert not b.stop.isEnabled() and b.start.isEnabled()
+    item = next(b.items_model.row(i) for i in range(b.items_model.rowCount())
+                if b.items_model.row(i).get("trace_id") is not None)
+    assert item["trace_db"] and Path(item["trace_db"]).exists()
+    b.open_item(item)
+    assert t.trace_db == item["trace_db"] and t.trace["id"] == item["trace_id"]
+    assert t.trace["query"] == item["question"]
+    turns = item["gold"].get("turn") or []
+    if turns:
+        assert t.gold, "gold turns resolved to memory ids in the container DB"
+
+
+def test_stop_cancels_a_running_benchmark(qtbot, engine, tmp_path):
+    """Run in the real task runner; Stop reaches the runner's should_stop and the pane says so."""
+    started, never = threading.Event(), threading.Event()
+    seen_stop = []
+
+    def fake(engine, dataset, path, *, limit, recipe, progress, should_stop):
+        started.set()
+        progress(0.5, "halfway")
+        deadline = time.monotonic() + 20
+        while not should_stop() and time.monotonic() < deadline:
+            never.wait(0.01)
+        seen_stop.append(should_stop())
+        return {"run_id": bench_sql.runs(engine.store)[0]["id"], "status": "cancelled",
+                "questions": 0}
+
+    runner = TaskRunner()
+    p = BenchPane()
+    qtbot.addWidget(p)
+    try:
+        p.set_context(AppContext(engine=engine, scope=ANA, runner=runner))
+        qtbot.waitUntil(lambda: p.runs_model.rowCount() == 2, timeout=5000)
+        p.run_benchmark = fake
+        p.data_path.setText(str(tmp_path / "x.json"))
+        p.start.click()
+        qtbot.waitUntil(started.is_set, timeout=5000)
+        assert p.stop.isEnabled() and not p.start.isEnabled()
+        with qtbot.waitSignal(p.sigRunFinished, timeout=10000):
+            p.stop.click()
+        assert seen_stop == [True]
+        assert "stopped" in p.banner.label.text()
+        assert p.start.isEnabled() and not p.stop.isEnabled() and p.progress.isHidden()
+    finally:
+        p.shutdown()
+        runner.shutdown()
+
+
+def test_without_a_runner_only_stored_runs_are_shown(qtbot, engine, monkeypatch):
+    monkeypatch.setattr(bench_pane, "load_runner", lambda: None)
+    p = BenchPane()
+    qtbot.addWidget(p)
+    p.set_context(AppContext(engine=engine, scope=ANA, runner=InlineRunner()))
+    assert not p.start.isEnabled()
+    assert "stored runs only" in p.runner_note.text()
+    assert p.runs_model.rowCount() == 2
+    p.shutdown()
+
+
+def test_empty_database_says_what_to_do(qtbot, tmp_path):
+    eng = open_engine(tmp_path / "e.db")
+    p = BenchPane()
+    qtbot.addWidget(p)
+    try:
+        p.set_context(AppContext(engine=eng, scope=ANA, runner=InlineRunner()))
+        assert p.runs_model.rowCount() == 0 and "No benchmark runs" in p.summary.text()
+        p.shutdown()
+    finally:
+        eng.close()
+
+
+def test_pure_helpers(qtmodeltester):
+    assert parse_key("session_ndcg_any@10") == ("session", "ndcg_any", 10)
+    assert parse_key("turn_mrr") is None
+    c = curves({"turn_hit@5": 0.5, "turn_hit@1": 0.25, "session_hit@1": 1.0, "turn_mrr": 0.3}, "turn")
+    assert c == {"hit": ([1, 5], [0.25, 0.5])}
+    rows = delta_rows({"metrics": {"turn_hit@1": 0.5}, "by_category": {"x": {"turn_hit@1": 1.0}}},
+                      {"metrics": {"turn_hit@1": 0.25}, "by_category": {}})
+    assert rows[0]["delta"] == 0.25 and rows[1]["delta"] is None
+    assert item_missed({"status": "failed"}, "k") and not item_missed({"status": "done", "metrics": {"k": 1.0}}, "k")
+    m = BenchCompareModel()
+    m.set_rows(rows)
+    qtmodeltester.check(m)
+    assert np.isclose(float(m.index(0, 4).data()), 0.25)

@@ -1,0 +1,145 @@
+"""Settings: typed, documented, stored in QSettings with the environment winning; the API key is
+only ever read from the environment or a keychain; the connection test calls the endpoint."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from app import settings as app_settings
+from app.settings import SETTINGS, SettingsStore
+from tests.fixtures.openai_server import Reply
+from ui.panes.settings import SettingsPane
+from ui.tasks import InlineRunner
+
+from .shell_db import qsettings  # noqa: F401
+
+pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
+
+
+class FakeKeyring(types.ModuleType):
+    def __init__(self) -> None:
+        super().__init__("keyring")
+        self.store: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service, name):
+        return self.store.get((service, name))
+
+    def set_password(self, service, name, value):
+        self.store[(service, name)] = value
+
+    def delete_password(self, service, name):
+        self.store.pop((service, name), None)
+
+
+def _pane(qtbot, store, runner=None):
+    pane = SettingsPane()
+    qtbot.addWidget(pane)
+    pane.use_settings(store, runner or InlineRunner())
+    return pane
+
+
+def test_every_setting_is_documented_and_named_once():
+    assert len({s.name for s in SETTINGS}) == len(SETTINGS) == len({s.env for s in SETTINGS})
+    for s in SETTINGS:
+        assert s.help and s.env.startswith("MEMLENS_"), s
+        assert s.default is None or s.kind != "choice" or s.default in s.choices
+
+
+def test_values_are_stored_and_the_environment_wins(qtbot, qsettings):
+    store = SettingsStore(qsettings, environ={"MEMLENS_EMBEDDER": "hashing"})
+    pane = _pane(qtbot, store)
+    assert not pane.fields["embedder"].isEnabled() and "$MEMLENS_EMBEDDER" in pane.env_note.text()
+    pane.fields["llm_base_url"].setText("http://127.0.0.1:9/v1")
+    pane.fields["llm_model_extract"].setText("small-model")
+    pane.fields["token_budget"].setValue(1200)
+    pane.fields["recipe"].setCurrentIndex(pane.fields["recipe"].findData("lexical"))
+    pane.save_button.click()
+    assert pane.saved_label.text() == "Saved."
+    fresh = SettingsStore(qsettings, environ={})
+    assert fresh.get("llm_base_url") == "http://127.0.0.1:9/v1" and fresh.source("llm_base_url") == "stored"
+    assert fresh.get("llm_model_extract") == "small-model" and fresh.get_int("token_budget") == 1200
+    assert fresh.get("recipe") == "lexical" and fresh.get("embedder") == "local"  # env value never stored
+    env_wins = SettingsStore(qsettings, environ={"MEMLENS_LLM_BASE_URL": "http://env/v1"})
+    assert env_wins.get("llm_base_url") == "http://env/v1" and env_wins.source("llm_base_url") == "environment"
+    config = fresh.llm_config()
+    assert config.base_url == "http://127.0.0.1:9/v1" and config.task_models == {"EXTRACT": "small-model"}
+
+
+def test_api_key_is_never_shown_or_written_to_the_settings_file(qtbot, qsettings, monkeypatch):
+    monkeypatch.setitem(sys.modules, "keyring", None)  # no keychain, whatever is installed here
+    secret = "sk-test-not-a-real-key-123456"
+    store = SettingsStore(qsettings, environ={"MEMLENS_LLM_API_KEY": secret, "MEMLENS_LLM_BASE_URL": "http://x/v1"})
+    pane = _pane(qtbot, store)
+    assert pane.key_status.text().startswith("set (environment")
+    assert secret not in pane.key_status.text()
+    pane.fields["llm_model"].setText("some-model")
+    pane.save()
+    qsettings.sync()
+    written = Path(qsettings.fileName()).read_text(encoding="utf-8")
+    assert "some-model" in written and secret not in written
+    with pytest.raises(RuntimeError, match="never writes keys to a file"):
+        SettingsStore(qsettings, environ={}).set("llm_api_key", secret)  # no keychain here
+    assert not any("api_key" in k for k in qsettings.allKeys())
+
+
+def test_keychain_when_keyring_is_installed(qtbot, qsettings, monkeypatch):
+    fake = FakeKeyring()
+    monkeypatch.setitem(sys.modules, "keyring", fake)
+    store = SettingsStore(qsettings, environ={"MEMLENS_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+    pane = _pane(qtbot, store)
+    assert pane.key_status.text().startswith("not set") and pane.key_store.isEnabled()
+    monkeypatch.setattr("ui.panes.settings.ask_secret", lambda parent, title, label: "sk-from-keychain")
+    pane.key_store.click()
+    assert fake.store == {(app_settings.KEYRING_SERVICE, "llm_api_key"): "sk-from-keychain"}
+    assert pane.key_status.text() == "set (OS keychain)" and store.llm_config().api_key == "sk-from-keychain"
+    pane.key_forget.click()
+    assert fake.store == {} and pane.key_status.text().startswith("not set")
+
+
+def test_broken_keyring_degrades_to_not_set(qsettings, monkeypatch):
+    class Broken(types.ModuleType):
+        def get_password(self, *a):
+            raise RuntimeError("no backend")
+
+        def set_password(self, *a):
+            raise RuntimeError("no backend")
+
+    monkeypatch.setitem(sys.modules, "keyring", Broken("keyring"))
+    store = SettingsStore(qsettings, environ={})
+    assert store.get("llm_api_key") is None and store.source("llm_api_key") == "unset"
+    assert app_settings.keychain_set("llm_api_key", "x") is False
+
+
+def test_connection_test_calls_the_endpoint(qtbot, qsettings, openai_server):
+    store = SettingsStore(qsettings, environ={})
+    pane = _pane(qtbot, store)
+    pane.fields["llm_base_url"].setText(openai_server.base_url)
+    pane.fields["llm_model"].setText("test-model")
+    openai_server.queue_chat({"ok": True, "echo": "memlens"})
+    pane.test_button.click()
+    assert pane.test_result.text().startswith("Connected: ") and "answered in" in pane.test_result.text()
+    request = openai_server.requests[-1]
+    assert request.json["model"] == "test-model"
+    assert request.json["response_format"]["type"] == "json_schema"
+    openai_server.queue_chat(Reply.error(500, "boom"))
+    pane.test_button.click()
+    assert pane.test_result.text().startswith("Failed: http_500")
+    assert pane.test_button.isEnabled()
+
+
+def test_connection_test_without_an_endpoint_says_what_to_do(qtbot, qsettings):
+    pane = _pane(qtbot, SettingsStore(qsettings, environ={}))
+    pane.test_button.click()
+    assert "No endpoint set" in pane.test_result.text()
+
+
+def test_bad_values_are_refused_inline(qtbot, qsettings):
+    store = SettingsStore(qsettings, environ={})
+    with pytest.raises(ValueError):
+        store.set("recipe", "nonsense")
+    with pytest.raises(ValueError):
+        store.set("token_budget", "lots")

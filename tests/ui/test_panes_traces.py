@@ -1,0 +1,260 @@
+"""The retrieval-trace pane: what-if queries change no memory, the funnel, candidates, gold, why-not."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.ui.memdb_scenarios import ANA, BOB, build, open_engine
+from ui.context import AppContext
+from ui.models.trace_models import (
+    MEMORY_ID_ROLE,
+    STAGE_ROLE,
+    TraceCandidatesModel,
+    TraceContextModel,
+    split_context,
+)
+from ui.panes.traces import TracesPane, parse_extra
+from ui.tasks import InlineRunner, TaskRunner
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("traces") / "seed.db")
+
+
+@pytest.fixture
+def engine(template, tmp_path):
+    path = tmp_path / "m.db"
+    shutil.copy(template, path)
+    eng = open_engine(path)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def pane(qtbot, engine):
+    ctx = AppContext(engine=engine, scope=ANA, runner=InlineRunner())
+    p = TracesPane()
+    qtbot.addWidget(p)
+    p.resize(1200, 800)
+    p.set_context(ctx)
+    yield p
+    p.shutdown()
+    p.set_context(None)
+
+
+def memories_state(engine) -> str:
+    data = engine.export(ANA)  # memories, facts, relations, sources... (retrieval traces are not in it)
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def test_lists_stored_traces_and_models_pass_the_model_tester(pane, qtmodeltester):
+    assert pane.trace_list.rowCount() == 2
+    assert pane.trace_list.index(0, 2).data() == "Where does Ana work?"  # newest first
+    pane.trace_view.selectRow(1)
+    assert pane.trace["query"] == "Where does Ana live?"
+    assert pane.candidates.rowCount() == len(pane.trace["candidates"]) > 0
+    qtmodeltester.check(pane.trace_list)
+    qtmodeltester.check(pane.candidates)
+    qtmodeltester.check(pane.proxy)
+    qtmodeltester.check(pane.context)
+
+
+def test_what_if_query_changes_no_memory_and_honours_as_of(pane, engine):
+    before = memories_state(engine)
+    access = [m["access_count"] for m in engine.export(ANA)["memories"]]
+    pane.ctx.bus.set_as_of("2024-01-03T12:00:00Z")
+    pane.query.setText("Where does Ana live?")
+    with_signal = []
+    pane.sigWhatIfDone.connect(with_signal.append)
+    pane.query.returnPressed.emit()
+    assert with_signal, "the what-if ran"
+    assert memories_state(engine) == before
+    assert [m["access_count"] for m in engine.export(ANA)["memories"]] == access
+    t = pane.trace
+    assert t["id"] == with_signal[0] and t["origin"] == "operator" and t["as_of"] == "2024-01-03T12:00:00Z"
+    assert pane.trace_list.rowCount() == 3
+    # as of Jan 3rd Ana still lived in Berlin: Munich's fact was not valid yet
+    drops = {r["text"]: r["dropped"] for r in pane.candidates.rows if r.get("dropped")}
+    assert drops["Ana lives in Munich."]["reason"] == "not_valid_at"
+    ranked = [r["text"] for r in sorted((r for r in pane.candidates.rows if r["rank"]), key=lambda r: r["rank"])]
+    assert "Ana lives in Berlin." in ranked
+
+
+def test_funnel_bars_are_the_stages_and_a_stage_lists_its_drops(pane):
+    pane.trace_view.selectRow(1)
+    t = pane.trace
+    np.testing.assert_array_equal(pane.funnel_out.opts["height"], [s["out"] for s in t["stages"]])
+    np.testing.assert_array_equal(pane.funnel_in.opts["height"], [s["in"] for s in t["stages"]])
+    for stage in ("filters", "rank"):
+        pane.filter_stage(stage)
+        expected = [c for c in t["candidates"] if c["dropped"] and c["dropped"]["stage"] == stage]
+        assert pane.proxy.rowCount() == len(expected) > 0
+        for r in range(pane.proxy.rowCount()):
+            assert pane.proxy.index(r, 0).data(STAGE_ROLE) == stage
+        assert f"Dropped at {stage}: {len(expected)}" in pane.stage_label.text()
+    pane.show_all.click()
+    assert pane.proxy.rowCount() == len(t["candidates"])
+
+
+def test_funnel_click_maps_to_a_stage(pane, qtbot):
+    pane.trace_view.selectRow(1)
+    from PySide6.QtCore import QPointF
+
+    vb = pane.funnel.getPlotItem().getViewBox()
+    names = [s["name"] for s in pane.trace["stages"]]
+    i = names.index("filters")
+
+    class Ev:
+        def scenePos(self):
+            return vb.mapViewToScene(QPointF(float(i), 1.0))
+
+    pane.funnel.resize(400, 300)
+    vb.setGeometry(vb.geometry())  # laid out offscreen
+    pane._funnel_scene_clicked(Ev())
+    assert pane.proxy.stage == "filters"
+
+
+def test_selecting_a_candidate_selects_its_memory_and_draws_its_components(pane):
+    pane.trace_view.selectRow(1)
+    bus = pane.ctx.bus
+    idx = pane.proxy.index(0, 0)
+    pane.candidate_view.setCurrentIndex(idx)
+    mid = idx.data(MEMORY_ID_ROLE)
+    assert bus.current.kind == "memory" and bus.current.id == mid
+    assert bus.current.extra == ("trace", pane.trace["id"])
+    cand = pane.candidates.row(pane.proxy.mapToSource(idx).row())
+    additive = {k: v for k, v in cand["components"].items() if v and k not in ("derived_factor", "truncated")}
+    x0, x1 = pane.component_bars.opts["x0"], pane.component_bars.opts["x1"]
+    y = pane.component_bars.opts["y"]
+    top = y.max()
+    widths = sorted(np.round(x1[y == top] - x0[y == top], 6))
+    assert widths == sorted(np.round(np.abs(list(additive.values())), 6))
+    assert pane.score_marks.data["x"][list(pane.score_marks.data["y"]).index(top)] == pytest.approx(cand["score"])
+
+
+def test_context_is_verbatim_with_token_costs(pane):
+    pane.trace_view.selectRow(1)
+    t = pane.trace
+    assert pane.context.text() == t["context"]["text"]
+    ranked = {c["memory_id"]: c["tokens"] for c in t["candidates"] if c["rank"] is not None}
+    for row in pane.context.rows:
+        assert row["tokens"] == ranked[row["memory_id"]]
+    assert sum(r["tokens"] for r in pane.context.rows) == t["context"]["tokens"]
+    assert "Timings (ms)" in pane.timings.text()
+
+
+def test_split_context_round_trips():
+    text = "[m1 · chat:a · 2024] one\nline two of one\n[m22 · x] two\n[m3] three"
+    items = split_context(text)
+    assert [m for m, _ in items] == [1, 22, 3]
+    assert "\n".join(line for _, line in items) == text
+    assert split_context("") == []
+
+
+def test_why_not_for_the_memory_selected_elsewhere(pane, engine):
+    pane.trace_view.selectRow(1)  # "Where does Ana live?"
+    berlin = next(f for f in engine.export(ANA)["facts"] if f["object"] == "Berlin")
+    pane.ctx.bus.select("fact", berlin["id"], source="test")
+    assert pane.target_memory == berlin["memory_id"]
+    assert "dropped at <b>filters</b> — superseded" in pane.why_text.text()
+    assert pane.why_button.isEnabled()
+    results = []
+    pane.sigExplained.connect(results.append)
+    before = memories_state(engine)
+    pane.why_button.click()
+    assert results and results[0]["verdict"] == "dropped" and results[0]["memory_id"] == berlin["memory_id"]
+    assert "superseded" in pane.why_text.text()
+    assert memories_state(engine) == before
+    # a memory no channel proposed
+    assert pane.trace["id"]  # the open trace stays open after explain refreshed the list
+    bob_unrelated = [m["id"] for m in engine.export(ANA)["memories"]
+                     if pane.candidates.row_of_memory(m["id"]) is None]
+    if bob_unrelated:
+        pane.ctx.bus.select("memory", bob_unrelated[0], source="test")
+        assert "never a candidate" in pane.why_text.text()
+
+
+def test_a_trace_selected_on_the_bus_opens_with_gold_marked(pane):
+    bus = pane.ctx.bus
+    first = pane.trace_list.row(1)["id"]
+    pane.trace_view.selectRow(0)
+    cands = pane.candidates  # of trace 2 now
+    bus.select("trace", first, source="bench", extra=("gold", (1, 2, 999)))
+    assert pane.trace["id"] == first
+    gold_rows = cands.gold_rows()
+    present = {c["memory_id"] for c in pane.trace["candidates"]} & {1, 2, 999}
+    assert {cands.row(i)["memory_id"] for i in gold_rows} == present
+    i = gold_rows[0]
+    assert cands.index(i, 0).data() == "★"
+    assert cands.index(i, 3).data(0x8) is not None  # BackgroundRole highlights the row
+    assert f"{len(present)}/3 gold memories among candidates" in pane.header.text()
+
+
+def test_a_trace_in_another_database_opens_read_only(pane, tmp_path, engine):
+    other = build(tmp_path / "container.db", recalls=("Where does Ana work?",))
+    with open_engine(other) as e2:
+        trace_id = e2.store.traces(ANA)[0]["id"]
+        gold = [c["memory_id"] for c in e2.trace(trace_id, scope=ANA)["candidates"] if c["rank"] == 1]
+    pane.ctx.bus.select("trace", trace_id, source="bench", extra=("gold", tuple(gold), "trace_db", str(other)))
+    assert pane.trace_db == str(other)
+    assert pane.trace["query"] == "Where does Ana work?"
+    assert len(pane.candidates.gold_rows()) == 1
+    assert "from " + str(other) in pane.header.text()
+    eng = pane._external[str(other)]
+    assert eng.store.db.readonly
+    # candidates of a foreign DB are not published on this DB's bus, and why-not stays off
+    before = pane.ctx.bus.current
+    pane.candidate_view.setCurrentIndex(pane.proxy.index(0, 0))
+    assert pane.ctx.bus.current == before
+    assert not pane.why_button.isEnabled()
+
+
+def test_scopes_stay_apart(qtbot, engine):
+    p = TracesPane()
+    qtbot.addWidget(p)
+    p.set_context(AppContext(engine=engine, scope=BOB, runner=InlineRunner()))
+    assert p.trace_list.rowCount() == 0
+    p.shutdown()
+
+
+def test_parse_extra():
+    assert parse_extra(("gold", (1, 2), "trace_db", "/x.db")) == {"gold": (1, 2), "trace_db": "/x.db"}
+    assert parse_extra(("trace", 5)) == {"trace": 5}
+    assert parse_extra(()) == {}
+
+
+def test_models_on_their_own(qtmodeltester):
+    m = TraceCandidatesModel()
+    m.set_trace([{"memory_id": 5, "channels": {"vector": {"rank": 1, "score": 0.9}}, "components": {"fusion": 0.5},
+                  "score": 0.5, "rank": 1, "tokens": 10, "dropped": None},
+                 {"memory_id": 6, "channels": {"fts": {"rank": 2, "score": 3.0}}, "components": {}, "score": 0.0,
+                  "rank": None, "tokens": None, "dropped": {"stage": "filters", "reason": "expired", "detail": "x"}}],
+                {5: {"kind": "fact", "text": "a", "trust": "user", "status": "active"}}, {6})
+    qtmodeltester.check(m)
+    assert m.columns[4:6] == (("ch:vector", "vector"), ("ch:fts", "fts"))
+    assert m.index(1, 0).data() == "★" and m.index(1, 3).data() == "(not in this scope / deleted)"
+    c = TraceContextModel()
+    c.set_context("[m5 · x] a", m.rows)
+    qtmodeltester.check(c)
+
+
+def test_what_if_off_the_gui_thread(qtbot, engine):
+    runner = TaskRunner()
+    p = TracesPane()
+    qtbot.addWidget(p)
+    try:
+        with qtbot.waitSignal(p.trace_list.modelReset, timeout=10000):
+            p.set_context(AppContext(engine=engine, scope=ANA, runner=runner))
+        p.query.setText("Who works at Siemens?")
+        with qtbot.waitSignal(p.sigTraceShown, timeout=20000, check_params_cb=lambda t: t is not None):
+            p.run_what_if()
+        assert p.trace["query"] == "Who works at Siemens?"
+        runner.wait()
+    finally:
+        p.shutdown()
+        runner.shutdown()

@@ -1,0 +1,324 @@
+"""Item models for the retrieval-trace pane: stored traces, a trace's candidates, its context lines.
+
+The candidate model shows every memory any channel proposed: its rank and raw score per
+channel, its score components, the final score, and its fate (a rank, or the stage, typed
+reason and detail of its drop). A set of gold memory ids (from a benchmark question) can be
+marked: those rows get a star and a highlight, so "was the gold memory a candidate, and where
+did it fall out?" is one glance.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QBrush, QColor
+
+from ui.models.graph_style import dark
+
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+MEMORY_ID_ROLE = Qt.ItemDataRole.UserRole + 2
+ROW_ROLE = Qt.ItemDataRole.UserRole + 3
+STAGE_ROLE = Qt.ItemDataRole.UserRole + 4
+CHANNEL_ORDER = ("vector", "fts", "entity", "relation", "neighbour", "baseline")
+# additive parts first (twelve: one series colour each), then the multiplier and the flag
+COMPONENT_ORDER = ("fusion", "confidence", "importance", "recency", "usage", "trust", "fact", "speaker", "review",
+                   "pinned", "version_cap", "rerank", "derived_factor", "truncated")
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+def _elide(text: str | None, n: int = 160) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= n else line[: n - 1] + "…"
+
+
+def _gold_brush() -> QBrush:
+    return QBrush(QColor("#4d3d00" if dark() else "#fef3c7"))
+
+
+class RowTableModel(QAbstractTableModel):
+    """A read-only table over a list of row dicts; subclasses define columns and cell values."""
+
+    columns: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.rows: list[dict[str, Any]] = []
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 (Qt naming)
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal \
+                and 0 <= section < len(self.columns):
+            return self.columns[section][1]
+        return None
+
+    def set_rows(self, rows: list[dict[str, Any]]) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def row(self, i: int) -> dict[str, Any] | None:
+        return self.rows[i] if 0 <= i < len(self.rows) else None
+
+    def cell(self, row: dict[str, Any], key: str) -> Any:
+        return row.get(key)
+
+    def sort_key(self, row: dict[str, Any], key: str) -> Any:
+        value = self.cell(row, key)
+        return value if isinstance(value, (int, float)) else str(value or "")
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
+        if not index.isValid() or not 0 <= index.row() < len(self.rows) or not 0 <= index.column() < len(self.columns):
+            return None
+        row = self.rows[index.row()]
+        key = self.columns[index.column()][0]
+        if role == Qt.ItemDataRole.DisplayRole:
+            value = self.cell(row, key)
+            if value is None:
+                return ""
+            if isinstance(value, float):
+                return f"{value:.4f}"
+            return str(value)
+        if role == SORT_ROLE:
+            return self.sort_key(row, key)
+        if role == ROW_ROLE:
+            return row
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self.tooltip(row, key)
+        return self.extra_role(row, key, role)
+
+    def tooltip(self, row: dict[str, Any], key: str) -> str | None:
+        return None
+
+    def extra_role(self, row: dict[str, Any], key: str, role: int):
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+
+
+class TraceListModel(RowTableModel):
+    """Stored traces (GraphReads/RecallReads.traces rows), newest first."""
+
+    columns = (("id", "Trace"), ("origin", "Origin"), ("query", "Query"), ("result_count", "Results"),
+               ("context_tokens", "Tokens"), ("as_of", "As of"), ("created_at", "Created"))
+
+    def cell(self, row, key):
+        if key == "query":
+            return row.get("query_text") or f"(agent query, hash {str(row.get('query_hash', ''))[:10]}…)"
+        return row.get(key)
+
+    def extra_role(self, row, key, role):
+        if role == MEMORY_ID_ROLE:
+            return int(row["id"])
+        return None
+
+    def row_of_trace(self, trace_id: int) -> int | None:
+        for i, r in enumerate(self.rows):
+            if int(r["id"]) == int(trace_id):
+                return i
+        return None
+
+
+class TraceCandidatesModel(RowTableModel):
+    """Every candidate of one trace, with gold marking."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.channels: list[str] = []
+        self.gold: frozenset[int] = frozenset()
+        self.columns = self._columns()
+
+    def _columns(self) -> tuple[tuple[str, str], ...]:
+        return (("gold", "Gold"), ("memory_id", "Memory"), ("kind", "Kind"), ("text", "Text"),
+                *((f"ch:{c}", c) for c in self.channels), ("components", "Components"), ("score", "Score"),
+                ("fate", "Rank / dropped at"), ("reason", "Reason"), ("detail", "Detail"), ("tokens", "Tokens"))
+
+    def set_trace(self, candidates: list[dict[str, Any]], briefs: dict[int, dict[str, Any]] | None = None,
+                  gold: set[int] | frozenset[int] | None = None) -> None:
+        """candidates: MemoryEngine.trace()["candidates"]; briefs: GraphReads.memory_briefs."""
+        briefs = briefs or {}
+        present = {ch for c in candidates for ch in c.get("channels", {})}
+        channels = [c for c in CHANNEL_ORDER if c in present] + sorted(present - set(CHANNEL_ORDER))
+        rows = []
+        for c in candidates:
+            b = briefs.get(int(c["memory_id"]), {})
+            rows.append({**c, "kind": b.get("kind") or "?", "text": b.get("text"), "trust": b.get("trust"),
+                         "fact_status": b.get("status"), "in_scope": bool(b)})
+        self.beginResetModel()
+        self.channels = channels
+        self.columns = self._columns()
+        self.rows = rows
+        if gold is not None:
+            self.gold = frozenset(int(g) for g in gold)
+        self.endResetModel()
+
+    def set_gold(self, gold) -> None:
+        self.gold = frozenset(int(g) for g in (gold or ()))
+        if self.rows:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self.rows) - 1, len(self.columns) - 1))
+
+    def gold_rows(self) -> list[int]:
+        return [i for i, r in enumerate(self.rows) if int(r["memory_id"]) in self.gold]
+
+    def row_of_memory(self, memory_id: int) -> int | None:
+        for i, r in enumerate(self.rows):
+            if int(r["memory_id"]) == int(memory_id):
+                return i
+        return None
+
+    def dropped_at(self, stage: str) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r.get("dropped") and r["dropped"]["stage"] == stage]
+
+    @staticmethod
+    def components_text(comp: dict[str, float]) -> str:
+        keys = [k for k in COMPONENT_ORDER if k in comp] + sorted(set(comp) - set(COMPONENT_ORDER))
+        return " ".join(f"{k} {comp[k]:+.3f}" for k in keys if comp[k])
+
+    def cell(self, row, key):
+        if key == "gold":
+            return "★" if int(row["memory_id"]) in self.gold else ""
+        if key == "text":
+            return _elide(row.get("text")) if row.get("in_scope") else "(not in this scope / deleted)"
+        if key.startswith("ch:"):
+            ch = row.get("channels", {}).get(key[3:])
+            if not ch:
+                return None
+            return f"#{ch.get('rank')} {float(ch.get('score') or 0):.3f}"
+        if key == "components":
+            return self.components_text(row.get("components") or {})
+        if key == "score":
+            return float(row["score"]) if row.get("score") is not None else None
+        if key == "fate":
+            if row.get("rank") is not None:
+                return f"rank {row['rank']}"
+            d = row.get("dropped")
+            return f"dropped: {d['stage']}" if d else ""
+        if key == "reason":
+            d = row.get("dropped")
+            return d["reason"] if d else ""
+        if key == "detail":
+            d = row.get("dropped")
+            return d.get("detail") if d else ""
+        return row.get(key)
+
+    def sort_key(self, row, key):
+        if key.startswith("ch:"):
+            ch = row.get("channels", {}).get(key[3:])
+            return int(ch.get("rank") or 10**9) if ch else 10**9
+        if key == "fate":
+            if row.get("rank") is not None:
+                return int(row["rank"])
+            return 10**6 + ({"filters": 1, "score": 2, "rank": 3, "budget": 4}.get(
+                (row.get("dropped") or {}).get("stage"), 9))
+        if key == "score":
+            return float(row.get("score") or 0.0)
+        if key == "gold":
+            return 0 if int(row["memory_id"]) in self.gold else 1
+        return super().sort_key(row, key)
+
+    def tooltip(self, row, key):
+        if key == "text":
+            return row.get("text")
+        if key == "detail":
+            d = row.get("dropped")
+            return d.get("detail") if d else None
+        if key.startswith("ch:"):
+            ch = row.get("channels", {}).get(key[3:])
+            if ch and ch.get("via") is not None:
+                return f"reached via memory {ch['via']}" + (f" ({ch['type']})" if ch.get("type") else "")
+        return None
+
+    def extra_role(self, row, key, role):
+        if role == MEMORY_ID_ROLE:
+            return int(row["memory_id"])
+        if role == STAGE_ROLE:
+            d = row.get("dropped")
+            return d["stage"] if d else ("kept" if row.get("rank") is not None else "")
+        if role == Qt.ItemDataRole.BackgroundRole and int(row["memory_id"]) in self.gold:
+            return _gold_brush()
+        if role == Qt.ItemDataRole.ForegroundRole and row.get("dropped"):
+            return QBrush(QColor("#9ca3af" if dark() else "#6b7280"))
+        if role == Qt.ItemDataRole.TextAlignmentRole and key in ("score", "tokens", "memory_id", "gold"):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+
+class StageFilterProxy(QSortFilterProxyModel):
+    """Candidates dropped at one stage (or all of them when the stage is None)."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.stage: str | None = None
+        self.setSortRole(SORT_ROLE)
+
+    def set_stage(self, stage: str | None) -> None:
+        self.beginFilterChange()
+        self.stage = stage
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:  # noqa: N802
+        if self.stage is None:
+            return True
+        model = self.sourceModel()
+        return model.index(source_row, 0, source_parent).data(STAGE_ROLE) == self.stage
+
+
+_LINE_START = re.compile(r"^\[m(\d+)[\]\s·]", re.MULTILINE)
+
+
+def split_context(text: str) -> list[tuple[int | None, str]]:
+    """The context text as (memory id, verbatim line) items; joining the lines with "\\n" gives it back."""
+    if not text:
+        return []
+    starts = [m.start() for m in _LINE_START.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts = [0] + starts
+    items = []
+    for a, b in zip(starts, starts[1:] + [len(text) + 1]):
+        piece = text[a:b - 1] if b <= len(text) else text[a:]
+        m = _LINE_START.match(piece)
+        items.append((int(m.group(1)) if m else None, piece))
+    return items
+
+
+class TraceContextModel(RowTableModel):
+    """The rendered context, one row per item, with its token cost."""
+
+    columns = (("position", "#"), ("memory_id", "Memory"), ("tokens", "Tokens"), ("line", "Context line (verbatim)"))
+
+    def set_context(self, text: str, candidates: list[dict[str, Any]]) -> None:
+        tokens = {int(c["memory_id"]): c.get("tokens") for c in candidates if c.get("rank") is not None}
+        rows = [{"position": i + 1, "memory_id": mid, "tokens": tokens.get(mid) if mid is not None else None,
+                 "line": line} for i, (mid, line) in enumerate(split_context(text))]
+        self.set_rows(rows)
+
+    def text(self) -> str:
+        return "\n".join(r["line"] for r in self.rows)
+
+    def cell(self, row, key):
+        if key == "line":
+            return _elide(row["line"], 400)
+        return row.get(key)
+
+    def tooltip(self, row, key):
+        return row["line"] if key == "line" else None
+
+    def extra_role(self, row, key, role):
+        if role == MEMORY_ID_ROLE:
+            return row.get("memory_id")
+        return None
+
+
+__all__ = ["RowTableModel", "TraceListModel", "TraceCandidatesModel", "TraceContextModel", "StageFilterProxy",
+           "split_context", "SORT_ROLE", "MEMORY_ID_ROLE", "ROW_ROLE", "STAGE_ROLE", "CHANNEL_ORDER", "COMPONENT_ORDER"]

@@ -1,0 +1,568 @@
+"""Benchmarks: stored runs, their dashboards, run-vs-run deltas, and every question with its trace.
+
+The runs come from the main DB (engine/store/bench.py). For the selected run: metric@k curves
+(one PlotDataItem per metric, the compared run dashed), per-category bars for one metric, the
+latency histogram with p50/p95/p99, and the context-token histogram. The question table marks
+misses (the chosen metric below 1, or the question failed); clicking a question opens its trace
+in the traces pane through the bus — `select("trace", id, extra=("gold", memory_ids, "trace_db",
+path))` — with the gold turns resolved to memory ids in the container DB that holds the trace.
+
+New runs go through engine/bench/runner.run_benchmark in the task runner, with progress and Stop.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.bench.metrics import AT_K_METRICS
+from engine.retrieve.recipes import RECIPES
+from engine.store import bench as bench_sql
+from ui.models.bench_models import (
+    BenchCompareModel,
+    BenchItemsModel,
+    BenchRunsModel,
+    curves,
+    delta_rows,
+    gold_ids,
+    item_missed,
+    ks_of,
+    metric_names,
+)
+from ui.models.graph_style import plot_colors, series_color, styled_plot
+from ui.panes.base import PaneBase
+
+DATASETS = ("locomo", "longmemeval", "convomem")
+CURVE_TOP = 1.38
+
+
+def ask_data_file(parent) -> str | None:
+    """The dataset file picker (tests replace this function)."""
+    path, _ = QFileDialog.getOpenFileName(parent, "Benchmark data file", "", "JSON (*.json *.jsonl);;All files (*)")
+    return path or None
+
+
+def load_runner():
+    """engine.bench.runner.run_benchmark, or None when this build has no runner."""
+    try:
+        return importlib.import_module("engine.bench.runner").run_benchmark
+    except (ImportError, AttributeError):
+        return None
+
+
+def resolve_gold(engine, item: dict[str, Any]) -> tuple[int, ...]:
+    """Gold turn (or session) ids of a question -> memory ids in the DB and scope holding its trace."""
+    from engine.memory import MemoryEngine
+
+    turns, sessions = gold_ids(item)
+    trace_db = item.get("trace_db")
+    own = not trace_db or Path(trace_db).resolve() == Path(engine.path).resolve()
+    eng = engine if own else MemoryEngine(trace_db, create=False, readonly=True, llm=False, background_reembed=False)
+    try:
+        scope = eng.store.trace_scope(int(item["trace_id"]))
+        if scope is None:
+            return ()
+        ids = eng.store.memories_for_messages(scope, turns) if turns else []
+        if not ids and sessions:
+            ids = eng.store.memories_for_sessions(scope, sessions)
+        return tuple(ids)
+    finally:
+        if not own:
+            eng.close()
+
+
+class BenchPane(PaneBase):
+    pane_key = "bench"
+    title = "Benchmarks"
+    watched_tables = frozenset({"bench_runs", "bench_items"})
+
+    sigRunShown = Signal(object)  # the run dict now on screen
+    sigRunFinished = Signal(object)  # run_benchmark's result
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.runs: list[dict[str, Any]] = []
+        self.run: dict[str, Any] | None = None
+        self.other: dict[str, Any] | None = None
+        self.items: list[dict[str, Any]] = []
+        self._task = None
+        self._load_id = 0
+        self.run_benchmark = load_runner()
+
+        runbar = QHBoxLayout()
+        self.dataset = QComboBox(self)
+        self.dataset.addItems(DATASETS)
+        self.data_path = QLineEdit(self)
+        self.data_path.setPlaceholderText("dataset file (LoCoMo / LongMemEval / ConvoMem JSON)")
+        self.browse = QPushButton("…", self)
+        self.limit = QSpinBox(self)
+        self.limit.setRange(0, 1_000_000)
+        self.limit.setSpecialValueText("all questions")
+        self.limit.setPrefix("limit ")
+        self.limit.setValue(50)
+        self.recipe = QComboBox(self)
+        self.recipe.addItems(list(RECIPES))
+        self.start = QPushButton("Run", self)
+        self.stop = QPushButton("Stop", self)
+        self.stop.setEnabled(False)
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 100)
+        self.progress.setMaximumWidth(140)
+        self.progress.hide()
+        for w in (QLabel("New run:", self), self.dataset, self.data_path, self.browse, self.limit, self.recipe,
+                  self.start, self.stop, self.progress):
+            runbar.addWidget(w)
+        runbar.setStretchFactor(self.data_path, 1)
+        self.root_layout.addLayout(runbar)
+        self.runner_note = QLabel("", self)
+        self.root_layout.addWidget(self.runner_note)
+        if self.run_benchmark is None:
+            for w in (self.dataset, self.data_path, self.browse, self.limit, self.recipe, self.start):
+                w.setEnabled(False)
+            self.runner_note.setText("This build has no benchmark runner (engine/bench/runner.py): "
+                                     "showing stored runs only.")
+        else:
+            self.runner_note.hide()
+
+        outer = QSplitter(Qt.Orientation.Vertical, self)
+        top = QSplitter(Qt.Orientation.Horizontal, outer)
+        left = QWidget(top)
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        self.runs_model = BenchRunsModel(self)
+        self.runs_view = _table(left, self.runs_model)
+        lv.addWidget(QLabel("Stored runs", left))
+        lv.addWidget(self.runs_view, 1)
+        opts = QGridLayout()
+        self.level = QComboBox(left)
+        self.level.addItems(["turn", "session"])
+        self.metric_combo = QComboBox(left)
+        self.k = QComboBox(left)
+        self.compare = QComboBox(left)
+        self.compare.addItem("(no comparison)", None)
+        for r, (label, w) in enumerate((("Level", self.level), ("Metric", self.metric_combo), ("k", self.k),
+                                        ("Compare with", self.compare))):
+            opts.addWidget(QLabel(label, left), r, 0)
+            opts.addWidget(w, r, 1)
+        lv.addLayout(opts)
+        self.summary = QLabel("", left)
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lv.addWidget(self.summary)
+
+        dash = QWidget(top)
+        grid = QGridLayout(dash)
+        grid.setContentsMargins(0, 0, 0, 0)
+        self.curve_plot = styled_plot(dash)
+        self.curve_plot.setTitle("metric@k")
+        self.curve_plot.setLabel("bottom", "k")
+        self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
+        self.curve_legend = self.curve_plot.addLegend(offset=(8, 4), labelTextSize="8pt", colCount=3)
+        self.category_plot = styled_plot(dash)
+        self.category_plot.setTitle("by category")
+        self.category_bars = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38, brush="#2563eb")
+        self.category_bars_b = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38,
+                                               brush=pg.mkBrush(148, 163, 184, 200))
+        self.category_plot.addItem(self.category_bars_b)
+        self.category_plot.addItem(self.category_bars)
+        self.latency_plot = styled_plot(dash)
+        self.latency_plot.setTitle("latency (ms)")
+        self.latency_hist = pg.PlotDataItem(stepMode="center", fillLevel=0, brush=pg.mkBrush(37, 99, 235, 120),
+                                            pen=pg.mkPen("#2563eb"))
+        self.latency_plot.addItem(self.latency_hist)
+        self.tokens_plot = styled_plot(dash)
+        self.tokens_plot.setTitle("context tokens")
+        self.tokens_hist = pg.PlotDataItem(stepMode="center", fillLevel=0, brush=pg.mkBrush(22, 163, 74, 120),
+                                           pen=pg.mkPen("#16a34a"))
+        self.tokens_plot.addItem(self.tokens_hist)
+        self._marks: list[Any] = []
+        self.curve_items: dict[str, pg.PlotDataItem] = {}
+        for i, w in enumerate((self.curve_plot, self.category_plot, self.latency_plot, self.tokens_plot)):
+            w.setMenuEnabled(False)
+            grid.addWidget(w, i // 2, i % 2)
+        top.addWidget(left)
+        top.addWidget(dash)
+        top.setSizes([420, 780])
+
+        tabs = QTabWidget(outer)
+        qpage = QWidget(tabs)
+        qv = QVBoxLayout(qpage)
+        qv.setContentsMargins(0, 0, 0, 0)
+        qbar = QHBoxLayout()
+        self.misses_only = QCheckBox("Misses only", qpage)
+        self.misses_only.setToolTip("Questions whose chosen metric is below 1, or that failed to run")
+        self.items_note = QLabel("", qpage)
+        qbar.addWidget(self.misses_only)
+        qbar.addWidget(self.items_note, 1)
+        qv.addLayout(qbar)
+        self.items_model = BenchItemsModel(self)
+        self.items_view = _table(qpage, self.items_model)
+        qv.addWidget(self.items_view, 1)
+        self.compare_model = BenchCompareModel(self)
+        self.compare_view = _table(tabs, self.compare_model)
+        tabs.addTab(qpage, "Questions")
+        tabs.addTab(self.compare_view, "Compare")
+        self.tabs = tabs
+        outer.addWidget(top)
+        outer.addWidget(tabs)
+        outer.setSizes([430, 330])
+        self.root_layout.addWidget(outer, 1)
+
+        self.browse.clicked.connect(self._browse)
+        self.start.clicked.connect(self.start_run)
+        self.stop.clicked.connect(self.stop_run)
+        self.runs_view.selectionModel().currentRowChanged.connect(self._run_row_changed)
+        self.level.currentIndexChanged.connect(self._options_changed)
+        self.metric_combo.currentIndexChanged.connect(self._options_changed)
+        self.k.currentIndexChanged.connect(self._options_changed)
+        self.compare.currentIndexChanged.connect(self._compare_changed)
+        self.misses_only.toggled.connect(lambda _=None: self._fill_items())
+        self.items_view.clicked.connect(self._item_clicked)
+
+    # protocol ---------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        if self.ctx is None:
+            self.runs_model.set_rows([])
+            self._show_run(None, [])
+            return
+        store = self.ctx.engine.store
+        self.read(lambda: bench_sql.runs(store, limit=500), self._runs_loaded)
+
+    def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        super().shutdown()
+
+    # runs -----------------------------------------------------------------------------------------------
+    def _runs_loaded(self, runs: list[dict[str, Any]]) -> None:
+        self.runs = runs
+        keep = self.run["id"] if self.run else None
+        self.runs_view.selectionModel().blockSignals(True)
+        self.runs_model.set_rows(runs)
+        self.runs_view.selectionModel().blockSignals(False)
+        self.runs_view.resizeColumnsToContents()
+        self.compare.blockSignals(True)
+        current = self.compare.currentData()
+        self.compare.clear()
+        self.compare.addItem("(no comparison)", None)
+        for r in runs:
+            self.compare.addItem(f"run {r['id']} · {r['dataset']} · {r['recipe']}", int(r["id"]))
+        i = self.compare.findData(current)
+        self.compare.setCurrentIndex(max(0, i))
+        self.compare.blockSignals(False)
+        if not runs:
+            self.summary.setText("No benchmark runs in this database yet. Start one above, or run "
+                                 "`memlens bench locomo --data FILE`.")
+            self._show_run(None, [])
+            return
+        row = self.runs_model.row_of_run(keep) if keep is not None else None
+        self.select_run(int(runs[row if row is not None else 0]["id"]))
+
+    def select_run(self, run_id: int) -> None:
+        row = self.runs_model.row_of_run(run_id)
+        if row is not None and self.runs_view.currentIndex().row() != row:
+            self.runs_view.selectRow(row)  # -> _run_row_changed
+        else:
+            self._load_run(run_id)
+
+    def _run_row_changed(self, current, _previous) -> None:
+        row = self.runs_model.row(current.row())
+        if row is not None:
+            self._load_run(int(row["id"]))
+
+    def _load_run(self, run_id: int) -> None:
+        if self.ctx is None:
+            return
+        store = self.ctx.engine.store
+        self._load_id += 1
+        lid = self._load_id
+        self.read(lambda: (bench_sql.run(store, run_id), bench_sql.items(store, run_id)),
+                  lambda res: self._show_run(*res) if lid == self._load_id else None)
+
+    def _show_run(self, run: dict[str, Any] | None, items: list[dict[str, Any]]) -> None:
+        self.run = run
+        self.items = items
+        if run is None:
+            self._clear_plots()
+            self.items_model.set_rows([])
+            self.compare_model.set_rows([])
+            self.sigRunShown.emit(None)
+            return
+        metrics = run.get("metrics") or {}
+        level = self.level.currentText()
+        names = metric_names(metrics, level) or list(AT_K_METRICS)
+        for combo, values, default in ((self.metric_combo, names, "recall_any"),
+                                       (self.k, [str(k) for k in (ks_of(metrics) or run.get("k_values") or [])],
+                                        "5")):
+            current = combo.currentText() or default
+            combo.blockSignals(True)
+            combo.clear()
+            combo.addItems(values)
+            i = combo.findText(current)
+            combo.setCurrentIndex(i if i >= 0 else max(0, combo.findText(default)))
+            combo.blockSignals(False)
+        lat = run.get("latency_ms") or {}
+        tok = run.get("context_tokens") or {}
+        cfg = run.get("config") or {}
+        self.summary.setText(
+            f"<b>Run {run['id']}</b>: {run['dataset']} ({run.get('split') or '?'}), recipe {run['recipe']}, "
+            f"embedder {run.get('embedder') or '?'}, k {run.get('k_values')}, status {run['status']}<br>"
+            f"{run.get('sample_count', 0)} questions, {run.get('failures', 0)} failed; latency p50/p95/p99 "
+            f"{_fmt(lat.get('p50'))}/{_fmt(lat.get('p95'))}/{_fmt(lat.get('p99'))} ms; context tokens mean "
+            f"{_fmt(tok.get('mean'))}, p95 {_fmt(tok.get('p95'))}<br><small>sha256 {run['sha256'][:16]}… · commit "
+            f"{(run.get('git_commit') or 'unknown')[:10]} · extract {cfg.get('extract', '?')}</small>")
+        self._draw()
+        self._fill_items()
+        self.sigRunShown.emit(run)
+
+    def _compare_changed(self) -> None:
+        other_id = self.compare.currentData()
+        if other_id is None or self.ctx is None:
+            self.other = None
+            self._draw()
+            return
+        store = self.ctx.engine.store
+        self.read(lambda: bench_sql.run(store, int(other_id)), self._other_loaded)
+
+    def _other_loaded(self, other: dict[str, Any] | None) -> None:
+        self.other = other
+        self._draw()
+
+    def _options_changed(self) -> None:
+        if self.sender() is self.level and self.run is not None:
+            self._show_run(self.run, self.items)  # the metric list depends on the level
+            return
+        self._draw()
+        self._fill_items()
+
+    def metric_key(self) -> str:
+        metric = self.metric_combo.currentText() or "recall_any"
+        return f"{self.level.currentText()}_{metric}@{self.k.currentText() or 5}"
+
+    # dashboards ---------------------------------------------------------------------------------------------
+    def _clear_plots(self) -> None:
+        for item in self.curve_items.values():
+            self.curve_plot.removeItem(item)
+        self.curve_items = {}
+        self.curve_legend.clear()
+        self.category_bars.setOpts(x=np.zeros(0), height=np.zeros(0))
+        self.category_bars_b.setOpts(x=np.zeros(0), height=np.zeros(0))
+        self.latency_hist.setData([], [])
+        self.tokens_hist.setData([], [])
+        for plot, item in self._marks:
+            plot.removeItem(item)
+        self._marks = []
+
+    def _draw(self) -> None:
+        self._clear_plots()
+        run = self.run
+        if run is None:
+            return
+        level = self.level.currentText()
+        mine = curves(run.get("metrics") or {}, level)
+        theirs = curves((self.other or {}).get("metrics") or {}, level) if self.other else {}
+        for i, name in enumerate(sorted(mine)):
+            ks, values = mine[name]
+            color = series_color(i)
+            item = pg.PlotDataItem(np.array(ks, float), np.array(values, float), pen=pg.mkPen(color, width=2),
+                                   symbol="o", symbolSize=6, symbolBrush=color, symbolPen=None, name=name)
+            self.curve_plot.addItem(item)
+            self.curve_items[name] = item
+            if name in theirs:
+                ks_b, values_b = theirs[name]
+                other = pg.PlotDataItem(np.array(ks_b, float), np.array(values_b, float),
+                                        pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
+                self.curve_plot.addItem(other)
+                self.curve_items[f"{name} (run {self.other['id']})"] = other
+        self.curve_plot.setTitle("metric@k" + (f" (dashed: run {self.other['id']})" if self.other else ""))
+        ks_all = ks_of(run.get("metrics") or {})
+        if ks_all:
+            self.curve_plot.getPlotItem().getAxis("bottom").setTicks([[(float(k), str(k)) for k in ks_all], []])
+            self.curve_plot.setXRange(min(ks_all) - 0.5, max(ks_all) + 0.5, padding=0)
+        # values live in [0, 1]; the band above 1 holds the legend, so it never covers a curve
+        self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
+        self.curve_plot.getPlotItem().getAxis("left").setTicks([[(v / 5, f"{v / 5:.1f}") for v in range(6)], []])
+
+        key = self.metric_key()
+        cats = sorted((run.get("by_category") or {}).keys())
+        vals = [float((run["by_category"][c] or {}).get(key) or 0.0) for c in cats]
+        x = np.arange(len(cats), dtype=float)
+        self.category_bars.setOpts(x=x - (0.2 if self.other else 0.0), height=np.array(vals), width=0.38)
+        if self.other:
+            ob = self.other.get("by_category") or {}
+            self.category_bars_b.setOpts(x=x + 0.2, height=np.array([float((ob.get(c) or {}).get(key) or 0.0)
+                                                                    for c in cats]), width=0.38)
+        self.category_plot.getPlotItem().getAxis("bottom").setTicks([[(float(i), c) for i, c in enumerate(cats)], []])
+        self.category_plot.setTitle(f"by category: {key}" + (f" (grey: run {self.other['id']})" if self.other else ""))
+        self.category_plot.setYRange(0, 1.02, padding=0)
+        if cats:
+            self.category_plot.setXRange(-0.6, len(cats) - 0.4, padding=0)
+
+        _bg, fg = plot_colors()
+        done = [it for it in self.items if it.get("status") == "done"]
+        lat = np.array([float(it["latency_ms"]) for it in done if it.get("latency_ms") is not None])
+        if len(lat):
+            counts, edges = np.histogram(lat, bins=min(30, max(5, len(lat) // 3)))
+            self.latency_hist.setData(edges, counts)
+            for j, (name, value) in enumerate((run.get("latency_ms") or {}).items()):
+                if value is None:
+                    continue
+                line = pg.InfiniteLine(pos=float(value), angle=90, pen=pg.mkPen(fg, style=Qt.PenStyle.DotLine),
+                                       label=f"{name} {value:.1f}",
+                                       labelOpts={"position": 0.92 - 0.14 * j, "color": fg})
+                self.latency_plot.addItem(line, ignoreBounds=True)
+                self._marks.append((self.latency_plot, line))
+        tokens = np.array([float(it["context_tokens"]) for it in done if it.get("context_tokens") is not None])
+        if len(tokens):
+            counts, edges = np.histogram(tokens, bins=min(30, max(5, len(tokens) // 3)))
+            self.tokens_hist.setData(edges, counts)
+            for j, (name, value) in enumerate((run.get("context_tokens") or {}).items()):
+                if value is None:
+                    continue
+                line = pg.InfiniteLine(pos=float(value), angle=90, pen=pg.mkPen(fg, style=Qt.PenStyle.DotLine),
+                                       label=f"{name} {float(value):.0f}",
+                                       labelOpts={"position": 0.92 - 0.14 * j, "color": fg})
+                self.tokens_plot.addItem(line, ignoreBounds=True)
+                self._marks.append((self.tokens_plot, line))
+        self.compare_model.set_rows(delta_rows(run, self.other, level=level))
+        self.compare_view.resizeColumnsToContents()
+
+    # questions ------------------------------------------------------------------------------------------------
+    def _fill_items(self) -> None:
+        key = self.metric_key()
+        if self.items_model.metric_key != key:
+            self.items_model.set_metric(key)
+        rows = [it for it in self.items if not self.misses_only.isChecked() or item_missed(it, key)]
+        self.items_model.set_rows(rows)
+        misses = sum(1 for it in self.items if item_missed(it, key))
+        self.items_note.setText(f"{len(rows)} shown · {misses} of {len(self.items)} below 1 on {key} — "
+                                "click a question to open its trace with the gold memories starred")
+        self.items_view.resizeColumnsToContents()
+        self.items_view.setColumnWidth(2, min(380, self.items_view.columnWidth(2)))
+
+    def _item_clicked(self, index) -> None:
+        row = self.items_model.row(index.row())
+        if row is not None:
+            self.open_item(row)
+
+    def open_item(self, item: dict[str, Any]) -> None:
+        """Open a question's trace in the traces pane (via the bus), gold memories marked."""
+        if self.ctx is None or item.get("trace_id") is None:
+            self.items_note.setText("This question has no stored trace (it failed before recall).")
+            return
+        engine = self.ctx.engine
+
+        def opened(gold: tuple[int, ...]) -> None:
+            extra: tuple = ("gold", tuple(int(g) for g in gold))
+            if item.get("trace_db"):
+                extra += ("trace_db", str(item["trace_db"]))
+            self.select("trace", int(item["trace_id"]), extra=extra)
+
+        self.read(lambda: resolve_gold(engine, item), opened)
+
+    # running ----------------------------------------------------------------------------------------------------
+    def _browse(self) -> None:
+        path = ask_data_file(self)
+        if path:
+            self.data_path.setText(path)
+            name = Path(path).name.lower()
+            for ds in DATASETS:
+                if ds in name:
+                    self.dataset.setCurrentText(ds)
+
+    def start_run(self) -> None:
+        if self.ctx is None or self.run_benchmark is None:
+            return
+        path = self.data_path.text().strip()
+        if not path:
+            self.banner.show_notice("Choose a dataset file first (the … button).", level="warning")
+            return
+        engine, fn = self.ctx.engine, self.run_benchmark
+        dataset, recipe = self.dataset.currentText(), self.recipe.currentText()
+        limit = self.limit.value() or None
+        self.start.setEnabled(False)
+        self.stop.setEnabled(True)
+        self.progress.setValue(0)
+        self.progress.show()
+        self.banner.clear()
+
+        def work(progress, should_stop):
+            return fn(engine, dataset, path, limit=limit, recipe=recipe, progress=progress, should_stop=should_stop)
+
+        self._task = self.run_task(work, self._run_done, on_error=self._run_failed, on_progress=self._run_progress)
+
+    def stop_run(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self.stop.setEnabled(False)
+
+    def _run_progress(self, fraction: float, message: str) -> None:
+        self.progress.setValue(int(fraction * 100))
+        self.progress.setToolTip(message)
+
+    def _run_finished(self) -> None:
+        self._task = None
+        self.start.setEnabled(self.run_benchmark is not None)
+        self.stop.setEnabled(False)
+        self.progress.hide()
+
+    def _run_done(self, result: dict[str, Any]) -> None:
+        self._run_finished()
+        self.sigRunFinished.emit(result)
+        if result.get("status") == "cancelled":
+            self.banner.show_notice(f"Run {result['run_id']} stopped; its finished questions are kept.",
+                                    level="info")
+        if self.run is None or self.run["id"] != result["run_id"]:
+            self.run = {"id": result["run_id"]}
+        self.refresh()
+
+    def _run_failed(self, exc: BaseException) -> None:
+        self._run_finished()
+        self.banner.show_error(exc)
+
+
+def _table(parent, model) -> QTableView:
+    view = QTableView(parent)
+    view.setModel(model)
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    view.setAlternatingRowColors(True)
+    view.verticalHeader().hide()
+    view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
+    view.horizontalHeader().setStretchLastSection(True)
+    view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+    view.setWordWrap(False)
+    return view
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "–"
+    return f"{float(value):.1f}"
+
+
+__all__ = ["BenchPane", "ask_data_file", "load_runner", "resolve_gold"]
