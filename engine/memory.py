@@ -31,7 +31,7 @@ from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
 from .scope import Scope
 from .store.store import Store
-from .timeutil import normalise_iso
+from .timeutil import normalise_iso, now_iso
 
 Progress = Callable[[float, str], None]
 ShouldStop = Callable[[], bool]
@@ -212,6 +212,8 @@ class MemoryEngine:
         except ValueError:
             raise BadInput(f"--as-of {as_of!r} is not an ISO-8601 time") from None
         rec = get_recipe(recipe, **recipe_overrides)
+        if now is None and origin != "bench":
+            now = now_iso()  # expiry is judged against the wall clock; benchmarks bring their own "now"
         index = self.vectors(scope)
         llm = self.llm if (rec.planner or rec.reranker) else None
         result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now).run(

@@ -255,8 +255,9 @@ class Recall:
                 return f"valid until {m['valid_to']}, before {t}"
             if m["learned_at"] and m["learned_at"] > t and not m["valid_from"]:
                 return f"learned at {m['learned_at']}, after {t}"
-            if m.get("status") == "needs_review":
-                return None
+            forget_after = m.get("forget_after") or m.get("m_forget_after")
+            if forget_after and forget_after <= t:
+                return f"forgotten after {forget_after}, before {t}"
             return None
         if m["source_time"] and m["source_time"] > t:
             return f"from {m['source_time']}, after {t}"
@@ -368,9 +369,11 @@ class Recall:
             if not present:
                 continue
             if r.fusion == "rrf":
+                # Scaled so rank 1 in a channel is worth its full weight, as in weighted fusion;
+                # raw 1/(k + rank) values (~0.016) would let the priors decide everything.
                 for c in cands:
                     if ch in c.channels:
-                        out[c.memory_id] += r.weights[ch] / (r.rrf_k + float(c.channels[ch]["rank"]))
+                        out[c.memory_id] += r.weights[ch] * (r.rrf_k + 1) / (r.rrf_k + float(c.channels[ch]["rank"]))
                 continue
             if ch in ("vector", "fts"):
                 norm = _minmax(present)
