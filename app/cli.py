@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gui", help="open the inspector")
     _common(p)
 
+    p = sub.add_parser("demo", help="build the demo database from resources/demo and open it")
+    _common(p)
+    p.add_argument("--no-gui", action="store_true", help="only build it")
+    p.add_argument("--rebuild", action="store_true", help="delete an existing file at --db first")
+
     p = sub.add_parser("ingest", help="ingest chat logs, benchmark files, notes, email and code")
     _common(p)
     _scoped(p)
@@ -489,10 +494,32 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_gui(args: argparse.Namespace) -> int:
     from .gui import run
 
-    return run(_db_path(args))
+    # No --db and no database yet: the first run builds the demo from resources/demo.
+    return run(_db_path(args), demo_if_missing=args.db is None and "MEMLENS_DB" not in os.environ)
 
 
-COMMANDS = {"ingest": cmd_ingest, "show": cmd_show, "export": cmd_export, "reembed": cmd_reembed,
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import build_demo
+
+    path = _db_path(args)
+    if path.exists() and args.rebuild:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+    if not path.exists():
+        info = build_demo(path, progress=None if args.json else _progress)
+        if not args.json:
+            sys.stderr.write("\n")
+    else:
+        info = {"path": str(path), "existing": True}
+    if args.no_gui:
+        _emit(args, info, f"demo database at {path}: " + ", ".join(f"{k} {v}" for k, v in info.items() if k != "path"))
+        return 0
+    from .gui import run
+
+    return run(path)
+
+
+COMMANDS = {"demo": cmd_demo, "ingest": cmd_ingest, "show": cmd_show, "export": cmd_export, "reembed": cmd_reembed,
             "status": cmd_status, "gui": cmd_gui, "facts": cmd_facts, "profile": cmd_profile,
             "conflicts": cmd_conflicts, "resolve": cmd_resolve, "undo": cmd_undo, "redo": cmd_undo,
             "forget": cmd_forget, "retract": cmd_retract, "log": cmd_log, "recall": cmd_recall, "trace": cmd_trace,

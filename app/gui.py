@@ -11,7 +11,31 @@ import traceback
 from pathlib import Path
 
 
-def run(db_path: Path | None, argv: list[str] | None = None) -> int:
+def build_demo_then_open(window, path: Path) -> None:
+    """First run: build the demo DB off the GUI thread, showing progress, then open it."""
+    from app.demo import build_demo
+
+    window.show_notice(f"First run: building the demo database at {path} ...", "info")
+
+    def work(progress, should_stop):
+        return build_demo(path, progress=progress, should_stop=should_stop)
+
+    def done(info) -> None:
+        window.clear_notice()
+        window.open_database(path)
+        window.show_notice(f"Demo ready: {info['memories']} memories, {info['facts']} facts, "
+                           f"{info['open_conflicts']} conflict waiting in the queue.", "info")
+
+    def failed(exc: BaseException) -> None:
+        window.show_error(exc, "Building the demo database failed")
+
+    def progress(fraction: float, message: str) -> None:
+        window.show_notice(f"Building the demo database: {message} ({fraction:.0%})", "info")
+
+    window.runner.run(work, done, failed, progress)
+
+
+def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
     from PySide6.QtWidgets import QApplication
 
     from app.settings import APPLICATION, ORGANISATION
@@ -35,7 +59,10 @@ def run(db_path: Path | None, argv: list[str] | None = None) -> int:
     previous = sys.excepthook
     sys.excepthook = excepthook
     try:
-        if db_path is not None:
+        if db_path is not None and demo_if_missing and not db_path.exists():
+            window.show()
+            build_demo_then_open(window, db_path)
+        elif db_path is not None:
             window.open_database(db_path)
         else:
             recent = window.recent_paths()

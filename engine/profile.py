@@ -56,6 +56,12 @@ def _section(fact: dict) -> str:
     return "static"
 
 
+# How a merged multi-valued line reads ("Ana has pets Rex and Miso."); others use the predicate.
+VERB_PHRASES = {"has_pet": "has pets", "uses_tool": "uses", "speaks_language": "speaks", "friend_of": "is friends with",
+                "sibling_of": "has siblings", "visited": "has visited", "plans_to": "plans to", "allergic_to":
+                "is allergic to", "hobby": "has hobbies", "knows": "knows", "likes": "likes", "dislikes": "dislikes"}
+
+
 def _join(values: list[str]) -> str:
     return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
 
@@ -72,7 +78,7 @@ def build_profile(store: Store, scope: Scope, *, budget: int = 400) -> Profile:
         weight = max(f["importance"] * f["confidence"] + (1.0 if f["pinned"] else 0.0) for f in group)
         section = _section(group[-1])
         if pkey in MULTI_VALUED and len(group) > 1:
-            verb = group[0]["predicate"].replace("_", " ")
+            verb = VERB_PHRASES.get(pkey, group[0]["predicate"].replace("_", " "))
             text = f"{group[0]['subject']} {verb} {_join([f['object'] for f in group])}."
             lines.append(ProfileLine(text, [f["id"] for f in group], section, group[0]["subject"], pkey, weight))
         else:
