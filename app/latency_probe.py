@@ -1,0 +1,98 @@
+"""Event-loop latency probe: how long does the GUI thread stall while the engine works?
+
+    python -m app.latency_probe [--memories FILE] [--bench FILE]
+
+Opens the inspector offscreen on a fresh DB, then, through ui/tasks (as the panes do), runs an
+ingestion and a benchmark while a 5 ms QTimer records every gap between its ticks. Prints the
+longest stall and the p99 per phase. A figure, never a test assertion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    parser = argparse.ArgumentParser(prog="latency_probe")
+    parser.add_argument("--ingest", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo" / "chats"))
+    parser.add_argument("--bench", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo" / "bench-demo.json"))
+    parser.add_argument("--dataset", default="locomo")
+    args = parser.parse_args(argv)
+
+    import numpy as np
+    from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from engine.bench.runner import run_benchmark
+    from engine.memory import parse_sources
+    from engine.scope import Scope
+    from ui.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    tmp = Path(tempfile.mkdtemp(prefix="memlens-probe-"))
+    os.environ.setdefault("MEMLENS_SETTINGS_FILE", str(tmp / "settings.conf"))
+    window = MainWindow()
+    window.resize(1280, 800)
+    window.show()
+    window.open_database(tmp / "probe.db")
+    engine = window.engine
+    gaps: list[float] = []
+    clock = QElapsedTimer()
+    clock.start()
+    last = [clock.nsecsElapsed()]
+
+    def tick() -> None:
+        now = clock.nsecsElapsed()
+        gaps.append((now - last[0]) / 1e6)
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    timer.start()
+
+    def phase(name: str, work) -> dict:
+        gaps.clear()
+        loop = QEventLoop()
+        out: dict = {}
+
+        def done(result) -> None:
+            out["result"] = result
+            loop.quit()
+
+        def failed(exc) -> None:
+            out["error"] = repr(exc)
+            loop.quit()
+
+        t0 = time.perf_counter()
+        window.runner.run(work, done, failed)
+        loop.exec()
+        arr = np.asarray(gaps[1:] or [0.0])
+        return {"phase": name, "seconds": round(time.perf_counter() - t0, 2), "ticks": len(arr),
+                "max_stall_ms": round(float(arr.max()), 1), "p99_ms": round(float(np.percentile(arr, 99)), 1),
+                "error": out.get("error")}
+
+    scope = Scope.default("probe", "probe")
+    docs = parse_sources([args.ingest])
+    results = [
+        phase("ingest", lambda p, s: engine.ingest_documents(docs, scope=scope, extract="heuristic", progress=p,
+                                                             should_stop=s).as_dict()),
+        phase("benchmark", lambda p, s: run_benchmark(engine, args.dataset, args.bench, progress=p, should_stop=s,
+                                                      recipe="offline")),
+    ]
+    timer.stop()
+    window.close()
+    app.processEvents()
+    print(json.dumps({"results": results, "embedder": engine.embedder.model if engine else None}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
