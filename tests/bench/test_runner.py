@@ -1,0 +1,109 @@
+"""The benchmark runner end to end on small invented fixtures (hashing embedder)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.bench.runner import report, run_benchmark
+from engine.errors import BadInput
+from engine.memory import MemoryEngine
+from engine.store import bench as bench_sql
+
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+@pytest.fixture
+def engine(tmp_path):
+    with MemoryEngine(tmp_path / "main.db", llm=False) as eng:
+        yield eng
+
+
+@pytest.mark.parametrize("dataset,path", [("locomo", "bench_locomo_tiny.json"),
+                                          ("longmemeval", "bench_longmemeval_s_tiny.json"),
+                                          ("convomem", "convomem_tiny.json")])
+def test_run_stores_items_metrics_and_traces(engine, dataset, path):
+    out = run_benchmark(engine, dataset, DATA / path, k_values=(1, 5), recipe="offline", embedder="hashing")
+    assert out["status"] == "done" and out["failures"] == 0 and out["questions"] > 0
+    assert out["sha256"] and out["run_id"] == 1
+    assert "turn_recall_any@5" in out["metrics"] and "turn_mrr" in out["metrics"]
+    assert not any(k.startswith("turn_recall@") for k in out["metrics"]), "hit is never labelled recall"
+    assert {"p50", "p95", "p99"} <= set(out["latency_ms"]) and out["context_tokens"]["mean"] is not None
+    run = bench_sql.run(engine.store, out["run_id"])
+    assert run["sha256"] == out["sha256"] and run["k_values"] == [1, 5] and run["config"]["embedder"] == "hashing"
+    assert run["git_commit"] is None or len(run["git_commit"]) == 40
+    items = bench_sql.items(engine.store, out["run_id"])
+    assert len(items) == out["questions"]
+    for it in items:
+        with MemoryEngine(it["trace_db"], create=False, llm=False) as container:
+            from engine.bench.runner import BENCH_SCOPE
+            from engine.scope import Scope
+
+            trace = container.trace(it["trace_id"], scope=Scope.default(*BENCH_SCOPE))
+            assert trace["query"] == it["question"] and trace["candidates"]
+
+
+def test_locomo_gold_dia_ids_are_matched(engine):
+    out = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", k_values=(10,), embedder="hashing")
+    items = bench_sql.items(engine.store, out["run_id"])
+    scored = [it for it in items if it["gold"]["turn"] and it["category"] != "adversarial"]
+    assert scored and all("turn_evidence_recall@10" in it["metrics"] for it in scored)
+    retrieved_ids = {m for it in scored for r in it["retrieved"] for m in r["message_ids"]}
+    assert any(i.startswith("D") and ":" in i for i in retrieved_ids)
+    assert out["by_category"], "per-category metrics"
+
+
+def test_limit_resume_and_compare(engine):
+    first = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", limit=3, embedder="hashing")
+    assert first["questions"] == 3
+    calls = {"n": 0}
+
+    def stop():
+        calls["n"] += 1
+        return calls["n"] > 1
+
+    partial = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing", should_stop=stop)
+    assert partial["status"] == "cancelled"
+    done_before = partial["questions"]
+    resumed = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing",
+                            resume_run=partial["run_id"])
+    assert resumed["status"] == "done" and resumed["questions"] > done_before
+    rep = report(engine, resumed["run_id"], against=first["run_id"])
+    assert "delta" in rep and "delta_by_category" in rep and rep["markdown"].startswith("# Benchmark run")
+    with pytest.raises(BadInput):
+        run_benchmark(engine, "locomo", DATA / "bench_longmemeval_s_tiny.json", resume_run=resumed["run_id"])
+
+
+def test_parallel_workers_give_the_same_metrics(engine, monkeypatch):
+    monkeypatch.setenv("MEMLENS_EMBEDDER", "hashing")
+    one = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing")
+    two = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing", workers=2)
+    assert one["metrics"] == two["metrics"]
+
+
+@pytest.mark.parametrize("bad", [dict(k_values=(0,)), dict(workers=0), dict(recipe="nope"), dict(limit=0)])
+def test_bad_arguments(engine, bad):
+    with pytest.raises(BadInput):
+        run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing", **bad)
+
+
+def test_wrong_dataset_kind(engine):
+    with pytest.raises(BadInput, match="not longmemeval"):
+        run_benchmark(engine, "longmemeval", DATA / "bench_locomo_tiny.json", embedder="hashing")
+
+
+def test_cli_bench_and_report(tmp_path, capsys):
+    from app.cli import main
+
+    db = tmp_path / "m.db"
+    code = main(["bench", "locomo", "--data", str(DATA / "bench_locomo_tiny.json"), "--db", str(db), "--json",
+                 "--k", "1,3", "--embedder", "hashing"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and {"run_id", "dataset", "sha256", "questions", "metrics", "by_category", "latency_ms",
+                          "context_tokens"} <= set(out)
+    code = main(["bench", "report", str(out["run_id"]), "--db", str(db), "--out", str(tmp_path / "rep")])
+    assert code == 0 and (tmp_path / "rep" / f"run-{out['run_id']}.md").read_text().startswith("# Benchmark run")
+    code = main(["bench", "locomo", "--db", str(db)])
+    assert code == 2
