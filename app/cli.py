@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--extract", default="none", choices=EXTRACT_MODES, help="fact extraction in containers")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"))
     p.add_argument("--resume", type=int, default=None, metavar="RUN", help="finish an interrupted run")
+    p.add_argument("--answer", action="store_true",
+                   help="also answer each question (ANSWER model) and judge it (JUDGE model) through the endpoint")
     p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
     p.add_argument("--out", default=None, help="for report: write run-N.json and run-N.md into this folder")
 
@@ -180,6 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _scoped(p)
     p.add_argument("--limit", type=int, default=50)
+
+    p = sub.add_parser("mcp", help="serve the memory of one user/agent to an MCP client over stdio")
+    p.add_argument("--db", type=Path, default=None, help="database file, created if missing "
+                                                          "(default: $MEMLENS_DB or the user data dir)")
+    _scoped(p)
+    p.add_argument("--extract", default="auto", choices=EXTRACT_MODES,
+                   help="fact extraction for memory_add: auto (the LLM endpoint if configured, else heuristic), "
+                        "llm, heuristic, none")
+    p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
+                   help="override $MEMLENS_EMBEDDER")
     return parser
 
 
@@ -453,10 +465,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
         raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
-    with MemoryEngine(_db_path(args), llm=False) as engine:
+    with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=args.extract,
-                            executor=args.executor, resume_run=args.resume,
+                            executor=args.executor, resume_run=args.resume, qa=args.answer,
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
@@ -489,6 +501,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     paths = snapshot(args.out, db_path=args.db, size=(width, height))
     _emit(args, {"files": [str(p) for p in paths]}, "\n".join(str(p) for p in paths))
     return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp_server import serve
+
+    return serve(_db_path(args), _scope(args), extract=args.extract, embedder=args.embedder)
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
@@ -526,6 +544,7 @@ COMMANDS = {"demo": cmd_demo, "ingest": cmd_ingest, "show": cmd_show, "export": 
             "perf": cmd_perf, "bench": cmd_bench}
 
 COMMANDS["snapshot"] = cmd_snapshot
+COMMANDS["mcp"] = cmd_mcp
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -52,6 +52,7 @@ def _containers(dataset, raw: Any) -> list[dict]:
                           "questions": [{
                               "question_id": q.question_id, "question": q.question, "category": q.category_name,
                               "now": None, "excluded": q.category == 5,
+                              "answer": q.answer if q.answer is not None else "Not mentioned in the conversation.",
                               "gold": {"turn": list(q.evidence),
                                        "session": sorted({e.split(":")[0] for e in q.evidence})},
                           } for q in qs]})
@@ -61,7 +62,7 @@ def _containers(dataset, raw: Any) -> list[dict]:
             specs.append({"container": q.question_id, "format": "longmemeval", "raw": [by_id[q.question_id]],
                           "questions": [{
                               "question_id": q.question_id, "question": q.question, "category": q.question_type,
-                              "now": q.question_date, "excluded": q.abstention,
+                              "now": q.question_date, "excluded": q.abstention, "answer": q.answer,
                               "gold": {"turn": list(q.evidence_turn_ids), "session": list(q.answer_session_ids)},
                           }]})
     elif isinstance(dataset, ds.ConvoMemDataset):
@@ -71,7 +72,7 @@ def _containers(dataset, raw: Any) -> list[dict]:
                 for c in q.conversations]
             specs.append({"container": q.question_id, "format": "chat", "raw": convs, "questions": [{
                 "question_id": q.question_id, "question": q.question, "category": q.category, "now": None,
-                "excluded": False, "gold": {"turn": list(q.evidence), "session": list(q.evidence_sessions)}}]})
+                "excluded": False, "answer": q.answer, "gold": {"turn": list(q.evidence), "session": list(q.evidence_sessions)}}]})
     return specs
 
 
@@ -97,7 +98,12 @@ def run_container(spec: dict) -> list[dict]:
             Path(str(db) + suffix).unlink(missing_ok=True)
     items: list[dict] = []
     ks = spec["ks"]
-    with MemoryEngine(db, embedder=make_embedder(spec["embedder"]), llm=spec.get("llm", False) or False,
+    qa_client = None
+    if spec.get("qa"):
+        from ..llm import LLMClient, LLMConfig
+
+        qa_client = LLMClient(LLMConfig(**spec["qa"]))
+    with MemoryEngine(db, embedder=make_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
         engine.ingest_documents(docs, scope=scope, extract=spec["extract"])
         for q in spec["questions"]:
@@ -118,19 +124,40 @@ def run_container(spec: dict) -> list[dict]:
             for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
                 if q["gold"].get(level):
                     metrics.update(score_ranking(ranked, q["gold"][level], ks, level))
-            items.append({
+            item = {
                 "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                 "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
                 "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
                 "metrics": metrics, "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
                 "trace_id": res.trace.id, "trace_db": str(db), "status": "done",
-            })
+            }
+            if qa_client is not None:
+                _answer_and_judge(qa_client, q, res.context_text, item)
+            items.append(item)
+    if qa_client is not None:
+        qa_client.close()
     return items
+
+
+def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
+    """One answer from the context block, then one judgement against the gold answer."""
+    from . import qa_v1
+
+    given = qa_v1.answer(llm, q["question"], context, q["now"])
+    item["answer"] = given["answer"] if given["ok"] else None
+    if not given["ok"]:
+        item["judge"] = json.dumps({"ok": False, "error": f"answer failed: {given['error']}"})
+        return
+    verdict = qa_v1.judge(llm, q["question"], str(q.get("answer")), given["answer"])
+    item["judge"] = json.dumps(verdict)
+    if verdict["ok"]:
+        item["metrics"]["qa_correct"] = 1.0 if verdict["correct"] else 0.0
 
 
 def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_values=DEFAULT_KS,
                   limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
+                  qa: bool = False,
                   progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
@@ -164,6 +191,20 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
         specs = kept
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     store = engine.store
+    qa_config = None
+    models: dict[str, str] = {}
+    prompt_hashes: dict[str, str] = {}
+    if qa:
+        from . import qa_v1
+
+        llm = engine.llm
+        if llm is None:
+            raise BadInput("--answer needs an endpoint: set MEMLENS_LLM_BASE_URL (and models for ANSWER and JUDGE)")
+        c = llm.config
+        qa_config = {"base_url": c.base_url, "api_key": c.api_key, "model": c.model, "task_models": dict(c.task_models),
+                     "timeout": c.timeout, "max_retries": c.max_retries}
+        models = {"answer": c.model_for("ANSWER"), "judge": c.model_for("JUDGE")}
+        prompt_hashes = qa_v1.prompt_hashes()
     if resume_run is not None:
         prior = bench_sql.run(store, resume_run)
         if prior is None:
@@ -177,15 +218,20 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
         config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe,
                   "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
                   "levels": list(LEVELS), "quirks": loaded.quirks.as_dict()}
+        if qa:
+            from . import qa_v1
+
+            config["qa_prompts"] = {"version": qa_v1.VERSION, "answer": qa_v1.ANSWER_SYSTEM, "judge": qa_v1.JUDGE_SYSTEM}
         run_id = bench_sql.create_run(
             store, dataset=dataset, data_path=str(path), sha256=loaded.sha256, split=path.stem, recipe=recipe,
-            k_values=ks, embedder=emb_name, models={}, prompt_hashes={}, git_commit=_git_commit(), config=config,
+            k_values=ks, embedder=emb_name, models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(),
+            config=config,
             started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     run_dir.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
-                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract})
+                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config})
     total = max(1, len(specs))
     status = "done"
     try:
@@ -211,6 +257,12 @@ def _summarise(items: list[dict], ks: list[int]) -> dict[str, Any]:
     scored = [{"question_id": it["question_id"], "metrics": it["metrics"], "gold": it["gold"],
                "category": it["category"], "excluded": _excluded(it)} for it in done]
     s = summarise(scored, ks)
+    judged = [it for it, sc in zip(done, scored) if "qa_correct" in it["metrics"]]
+    if judged:  # single-answer QA accuracy, overall and per category (abstentions included: declining is correct)
+        s["metrics"]["qa_accuracy"] = sum(it["metrics"]["qa_correct"] for it in judged) / len(judged)
+        for cat in {it["category"] for it in judged}:
+            group = [it["metrics"]["qa_correct"] for it in judged if it["category"] == cat]
+            s["by_category"].setdefault(str(cat), {})["qa_accuracy"] = sum(group) / len(group)
     counted = [it for it, sc in zip(done, scored) if not sc["excluded"]]
     lat = [it["latency_ms"] for it in done if it["latency_ms"] is not None]
     tokens = [it["context_tokens"] for it in done if it["context_tokens"] is not None]

@@ -107,3 +107,34 @@ def test_cli_bench_and_report(tmp_path, capsys):
     assert code == 0 and (tmp_path / "rep" / f"run-{out['run_id']}.md").read_text().startswith("# Benchmark run")
     code = main(["bench", "locomo", "--db", str(db)])
     assert code == 2
+
+
+def test_optional_question_answering_through_the_endpoint(tmp_path, openai_server):
+    from engine.llm import LLMClient, LLMConfig
+
+    def respond(request):
+        name = request["response_format"]["json_schema"]["name"]
+        if name == "answer":
+            return {"answer": "a cat"}
+        user = request["messages"][-1]["content"]
+        return {"correct": "cat" in user.split("Gold answer:")[1].split("\n")[0].lower(), "reason": "compared"}
+
+    openai_server.chat_responder = respond
+    client = LLMClient(LLMConfig(base_url=openai_server.base_url, model="m", task_models={"JUDGE": "judge-m"},
+                                 timeout=5, max_retries=0))
+    with MemoryEngine(tmp_path / "main.db", llm=client) as eng:
+        out = run_benchmark(eng, "locomo", DATA / "bench_locomo_tiny.json", limit=4, embedder="hashing", qa=True)
+        run = bench_sql.run(eng.store, out["run_id"])
+        items = bench_sql.items(eng.store, out["run_id"])
+    client.close()
+    assert 0.0 <= out["metrics"]["qa_accuracy"] <= 1.0
+    assert run["models"] == {"answer": "m", "judge": "judge-m"} and set(run["prompt_hashes"]) == {"answer", "judge"}
+    assert run["config"]["qa_prompts"]["version"] == "qa-v1"
+    assert all(it["answer"] == "a cat" and json.loads(it["judge"])["ok"] for it in items)
+    answers = [r for r in openai_server.chat_requests if r.json["response_format"]["json_schema"]["name"] == "answer"]
+    assert len(answers) == len(items), "one answer per question, never best-of-N"
+
+
+def test_answer_without_endpoint_is_bad_input(engine):
+    with pytest.raises(BadInput, match="endpoint"):
+        run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing", qa=True)
