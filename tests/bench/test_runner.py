@@ -138,3 +138,15 @@ def test_optional_question_answering_through_the_endpoint(tmp_path, openai_serve
 def test_answer_without_endpoint_is_bad_input(engine):
     with pytest.raises(BadInput, match="endpoint"):
         run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing", qa=True)
+
+
+def test_dask_executor_against_a_local_cluster(engine):
+    distributed = pytest.importorskip("distributed")
+    one = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None,
+                                  protocol="tcp") as cluster:
+        two = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing",
+                            executor=f"dask://{cluster.scheduler_address.removeprefix('tcp://')}")
+    assert two["status"] == "done" and two["metrics"] == one["metrics"]
+    run = bench_sql.run(engine.store, two["run_id"])
+    assert run["config"]["executor"].startswith("dask://")
