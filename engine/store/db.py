@@ -26,11 +26,19 @@ _APPLY_LOCK = threading.Lock()
 BUSY_TIMEOUT_MS = 5000  # other processes (an agent over MCP, a CLI ingest) write too
 
 
+def connection_busy_timeout_long(connection: apsw.Connection) -> None:
+    """(apply() treats functions named connection_* as per-connection hooks.) bestpractice's 100 ms is too short here: its own optimize hook, the next one to run, needs
+    the write lock, and the inspector, the CLI and an MCP agent write the same file."""
+    connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+
+
 def _apply_best_practice() -> None:
     global _BEST_PRACTICE_APPLIED
     with _APPLY_LOCK:
         if not _BEST_PRACTICE_APPLIED:
-            apsw.bestpractice.apply(apsw.bestpractice.recommended)
+            hooks = tuple(connection_busy_timeout_long if h is apsw.bestpractice.connection_busy_timeout else h
+                          for h in apsw.bestpractice.recommended)
+            apsw.bestpractice.apply(hooks)
             _BEST_PRACTICE_APPLIED = True
 
 
@@ -141,8 +149,21 @@ class Database:
             raise RuntimeError("database opened read-only")
         conn = self.connection()
         with self._write_lock:
-            with conn:
-                yield conn
+            if conn.in_transaction:  # nested: a savepoint inside the caller's transaction
+                with conn:
+                    yield conn
+                return
+            # IMMEDIATE takes the write lock up front (waiting up to the busy timeout): a deferred
+            # transaction that read first would fail at once with BUSY when another process had
+            # committed in between, and no timeout can help it.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                with conn:
+                    yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
             self.generation += 1  # committed: caches keyed on (data_version, generation) are stale
 
     def data_version(self) -> int:
