@@ -1,7 +1,26 @@
 """MemoryEngine: the one facade the CLI, the UI and Python agents call.
 
+For a Python agent this class is the API (examples/agent_memory.py runs it end to end):
+
+    from engine.memory import MemoryEngine
+    from engine.scope import Scope
+
+    scope = Scope.default(user="ana", agent="travel-bot")     # every call names whose memory
+    with MemoryEngine("memory.db") as mem:                    # creates the file if needed
+        mem.add_turns([{"role": "user", "content": "I moved to Lisbon in March."},
+                       {"role": "assistant", "content": "Noted: Lisbon since March."}], scope=scope)
+        hit = mem.recall("where does the user live?", scope=scope, origin="agent")
+        prompt_context = hit.context_text                    # cited lines, within a token budget
+        profile = mem.profile(scope).as_dict()               # static/dynamic lines + their facts
+        why = mem.explain("where does the user live?", hit.results[0]["memory_id"], scope=scope,
+                          persist=False)                     # a what-if: no trace, no query text kept
+        mem.curator(scope, actor="agent").forget(hit.results[0]["memory_id"], reason="user asked")
+
 Thread-safety: the engine holds one Store whose Database gives every thread its own
-connection and serialises writes; an engine object may be shared between threads.
+connection and serialises writes; one engine object may be shared by every thread of an
+agent (ingestion, extraction and recall may run concurrently; extraction runs one at a
+time per engine so that two threads never reconcile the same facts against each other).
+Call close() (or use `with`) once, when no other thread uses the engine any more.
 """
 
 from __future__ import annotations
@@ -9,6 +28,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+import uuid
+from dataclasses import dataclass, field
 
 import numpy as np
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +41,7 @@ from .embed import make_embedder
 from .embed.base import Embedder
 from .errors import BadInput
 from .extract.canonical import subject_key as canonical_subject
-from .extract.runner import Extractor
+from .extract.runner import ExtractReport, Extractor
 from .ingest.model import ParsedDocument
 from .ingest.pipeline import Ingestor, IngestReport, contextual_text
 from .llm import LLMClient, LLMConfig
@@ -39,11 +60,61 @@ ShouldStop = Callable[[], bool]
 REEMBED_BATCH = 256
 
 
+@dataclass(slots=True)
+class TurnsAdded:
+    """What add_turns() stored and what extraction made of it (ids are in the call's scope)."""
+
+    document_id: int  # the chat document that holds the turns (one per call)
+    memory_ids: list[int]  # the episodic memory of each stored turn, in order
+    fact_ids: list[int] = field(default_factory=list)  # facts this call's extraction inserted
+    fact_memory_ids: list[int] = field(default_factory=list)  # their memories (recall units)
+    reinforced_fact_ids: list[int] = field(default_factory=list)  # existing facts the turns confirmed
+    superseded_fact_ids: list[int] = field(default_factory=list)  # older facts a new one replaced
+    skipped_messages: int = 0  # messages without text (e.g. assistant tool calls), not stored
+    extraction: dict[str, Any] | None = None  # ExtractReport.as_dict(); None when extract="none"
+    report: IngestReport | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"document_id": self.document_id, "memory_ids": self.memory_ids, "fact_ids": self.fact_ids,
+                "fact_memory_ids": self.fact_memory_ids, "reinforced_fact_ids": self.reinforced_fact_ids,
+                "superseded_fact_ids": self.superseded_fact_ids, "skipped_messages": self.skipped_messages,
+                "extraction": self.extraction}
+
+
 class MemoryEngine:
+    """Long-term memory over one SQLite file: the API for Python agents, the CLI and the inspector.
+
+    Open it on a path (created when missing), pass a Scope to every call (whose memory: user,
+    agent, and optionally a conversation/task/channel), and close it when done:
+
+    - add_turns(messages, scope=...)                  store chat turns; extract and reconcile facts
+    - ingest_documents(docs, scope=...)               the same for parsed documents (engine.ingest)
+    - recall(query, scope=..., origin="agent")         ranked memories, cited context text, trace id;
+                                                      "agent" reinforces what it returns and keeps
+                                                      only a hash of the query
+    - profile(scope)                                   what is known about the user, line by line
+    - explain(query, memory_id, scope=..., persist=False)   why a memory was (not) recalled; changes
+                                                      no memory (persist=False: stores no trace)
+    - curator(scope, actor="agent").forget(id, reason=...)   soft forget, logged, undoable
+    - show("memory" | "fact" | "document" | "chunk", id, scope=...)   one record with provenance
+    - facts(scope), conflicts(scope), export(scope), trace(id, scope=...)
+    - close()
+
+    Errors the caller can fix raise engine.errors.BadInput (nothing was written); every error
+    the engine raises on purpose is an engine.errors.MemlensError. Thread-safe: see the module
+    docstring.
+    """
+
     def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder | None = None,
                  llm: LLMClient | None | bool = True, create: bool = True, readonly: bool = False,
                  background_reembed: bool = True) -> None:
-        """llm: a client, None/False for no model at all, or True to read the endpoint from the environment."""
+        """Open (or create) the database at path.
+
+        embedder: None for $MEMLENS_EMBEDDER (the bundled local model by default; "hashing" is
+        for tests), or an engine.embed Embedder. llm: a client, None/False for no model at all,
+        or True to read the endpoint from the environment (MEMLENS_LLM_BASE_URL, ...); without
+        one, extract="auto" means the offline heuristic extractor.
+        """
         self.store = Store(path, create=create, readonly=readonly)
         self.path = self.store.path
         self._embedder = embedder
@@ -56,10 +127,12 @@ class MemoryEngine:
         self._reembed_thread: threading.Thread | None = None
         self._reembed_stop = threading.Event()
         self._lock = threading.Lock()
+        self._extract_lock = threading.Lock()  # one extraction run at a time (see the module docstring)
         self._indexes: dict[tuple[Scope, str], VectorIndex] = {}
 
     # lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:
+        """Stop background re-embedding, release the model client and every connection."""
         self._reembed_stop.set()
         thread = self._reembed_thread
         if thread is not None:
@@ -166,16 +239,99 @@ class MemoryEngine:
         Extraction problems never fail ingestion: failed windows stay queued with their error
         and are retried by the next run (report.extraction says what happened).
         """
+        return self._ingest(docs, scope=scope, extract=extract, progress=progress, should_stop=should_stop)[0]
+
+    def _ingest(self, docs: Iterable[ParsedDocument], *, scope: Scope, extract: str,
+                progress: Progress | None = None,
+                should_stop: ShouldStop | None = None) -> tuple[IngestReport, ExtractReport | None]:
         extractor = Extractor(self.store, scope, self.embedder, mode=extract,
                               llm=self.llm if extract in ("auto", "llm") else None)
         report = Ingestor(self.store, scope, self.embedder).ingest(docs, progress=progress, should_stop=should_stop)
-        if extractor.mode != "none":
+        if extractor.mode == "none":
+            return report, None
+        # Two concurrent runs would read the same pending windows and the same existing facts,
+        # and each reconcile its candidates as if the other's did not exist (duplicate facts).
+        with self._extract_lock:
             extractor.enqueue(report.document_ids)
             Curator(self.store, scope, actor="system").expire_due()
             ex = extractor.run(should_stop=should_stop)
-            report.facts = ex.facts.inserted
-            report.extraction = ex.as_dict()
-        return report
+        report.facts = ex.facts.inserted
+        report.extraction = ex.as_dict()
+        return report, ex
+
+    def add_turns(self, messages: dict[str, Any] | Sequence[dict[str, Any]], *, scope: Scope,
+                  extract: str = "auto", conversation: str | None = None, via: str = "python") -> TurnsAdded:
+        """Store chat turns as one new chat document, then extract and reconcile facts from them.
+
+        messages: one message or a list, each {"role", "content", "name"?, "timestamp"?} with
+        role user | assistant | system | tool (the chat importer's aliases work too), content a
+        string or OpenAI content parts, name the speaker (default: the role) and timestamp
+        ISO-8601 or epoch seconds (default: now, since a live turn happens now). Messages with
+        no text (an assistant message that only calls tools) are skipped and counted.
+        conversation: a label kept as the document's title (default "agent turns"); every call
+        makes its own document, so sending a conversation turn by turn keeps every turn.
+        extract: "auto" (the LLM endpoint if configured, else heuristic), "llm", "heuristic"
+        or "none". A failing extraction never fails the call: the turns are stored and the
+        window stays queued with its error, retried by the next call (result.extraction says
+        what happened). Bad messages raise BadInput before anything is written.
+        """
+        from .ingest.formats.chat import ROLE_TRUST, content_text, parse_json
+        from .ingest.normalize import to_utc_iso
+
+        if isinstance(messages, dict):
+            messages = [messages]
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+            raise BadInput("messages must be a message object or a non-empty list of them")
+        now = now_iso()
+        clean: list[dict[str, Any]] = []
+        skipped = 0
+        for i, msg in enumerate(messages):
+            where = f"message {i}" if len(messages) > 1 else "the message"
+            if not isinstance(msg, dict):
+                raise BadInput(f"{where} is not an object with role and content")
+            role = msg.get("role")
+            if not isinstance(role, str) or role.strip().lower() not in ROLE_TRUST:
+                raise BadInput(f"{where}: role must be user, assistant, system or tool, got {role!r}")
+            name = msg.get("name")
+            if name is not None and (not isinstance(name, str) or not name.strip()):
+                raise BadInput(f"{where}: name must be a non-empty string")
+            when = msg.get("timestamp", msg.get("created_at", msg.get("time")))
+            if when is not None and to_utc_iso(when) is None:
+                raise BadInput(f"{where}: timestamp {when!r} is not ISO-8601 or epoch seconds")
+            if not content_text(msg.get("content")).strip():
+                skipped += 1
+                continue
+            clean.append({"role": role.strip().lower(), "content": msg.get("content"),
+                          **({"name": name.strip()} if name is not None else {}),
+                          "timestamp": when if when is not None else now})
+        if not clean:
+            raise BadInput("nothing to store: no message has any text")
+        # A fresh external id per call: an id that repeats would make this a new *version* of an
+        # earlier document, and ingestion drops the turns a new version no longer contains.
+        ext = f"turns-{uuid.uuid4().hex}"
+        docs = parse_json({"id": ext, "title": conversation or "agent turns", "messages": clean}, name=via)
+        for doc in docs:
+            doc.meta.update({"via": via, "conversation": conversation})
+        report, ex = self._ingest(docs, scope=scope, extract=extract)
+        if not report.document_ids:  # cannot happen with a fresh id; a loud failure beats a silent one
+            raise BadInput("the turns were not stored: " + "; ".join(report.errors or ["unknown reason"]))
+        doc_id = report.document_ids[0]
+        st = self.store
+        memory_ids = [mid for ch in st.chunks_of(scope, doc_id) for mid in st.memories_of_chunk(scope, ch.id)
+                      if (m := st.memory(scope, mid)) is not None and m.kind == "episode"]
+        out = TurnsAdded(document_id=doc_id, memory_ids=memory_ids, skipped_messages=skipped, report=report,
+                         extraction=report.extraction)
+        if ex is not None:
+            out.fact_ids = list(ex.facts.fact_ids)
+            for fid in out.fact_ids:
+                fact = st.fact(scope, fid)
+                if fact is not None:
+                    out.fact_memory_ids.append(fact["memory_id"])
+                    if fact["supersedes_fact_id"]:
+                        out.superseded_fact_ids.append(fact["supersedes_fact_id"])
+            out.reinforced_fact_ids = sorted({d["fact_id"] for d in ex.facts.decisions
+                                              if d.get("action") == "reinforce" and d.get("fact_id")})
+        return out
 
     def ingest_paths(self, paths: Sequence[str | os.PathLike[str]], *, scope: Scope, fmt: str = "auto",
                      extract: str = "none", progress: Progress | None = None,
