@@ -58,7 +58,7 @@ class VectorIndex:
                     self._last_row = last
                 else:
                     ids, mat, last = self.store.load_vectors(self.scope, self.model, self.dims, 0)
-                    self._ids, self._mat, self._n = ids.copy(), np.array(mat, dtype=np.float32), len(ids)
+                    self._ids, self._mat, self._n = ids, mat, len(ids)
                     self._last_row = last
                     self._sq, self._sq_n, self._sq_trained_n = None, 0, 0
                 self._state = state

@@ -35,7 +35,7 @@ HISTORICAL = re.compile(
     r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
 ENTITY_MAX_SHARE = 0.2
 FTS_COMMON_DF = 5000  # a term in more memories than this (and than FTS_COMMON_SHARE of them) is skipped
-FTS_COMMON_SHARE = 0.02
+FTS_COMMON_SHARE = 0.005
 FTS_MAX_TERMS = 12  # an entity mentioned by more than this share of memories does not discriminate
 
 
