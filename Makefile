@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint clean
+.PHONY: install run test lint clean package
 
 install: $(STAMP)
 
@@ -24,6 +24,12 @@ lint: install
 test: install
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+# A one-dir PyInstaller bundle in dist/memlens/, then its smoke check (bundled CLI, model, bench
+# workers and offscreen snapshots compared with the source tree's); fails if the check fails.
+package: install
+	$(PY) -m pip install --quiet -e '.[test,package]'
+	QT_QPA_PLATFORM=offscreen $(PY) packaging/build.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
