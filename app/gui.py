@@ -47,7 +47,13 @@ def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing:
     app.setOrganizationName(ORGANISATION)
     app.setApplicationDisplayName("memlens")
     register_fonts()
+    from app import about
+
+    app.setDesktopFileName(about.APP_ID)  # Wayland matches the window to its menu entry and icon
+    app.setWindowIcon(about.app_icon())
     window = MainWindow()
+    window.about_text = lambda: about.about_text() + (  # licence and bundled components (ui cannot import app)
+        f"\n\nDatabase: {window.engine.path}" if window.engine is not None else "")
 
     def excepthook(kind, exc, tb) -> None:
         traceback.print_exception(kind, exc, tb, file=sys.stderr)
