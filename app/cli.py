@@ -192,6 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "llm, heuristic, none")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
                    help="override $MEMLENS_EMBEDDER")
+
+    p = sub.add_parser("import", help="import another memory system's database, read-only (neoagent)")
+    _common(p)
+    p.add_argument("system", choices=("neoagent",), help="the system that wrote the database")
+    p.add_argument("path", type=Path, help="its SQLite file (opened read-only, never written)")
+    p.add_argument("--user", default=None, help="only this NeoAgent user id (default: every user)")
+    p.add_argument("--agent", default=None,
+                   help="only this NeoAgent agent id; 'none' for rows without an agent (default: every agent)")
+    p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
+                   help="override $MEMLENS_EMBEDDER")
     return parser
 
 
@@ -545,6 +555,29 @@ COMMANDS = {"demo": cmd_demo, "ingest": cmd_ingest, "show": cmd_show, "export": 
 
 COMMANDS["snapshot"] = cmd_snapshot
 COMMANDS["mcp"] = cmd_mcp
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from engine.embed import make_embedder
+    from engine.importers.neoagent import import_neoagent, open_source
+    from engine.memory import MemoryEngine
+
+    source = open_source(args.path)  # validated (BadInput) before the memlens DB is created or touched
+    try:
+        embedder = make_embedder(args.embedder)
+        with MemoryEngine(_db_path(args), embedder=embedder) as engine:
+            report = import_neoagent(engine, source, user=args.user, agent=args.agent,
+                                     progress=None if args.json else _progress)
+            engine.wait_for_background()
+    finally:
+        source.close()
+    if not args.json:
+        sys.stderr.write("\n")
+    _emit(args, report.as_dict(), report.summary())
+    return 0
+
+
+COMMANDS["import"] = cmd_import
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6 import __version__ as PYSIDE_VERSION
-from PySide6.QtCore import QByteArray, QSettings, Qt, Signal, qVersion
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal, qVersion
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMainWindow,
     QMessageBox,
+    QPushButton,
     QScrollArea,
     QSizePolicy,
     QToolBar,
@@ -39,6 +40,7 @@ from engine import __version__
 from engine.errors import BadInput, MemlensError
 from engine.scope import Scope
 from ui.context import AppContext
+from ui.live import LiveRefresh
 from ui.panes.base import PaneBase
 from ui.panes.registry import PANES
 from ui.selection import SelectionBus
@@ -50,6 +52,7 @@ from ui.widgets.curation import describe_result, run_curation
 __all__ = ["MainWindow", "ask_database_path", "register_fonts", "show_about"]
 
 MAX_RECENT = 8
+ARRIVED_VISIBLE_MS = 8000  # how long the "new memories arrived" indicator stays up
 STATE_VERSION = 1
 DB_FILTER = "memlens databases (*.db *.sqlite *.sqlite3 *.memlens);;All files (*)"
 
@@ -129,6 +132,7 @@ class MainWindow(QMainWindow):
         self.settings_store = SettingsStore(self.settings)
         self.runner = runner if runner is not None else TaskRunner()
         self.bus = SelectionBus()
+        self.live = LiveRefresh(self.bus, self)  # other processes' writes (MCP agent, CLI ingest) show up live
         self.engine = None
         self._llm = None
         self.ctx: AppContext | None = None
@@ -154,6 +158,8 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._restore_window()
         self.bus.sigDataChanged.connect(lambda _t: self.refresh_status())
+        self.live.sigNewMemories.connect(self._memories_arrived)
+        self.live.sigScopesChanged.connect(self._refresh_scope_list)
 
     # panes -------------------------------------------------------------------------------------------
     def _build_panes(self, panes) -> None:
@@ -245,10 +251,48 @@ class MainWindow(QMainWindow):
         self.scope_combo.setToolTip("The scope every pane shows (user / agent, scope type:id)")
         self.scope_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.scope_combo.setEnabled(False)
+        # Memories another process wrote into this scope: a count, cleared after a while or on click.
+        self.arrived_button = QPushButton("", self)
+        self.arrived_button.setObjectName("live-arrived")
+        self.arrived_button.setFlat(True)
+        self.arrived_button.setToolTip("Memories written by another process (an agent over MCP, a CLI ingest) "
+                                       "while this window was open. Click to dismiss.")
+        self.arrived_button.hide()
+        self.arrived_button.clicked.connect(self.clear_arrived)
+        self.arrived_count = 0
+        self._arrived_timer = QTimer(self)
+        self._arrived_timer.setSingleShot(True)
+        self._arrived_timer.setInterval(ARRIVED_VISIBLE_MS)
+        self._arrived_timer.timeout.connect(self.clear_arrived)
         bar.addWidget(self.path_label, 1)
+        bar.addPermanentWidget(self.arrived_button)
         for w in (self.size_label, self.counts_label, self.embedder_label, self.scope_combo):
             bar.addPermanentWidget(w)
         self.scope_combo.currentIndexChanged.connect(self._scope_picked)
+
+    def _memories_arrived(self, n: int) -> None:
+        self.arrived_count += n
+        noun = "memory" if self.arrived_count == 1 else "memories"
+        self.arrived_button.setText(f"● {self.arrived_count:,} new {noun} arrived")
+        self.arrived_button.show()
+        self._arrived_timer.start()
+
+    def clear_arrived(self) -> None:
+        self._arrived_timer.stop()
+        self.arrived_count = 0
+        self.arrived_button.hide()
+
+    def _refresh_scope_list(self) -> None:
+        """Another process wrote into a scope this window has not listed yet: offer it in the picker."""
+        if self.engine is None or self.ctx is None:
+            return
+        store, ctx = self.engine.store, self.ctx
+
+        def done(scopes: list[Scope]) -> None:
+            if ctx is self.ctx:
+                self._fill_scopes(scopes, ctx.scope)
+
+        self.runner.run(lambda _p, _s: store.scopes(), done, lambda _exc: None)
 
     def refresh_status(self) -> None:
         if self.engine is None or self.ctx is None:
@@ -497,6 +541,8 @@ class MainWindow(QMainWindow):
 
     def _set_context(self, ctx: AppContext | None) -> None:
         self.ctx = ctx
+        self.clear_arrived()
+        self.live.set_context(ctx)
         for key, pane in self.panes.items():
             try:
                 pane.set_context(ctx)
@@ -603,6 +649,8 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self._closing = True
             self.save_window()
+            self.live.shutdown()
+            self.clear_arrived()
             for pane in self.panes.values():
                 pane.shutdown()
             self.runner.shutdown()

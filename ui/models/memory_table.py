@@ -77,6 +77,63 @@ class MemoryTableModel(QAbstractTableModel):
     def reload(self) -> None:
         self.set_source(self.ctx, self.filter)
 
+    def refresh_in_place(self) -> None:
+        """Re-read the loaded rows (and the next page when everything was loaded) WITHOUT a reset:
+        changed rows are updated, new ones inserted, gone ones removed, so the view keeps its
+        selection and scroll position (live refresh, curation). Falls back to a reload when empty."""
+        if self.ctx is None or not self.rows:
+            self.reload()
+            return
+        gen, n = self._generation, len(self.rows)
+        limit = n + (self.page_size if self._exhausted else 0)
+        store, scope, flt = self.ctx.engine.store, self.ctx.scope, self.filter
+
+        def work(_p, _s):
+            return store.browse_memories(scope, flt, after_id=None, limit=limit), store.count_memories(scope, flt)
+
+        self.ctx.runner.run(work, lambda res, g=gen: self._merge(g, n, limit, *res),
+                            lambda e, g=gen: self._failed(g, e))
+
+    def _merge(self, gen: int, n_before: int, limit: int, fresh: list[dict[str, Any]], total: int) -> None:
+        if gen != self._generation:
+            return
+        if self._loading or len(self.rows) != n_before:  # a page arrived meanwhile: read again
+            self.refresh_in_place()
+            return
+        old_ids = [r["id"] for r in self.rows]
+        new_ids = [r["id"] for r in fresh]
+        if new_ids[:len(old_ids)] == old_ids:  # the usual case: updates, and rows appended at the end
+            changed = [i for i, (a, b) in enumerate(zip(self.rows, fresh)) if a != b]
+            for i in changed:
+                self.rows[i] = fresh[i]
+            if changed:
+                self.dataChanged.emit(self.index(min(changed), 0), self.index(max(changed), len(COLUMNS) - 1))
+            if len(fresh) > len(old_ids):
+                first = len(old_ids)
+                self._loading = True  # no nested fetch from inside rowsInserted (see _page)
+                self.beginInsertRows(QModelIndex(), first, len(fresh) - 1)
+                for i in range(first, len(fresh)):
+                    self._row_of[fresh[i]["id"]] = i
+                self.rows.extend(fresh[first:])
+                self.endInsertRows()
+                self._loading = False
+        else:  # rows went or came in the middle: one layout change that moves the persistent indexes
+            self.layoutAboutToBeChanged.emit()
+            position = {mid: i for i, mid in enumerate(new_ids)}
+            old_indexes = self.persistentIndexList()
+            old_rows = [old_ids[i.row()] if 0 <= i.row() < len(old_ids) else None for i in old_indexes]
+            self.rows = list(fresh)
+            self._row_of = {mid: i for i, mid in enumerate(new_ids)}
+            new_indexes = [self.createIndex(position[mid], i.column()) if mid in position else QModelIndex()
+                           for i, mid in zip(old_indexes, old_rows)]
+            self.changePersistentIndexList(old_indexes, new_indexes)
+            self.layoutChanged.emit()
+        self._exhausted = len(fresh) < limit
+        if total != self.total:
+            self.total = total
+            self.sigTotal.emit(total)
+        self.sigPageLoaded.emit(len(self.rows))
+
     def _counted(self, gen: int, n: int) -> None:
         if gen == self._generation:
             self.total = n

@@ -172,10 +172,12 @@ class MemoryBrowserPane(PaneBase):
 
     def on_data_changed(self, tables: set[str]) -> None:
         if set(tables) & self.watched_tables and self.ctx is not None:
-            keep = self.selected_memory_id()
-            self.model.set_source(self.ctx, self.model.filter)
-            if keep is not None:
-                self._reach(keep)
+            # In place, not a reset: the selected row and the scroll position stay where they are
+            # while other processes write (live refresh) or curation changes a row.
+            self.model.refresh_in_place()
+            if set(tables) & {"memories", "documents"}:
+                store, scope = self.ctx.engine.store, self.ctx.scope
+                self.read(lambda: store.memory_facets(scope), self._facets)
 
     def on_selected(self, sel: Selection) -> None:
         if self.ctx is None:

@@ -567,7 +567,8 @@ class TracesPane(PaneBase):
             return
         row = self.candidates.row(i)
         if row.get("rank") is not None:
-            self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} (score {float(row['score']):.4f}).")
+            score = f"score {float(row['score']):.4f}" if row.get("score") is not None else "no score recorded"
+            self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} ({score}).")  # imported traces: no score
         else:
             d = row["dropped"]
             self.why_text.setText(f"m{mid} was dropped at <b>{d['stage']}</b> — {d['reason']}: {d.get('detail') or ''}")
