@@ -29,12 +29,12 @@ import json
 import os
 import threading
 import uuid
-from dataclasses import dataclass, field
-
-import numpy as np
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from .curate import Curator
 from .embed import make_embedder
@@ -45,8 +45,8 @@ from .extract.runner import ExtractReport, Extractor
 from .ingest.model import ParsedDocument
 from .ingest.pipeline import Ingestor, IngestReport, contextual_text
 from .llm import LLMClient, LLMConfig
-from .profile import Profile, build_profile
 from .index.vectors import VectorIndex
+from .profile import Profile, build_profile
 from .retrieve.pipeline import Recall, RecallResult
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
