@@ -33,10 +33,12 @@ FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
 HISTORICAL = re.compile(
     r"\b(before|previously|used to|formerly|originally|earlier|in the past|prior to|no longer|anymore|"
     r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
-ENTITY_MAX_SHARE = 0.2
-FTS_COMMON_DF = 5000  # a term in more memories than this (and than FTS_COMMON_SHARE of them) is skipped
-FTS_COMMON_SHARE = 0.005
-FTS_MAX_TERMS = 12  # an entity mentioned by more than this share of memories does not discriminate
+ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
+# A term in more memories than both of these is left out of the FTS query: its postings cost
+# tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).
+FTS_COMMON_DF = 2000
+FTS_COMMON_SHARE = 0.002
+FTS_MAX_TERMS = 8  # the rarest ones
 
 
 @dataclass(slots=True)
