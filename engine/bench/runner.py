@@ -82,9 +82,21 @@ def _session_of(fmt: str, message_id: str) -> str | None:
     return message_id.rsplit(":", 1)[0] if ":" in message_id else None
 
 
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def _embedder(name: str):
+    """One embedder per process and name: loading the ONNX model holds the GIL for a few hundred
+    ms (a stall for the inspector's GUI thread) and is the same work for every container."""
+    from ..embed import make_embedder
+
+    if name not in _EMBEDDERS:
+        _EMBEDDERS[name] = make_embedder(name)
+    return _EMBEDDERS[name]
+
+
 def run_container(spec: dict) -> list[dict]:
     """Ingest one container into its own DB and answer its questions. Runs in a worker process."""
-    from ..embed import make_embedder
     from ..ingest.formats import chat, locomo, longmemeval
     from ..memory import MemoryEngine
     from ..scope import Scope
@@ -103,7 +115,7 @@ def run_container(spec: dict) -> list[dict]:
         from ..llm import LLMClient, LLMConfig
 
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
-    with MemoryEngine(db, embedder=make_embedder(spec["embedder"]), llm=False,
+    with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
         engine.ingest_documents(docs, scope=scope, extract=spec["extract"])
         for q in spec["questions"]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -57,6 +57,8 @@ from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.panes.base import PaneBase
 
 DATASETS = ("locomo", "longmemeval", "convomem")
+REFRESH_COALESCE_MS = 2000
+SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
 CURVE_TOP = 1.38
 
 
@@ -110,6 +112,10 @@ class BenchPane(PaneBase):
         self.other: dict[str, Any] | None = None
         self.items: list[dict[str, Any]] = []
         self._task = None
+        self._refresh_timer = QTimer(self)
+        self._refresh_timer.setSingleShot(True)
+        self._refresh_timer.setInterval(REFRESH_COALESCE_MS)
+        self._refresh_timer.timeout.connect(self.refresh)
         self._load_id = 0
         self.run_benchmark = load_runner()
 
@@ -252,7 +258,18 @@ class BenchPane(PaneBase):
         store = self.ctx.engine.store
         self.read(lambda: bench_sql.runs(store, limit=500), self._runs_loaded)
 
+    def on_data_changed(self, tables: set[str]) -> None:
+        """A running benchmark writes bench_items after every container: re-reading and redrawing the
+        whole run each time stalled the GUI thread (~400 ms at 1,000 questions), so refreshes are
+        coalesced to one every REFRESH_COALESCE_MS, and skipped while this pane's own run is going
+        (it refreshes when the run ends)."""
+        if not (set(tables) & self.watched_tables) or self._task is not None:
+            return
+        if not self._refresh_timer.isActive():
+            self._refresh_timer.start()
+
     def shutdown(self) -> None:
+        self._refresh_timer.stop()
         if self._task is not None:
             self._task.cancel()
         super().shutdown()
@@ -461,6 +478,7 @@ class BenchPane(PaneBase):
         misses = sum(1 for it in self.items if item_missed(it, key))
         self.items_note.setText(f"{len(rows)} shown · {misses} of {len(self.items)} below 1 on {key} — "
                                 "click a question to open its trace with the gold memories starred")
+        self.items_view.horizontalHeader().setResizeContentsPrecision(SIZE_ROWS)
         self.items_view.resizeColumnsToContents()
         self.items_view.setColumnWidth(2, min(380, self.items_view.columnWidth(2)))
 
