@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     window.show()
     window.open_database(tmp / "probe.db")
     engine = window.engine
+    from app.gui import settle_gc
+
+    settle_gc()  # as app.gui.run does once the window is up
     gaps: list[float] = []
     clock = QElapsedTimer()
     clock.start()
