@@ -3,6 +3,8 @@ through engine APIs (ingest + consolidate with explicit candidates, recall, reco
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from pathlib import Path
 
 from engine.consolidate import consolidate
@@ -56,3 +58,32 @@ def build(path: Path, *, recalls: tuple[str, ...] = ("Where does Ana live?", "Wh
 
 def open_engine(path: Path) -> MemoryEngine:
     return MemoryEngine(path, embedder=EMB, llm=False, background_reembed=False)
+
+
+@contextlib.contextmanager
+def engine_copy(template, tmp_path):
+    """A private copy of a module-scoped seed DB, opened; closed afterwards."""
+    path = tmp_path / "m.db"
+    shutil.copy(template, path)
+    eng = open_engine(path)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+@contextlib.contextmanager
+def mounted(qtbot, engine, pane_cls, size, scope=None):
+    """A pane of pane_cls on `engine` (inline runner), shut down and detached afterwards."""
+    from ui.context import AppContext
+    from ui.tasks import InlineRunner
+
+    pane = pane_cls()
+    qtbot.addWidget(pane)
+    pane.resize(*size)
+    pane.set_context(AppContext(engine=engine, scope=scope or ANA, runner=InlineRunner()))
+    try:
+        yield pane
+    finally:
+        pane.shutdown()
+        pane.set_context(None)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 
 import numpy as np
 import pytest
 
-from tests.ui.memdb_scenarios import ANA, BOB, build, open_engine
+from tests.ui.memdb_scenarios import ANA, BOB, build, engine_copy, mounted
 from ui.context import AppContext
 from ui.models.graph_data import EDGE_KINDS, NODE_KINDS, STATUSES, build_graph, lay_out
 from ui.panes.fact_graph import FactGraphPane
@@ -22,23 +21,14 @@ def template(tmp_path_factory):
 
 @pytest.fixture
 def engine(template, tmp_path):
-    path = tmp_path / "m.db"
-    shutil.copy(template, path)
-    eng = open_engine(path)
-    yield eng
-    eng.close()
+    with engine_copy(template, tmp_path) as eng:
+        yield eng
 
 
 @pytest.fixture
 def pane(qtbot, engine):
-    ctx = AppContext(engine=engine, scope=ANA, runner=InlineRunner())
-    p = FactGraphPane()
-    qtbot.addWidget(p)
-    p.resize(900, 650)
-    p.set_context(ctx)
-    yield p
-    p.shutdown()
-    p.set_context(None)
+    with mounted(qtbot, engine, FactGraphPane, (900, 650)) as p:
+        yield p
 
 
 def fact_id(engine, subject, predicate, obj, scope=ANA) -> int:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
 
 from engine.timeutil import normalise_iso
-from tests.ui.memdb_scenarios import ANA, build, open_engine
+from tests.ui.memdb_scenarios import ANA, build, engine_copy, mounted, open_engine
 from ui.context import AppContext
 from ui.models.timeline_data import iso, ts
 from ui.panes.timeline import SLIDER_STEPS, TimelinePane
@@ -22,23 +21,14 @@ def template(tmp_path_factory):
 
 @pytest.fixture
 def engine(template, tmp_path):
-    path = tmp_path / "m.db"
-    shutil.copy(template, path)
-    eng = open_engine(path)
-    yield eng
-    eng.close()
+    with engine_copy(template, tmp_path) as eng:
+        yield eng
 
 
 @pytest.fixture
 def pane(qtbot, engine):
-    ctx = AppContext(engine=engine, scope=ANA, runner=InlineRunner())
-    p = TimelinePane()
-    qtbot.addWidget(p)
-    p.resize(900, 560)
-    p.set_context(ctx)
-    yield p
-    p.shutdown()
-    p.set_context(None)
+    with mounted(qtbot, engine, TimelinePane, (900, 560)) as p:
+        yield p
 
 
 def test_subject_versions_are_bars_over_world_time(pane, engine):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 
-from tests.ui.memdb_scenarios import ANA, BOB, build, open_engine
+from tests.ui.memdb_scenarios import ANA, BOB, build, engine_copy, mounted, open_engine
 from ui.context import AppContext
 from ui.models.trace_models import (
     MEMORY_ID_ROLE,
@@ -28,23 +27,14 @@ def template(tmp_path_factory):
 
 @pytest.fixture
 def engine(template, tmp_path):
-    path = tmp_path / "m.db"
-    shutil.copy(template, path)
-    eng = open_engine(path)
-    yield eng
-    eng.close()
+    with engine_copy(template, tmp_path) as eng:
+        yield eng
 
 
 @pytest.fixture
 def pane(qtbot, engine):
-    ctx = AppContext(engine=engine, scope=ANA, runner=InlineRunner())
-    p = TracesPane()
-    qtbot.addWidget(p)
-    p.resize(1200, 800)
-    p.set_context(ctx)
-    yield p
-    p.shutdown()
-    p.set_context(None)
+    with mounted(qtbot, engine, TracesPane, (1200, 800)) as p:
+        yield p
 
 
 def memories_state(engine) -> str:
