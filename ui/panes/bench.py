@@ -20,20 +20,17 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
-    QTableView,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -55,6 +52,7 @@ from ui.models.bench_models import (
 )
 from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.panes.base import PaneBase
+from ui.widgets.tables import row_table
 
 DATASETS = ("locomo", "longmemeval", "convomem")
 REFRESH_COALESCE_MS = 2000
@@ -160,7 +158,7 @@ class BenchPane(PaneBase):
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
         self.runs_model = BenchRunsModel(self)
-        self.runs_view = _table(left, self.runs_model)
+        self.runs_view = row_table(left, self.runs_model)
         lv.addWidget(QLabel("Stored runs", left))
         lv.addWidget(self.runs_view, 1)
         opts = QGridLayout()
@@ -226,10 +224,10 @@ class BenchPane(PaneBase):
         qbar.addWidget(self.items_note, 1)
         qv.addLayout(qbar)
         self.items_model = BenchItemsModel(self)
-        self.items_view = _table(qpage, self.items_model)
+        self.items_view = row_table(qpage, self.items_model)
         qv.addWidget(self.items_view, 1)
         self.compare_model = BenchCompareModel(self)
-        self.compare_view = _table(tabs, self.compare_model)
+        self.compare_view = row_table(tabs, self.compare_model)
         tabs.addTab(qpage, "Questions")
         tabs.addTab(self.compare_view, "Compare")
         self.tabs = tabs
@@ -561,20 +559,6 @@ class BenchPane(PaneBase):
     def _run_failed(self, exc: BaseException) -> None:
         self._run_finished()
         self.banner.show_error(exc)
-
-
-def _table(parent, model) -> QTableView:
-    view = QTableView(parent)
-    view.setModel(model)
-    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    view.setAlternatingRowColors(True)
-    view.verticalHeader().hide()
-    view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
-    view.horizontalHeader().setStretchLastSection(True)
-    view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-    view.setWordWrap(False)
-    return view
 
 
 def _fmt(value) -> str:

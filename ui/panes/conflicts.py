@@ -13,7 +13,6 @@ from typing import Any
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -25,7 +24,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPushButton,
     QSplitter,
-    QTableView,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -37,6 +35,7 @@ from ui.panes.base import PaneBase
 from ui.selection import Selection
 from ui.theme import current_theme
 from ui.widgets.curation import describe_result, run_curation
+from ui.widgets.tables import row_table
 
 
 def ask_fact_edit(parent: QWidget, facts: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -174,7 +173,7 @@ class ConflictsPane(PaneBase):
             Column("status", "Status", format=lambda r: r["status"] + (f" ({r['resolution']})" if r["resolution"] else "")),
             Column("created_at", "Flagged", format=lambda r: r["created_at"][:16].replace("T", " ")),
         ), self)
-        self.queue = self._table(self.queue_model)
+        self.queue = row_table(self, self.queue_model)
         em = self.fontMetrics().horizontalAdvance("M")
         for col, width in ((0, 3), (1, 15), (4, 9), (5, 9)):
             self.queue.setColumnWidth(col, width * em)
@@ -227,7 +226,7 @@ class ConflictsPane(PaneBase):
         log_title = QLabel("Audit log (every curation, newest first)", log_box)
         log_title.setProperty("role", "heading")
         ll.addWidget(log_title)
-        self.log = self._table(self.log_model)
+        self.log = row_table(self, self.log_model)
         for col, width in ((0, 3), (1, 11), (2, 6), (3, 7), (4, 8), (5, 18), (7, 11)):
             self.log.setColumnWidth(col, width * em)
         self.log.horizontalHeader().setSectionResizeMode(6, QHeaderView.ResizeMode.Stretch)
@@ -252,18 +251,6 @@ class ConflictsPane(PaneBase):
         self.undo_button.clicked.connect(self.undo)
         self.redo_button.clicked.connect(self.redo)
         self._update_buttons()
-
-    def _table(self, model) -> QTableView:
-        view = QTableView(self)
-        view.setModel(model)
-        view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        view.setAlternatingRowColors(True)
-        view.setWordWrap(False)
-        view.verticalHeader().hide()
-        view.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
-        view.horizontalHeader().setHighlightSections(False)
-        return view
 
     # protocol -----------------------------------------------------------------------------------------
     def refresh(self) -> None:

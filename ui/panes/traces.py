@@ -26,12 +26,10 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
     QSplitter,
-    QTableView,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -47,6 +45,7 @@ from ui.models.trace_models import (
 )
 from ui.panes.base import PaneBase
 from ui.selection import Selection
+from ui.widgets.tables import row_table
 
 
 def component_color(name: str) -> QColor:
@@ -95,7 +94,7 @@ class TracesPane(PaneBase):
         self.query.setClearButtonEnabled(True)
         self.as_of_note = QLabel("as of: now", left)
         self.trace_list = TraceListModel(self)
-        self.trace_view = self._table(left, self.trace_list)
+        self.trace_view = row_table(left, self.trace_list)
         self.trace_view.setSortingEnabled(False)
         lv.addWidget(self.query)
         lv.addWidget(self.as_of_note)
@@ -149,14 +148,14 @@ class TracesPane(PaneBase):
         self.candidates = TraceCandidatesModel(self)
         self.proxy = StageFilterProxy(self)
         self.proxy.setSourceModel(self.candidates)
-        self.candidate_view = self._table(tabs, self.proxy)
+        self.candidate_view = row_table(tabs, self.proxy)
         self.candidate_view.setSortingEnabled(True)
         self.context = TraceContextModel(self)
         ctx_page = QWidget(tabs)
         cv = QVBoxLayout(ctx_page)
         cv.setContentsMargins(0, 0, 0, 0)
         self.context_total = QLabel("", ctx_page)
-        self.context_view = self._table(ctx_page, self.context)
+        self.context_view = row_table(ctx_page, self.context)
         cv.addWidget(self.context_total)
         cv.addWidget(self.context_view, 1)
         tabs.addTab(self.candidate_view, "Candidates")
@@ -187,20 +186,6 @@ class TracesPane(PaneBase):
         self.candidate_view.selectionModel().currentRowChanged.connect(self._candidate_row_changed)
         self.show_all.clicked.connect(lambda: self.filter_stage(None))
         self.why_button.clicked.connect(self.explain_target)
-
-    @staticmethod
-    def _table(parent, model) -> QTableView:
-        view = QTableView(parent)
-        view.setModel(model)
-        view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        view.setAlternatingRowColors(True)
-        view.verticalHeader().hide()
-        view.horizontalHeader().setStretchLastSection(True)
-        view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        view.setWordWrap(False)
-        view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 6)
-        return view
 
     # protocol -------------------------------------------------------------------------------------------
     def set_context(self, ctx) -> None:
