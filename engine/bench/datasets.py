@@ -28,6 +28,7 @@ from typing import Any
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.formats.locomo import parse_session_date
 from engine.ingest.formats.longmemeval import parse_haystack_date
+from engine.ingest.normalize import read_file_bytes
 from engine.timeutil import to_iso
 
 DATASETS = ("locomo", "longmemeval", "convomem")
@@ -94,15 +95,7 @@ def sha256_file(path: Path | str) -> str:
 def _read_json(path: Path | str) -> tuple[Any, str]:
     """(parsed JSON, sha256 of the bytes) for one file, or BadInput with a one-line reason."""
     name = str(path)
-    p = Path(path)
-    if not p.exists():
-        raise BadInput(f"{name}: no such file")
-    if p.is_dir():
-        raise BadInput(f"{name}: is a directory")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"{name}: cannot read: {exc.strerror or exc}") from None
+    raw = read_file_bytes(path)
     sha = hashlib.sha256(raw).hexdigest()
     if not raw.strip():
         raise BadInput(f"{name}: empty file")
@@ -172,13 +165,19 @@ def _detect(data: Any, name: str) -> str:
 
 def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | ConvoMemDataset:
     """Detect the dataset and load it, reading the file once."""
+    return read_dataset(path)[0]
+
+
+def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset | ConvoMemDataset, Any]:
+    """(the loaded dataset, the parsed JSON it came from): the runner hands the raw records of
+    each container to the normal importers, so it must not read and parse the file twice."""
     data, sha = _read_json(path)
     kind = _detect(data, str(path))
     if kind == "locomo":
-        return _locomo(data, sha, path)
+        return _locomo(data, sha, path), data
     if kind == "longmemeval":
-        return _longmemeval(data, sha, path)
-    return _convomem(data, sha, path)
+        return _longmemeval(data, sha, path), data
+    return _convomem(data, sha, path), data
 
 
 # --- LoCoMo ---------------------------------------------------------------------------------

@@ -185,10 +185,9 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     if workers < 1:
         raise BadInput("--workers must be at least 1")
     get_recipe(recipe)  # unknown recipe -> BadInput before anything runs
-    loaded = ds.load_dataset(path)
+    loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
-    raw = json.loads(path.read_text(encoding="utf-8"))
     specs = _containers(loaded, raw)
     if limit is not None:
         if limit < 1:

@@ -20,7 +20,7 @@ from engine.ingest.formats.code import FILENAMES, LANGUAGES, language_for, parse
 from engine.ingest.formats.email import is_mbox, parse_eml, parse_mbox
 from engine.ingest.formats.text import parse_markdown, parse_text
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import binary_reason, decode
+from engine.ingest.normalize import binary_reason, decode, read_file_bytes
 
 FORMATS = ("chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 
@@ -189,16 +189,8 @@ def parse_bytes(
 def parse_path(path: Path | str, fmt: str = "auto") -> list[ParsedDocument]:
     """Read and parse one file. Directories are refused: expand them with iter_source_files."""
     path = Path(path)
-    name = str(path)
-    if not path.exists():
-        raise BadInput(f"{name}: no such file")
-    if path.is_dir():
-        raise BadInput(f"{name}: is a directory; give the files in it (see iter_source_files)")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"{name}: cannot read: {exc.strerror or exc}") from None
-    return parse_bytes(raw, name=name, fmt=fmt, uri=str(path.resolve()))
+    raw = read_file_bytes(path, directory_hint="; give the files in it (see iter_source_files)")
+    return parse_bytes(raw, name=str(path), fmt=fmt, uri=str(path.resolve()))
 
 
 def iter_source_files(path: Path | str) -> Iterator[Path]:

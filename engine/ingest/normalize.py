@@ -19,6 +19,7 @@ import codecs
 import re
 import unicodedata
 from datetime import date, datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from engine.errors import BadInput
@@ -68,6 +69,22 @@ def label(value: Any) -> str:
 
 
 # --- bytes -> text -------------------------------------------------------------------------
+
+
+def read_file_bytes(path: Path | str, *, directory_hint: str = "") -> bytes:
+    """The bytes of one input file, or BadInput with a one-line reason (missing, a directory,
+    unreadable). Importers and benchmark loaders both read their inputs through here."""
+    p = Path(path)
+    name = str(path)
+    if not p.exists():
+        raise BadInput(f"{name}: no such file")
+    if p.is_dir():
+        raise BadInput(f"{name}: is a directory{directory_hint}")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{name}: cannot read: {exc.strerror or exc}") from None
+
 
 _MAGIC = (
     (b"%PDF-", "a PDF document"),
