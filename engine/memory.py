@@ -453,8 +453,8 @@ class MemoryEngine:
             cut = kth[rec.vector_k - 1] if len(kth) >= rec.vector_k else None
             reasons.append(f"vector: cosine {cos:.3f}" + (f", below the {rec.vector_k}th best {cut:.3f}" if cut else ""))
         match = fts_query(query)
-        hits = {m for m, _ in self.store.fts_memories(scope, match, limit=100000)} if match else set()
-        reasons.append("full text: " + ("matches, but ranked beyond the channel's limit" if memory_id in hits
+        matches = bool(match) and self.store.fts_matches(scope, match, memory_id)
+        reasons.append("full text: " + ("matches, but ranked beyond the channel's limit" if matches
                                          else "shares no content word with the query"))
         return "; ".join(reasons)
 

@@ -329,6 +329,13 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads):
             params += (kind,)
         return [tuple(r) for r in self.conn.execute(sql + " ORDER BY score LIMIT ?", (*params, limit))]
 
+    def fts_matches(self, scope: Scope, match: str, memory_id: int) -> bool:
+        """Does this one memory match the FTS expression? (No ranking of every other match.)"""
+        return self.conn.execute(
+            "SELECT 1 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? AND memories_fts.rowid = ? AND {_SCOPE_WHERE_M}",
+            (match, memory_id, *scope.as_params())).fetchone() is not None
+
     # accounting ----------------------------------------------------------------------------
     def counts(self, scope: Scope) -> dict[str, int]:
         sp = scope.as_params()
