@@ -60,6 +60,12 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
+def _asks(text: str) -> bool:
+    """Does this turn ask something, so that the next turn is likely its answer? ("Wow! How long
+    have you had them?" asks too: the question need not end the turn.)"""
+    return "?" in text
+
+
 def _minmax(values: dict[int, float]) -> dict[int, float]:
     if not values:
         return {}
@@ -284,8 +290,12 @@ class Recall:
             seeds = sorted((c for c in alive if c.meta.get("kind") == "episode"), key=lambda c: -base[c.memory_id])
             seeds = [c.memory_id for c in seeds[: r.neighbour_seeds] if base[c.memory_id] > 0]
             added = []
-            for seed, nb, dist in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
+            texts = {c.memory_id: c.meta.get("text") or "" for c in alive}
+            for seed, nb, offset in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
+                dist = abs(offset)
                 value = base[seed] / (1.0 + dist)
+                if r.answer_factor > 0 and offset == 1 and _asks(texts.get(seed, "")):
+                    value = base[seed] * r.answer_factor
                 cand = trace.candidate(nb)
                 prev = cand.channels.get("neighbour")
                 if prev is None or value > prev["score"]:
@@ -302,6 +312,12 @@ class Recall:
             if rel is not None:
                 rel["score"] = round(float(rel["score"]) * base.get(rel["via"], 0.0), 6)
         fused = self._fuse(alive, exclude=())
+        session: dict[Any, float] = {}
+        if r.session_weight > 0:
+            for c in alive:
+                doc = c.meta.get("document_id")
+                if doc is not None and c.meta.get("kind") == "episode":
+                    session[doc] = max(session.get(doc, 0.0), base.get(c.memory_id, 0.0))
         named = self._named_people(trace)
         frame = timeframe.window(trace.query, ref)
         if frame is not None:
@@ -319,6 +335,8 @@ class Recall:
                     comp["recency"] = r.recency_weight * 0.5 ** (age / r.recency_half_life_days)
                 except ValueError:
                     pass
+            if session and m.get("kind") == "episode":
+                comp["session"] = r.session_weight * session.get(m.get("document_id"), 0.0)
             comp["usage"] = r.usage_weight * min(1.0, math.log1p(m["access_count"]) / math.log(10))
             comp["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
             comp["fact"] = r.fact_bonus if m.get("fact_id") is not None else 0.0

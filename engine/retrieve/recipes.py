@@ -16,12 +16,14 @@ class Recipe:
     entity_k: int = 50
     baseline_k: int = 5
     relation_hops: int = 1
-    neighbour_window: int = 2  # episodes this many turns either side of a strong hit join as context
+    neighbour_window: int = 3  # episodes this many turns either side of a strong hit join as context
     neighbour_seeds: int = 10
+    answer_factor: float = 1.0  # the turn right after a seed that asks something is its answer: this share of it
+    session_weight: float = 0.3  # a turn gains this times its document's best direct score (session context)
     # fusion: "weighted" (convex sum of per-channel min-max normalised scores) or "rrf"
     fusion: str = "weighted"
     weights: dict[str, float] = field(default_factory=lambda: {
-        "vector": 0.5, "fts": 0.5, "entity": 0.15, "relation": 0.3, "neighbour": 0.35, "baseline": 0.05})
+        "vector": 0.5, "fts": 0.5, "entity": 0.15, "relation": 0.3, "neighbour": 0.5, "baseline": 0.05})
     rrf_k: int = 60
     # priors, added to the fused score
     confidence_weight: float = 0.05
@@ -31,8 +33,8 @@ class Recipe:
     usage_weight: float = 0.02
     trust_penalty: dict[str, float] = field(default_factory=lambda: {
         "user": 0.0, "assistant": 0.02, "tool": 0.04, "external": 0.03})
-    speaker_weight: float = 0.1  # who said it: turns by (facts about) a person the query names
-    timeframe_weight: float = 0.1  # memories inside the window a relative time ("two weeks ago") names
+    speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
+    timeframe_weight: float = 0.3  # memories inside the window a time in the query names ("on 9 May", "two weeks ago")
     per_document_cap: int = 0  # >0: at most this many results from one document before the others
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
     review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones

@@ -1,14 +1,18 @@
-"""Relative time in a question ("two weeks ago", "last month", "yesterday") -> a window of world time.
+"""Time in a question -> a window of world time.
 
+Absolute dates ("on 9 November, 2022", "December 8th", "in January 2024", "between August 11
+and August 15 2023", "in 2023") and relative ones ("two weeks ago", "last month", "yesterday").
 Time-aware scoring: memories from inside the window the question points at get a prior. The
-window is widened by a slack proportional to its distance (people say "two weeks ago" for ten
-days ago too), and nothing is filtered out by it.
+window is widened by a slack (people say "two weeks ago" for ten days ago too, and a remark made
+on a date is often stored a day either side of it), and nothing is filtered out by it.
+An absolute date wins over a relative phrase: in "last week, as mentioned on November 6" the
+remark, and so the memory, is from November 6.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 _NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3, "several": 3}
@@ -18,11 +22,29 @@ _AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten
 _LAST = re.compile(r"\b(last|past|previous)\s+(week|month|year|weekend)\b", re.IGNORECASE)
 _DAYWORD = re.compile(r"\b(yesterday|today|this morning|tonight|last night)\b", re.IGNORECASE)
 
+_MONTHS = {m: i for i, m in enumerate(("January", "February", "March", "April", "May", "June", "July", "August",
+                                       "September", "October", "November", "December"), start=1)}
+_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"Sept": 9}
+# Month names are matched capitalised only: "may" is a verb, "May" a month.
+_MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_YEAR = r"((?:19|20)\d{2})"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_DMY = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b(?:,?\s*{_YEAR}\b)?")
+_MDY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b(?:,\s*|\s+)?(?:{_YEAR}\b)?")
+_MY = re.compile(rf"\b{_MONTH}(?:\s+of)?,?\s+{_YEAR}\b")
+_M_ONLY = re.compile(rf"\b(?:in|during|since|of|this|last)\s+{_MONTH}\b")
+_Y_ONLY = re.compile(rf"\b(?:in|during|of|since|throughout)\s+{_YEAR}\b")
+DAY_SLACK = timedelta(days=1)
+MONTH_SLACK = timedelta(days=3)
+
 
 def window(query: str, now: datetime | None) -> tuple[datetime, datetime] | None:
     """The [start, end) window of world time the question refers to, or None."""
     if now is None:
         return None
+    absolute = _absolute(query, now)
+    if absolute is not None:
+        return absolute
     m = _AGO.search(query)
     if m:
         n = int(m.group(1)) if m.group(1).isdigit() else _NUM[m.group(1).lower()]
@@ -41,3 +63,48 @@ def window(query: str, now: datetime | None) -> tuple[datetime, datetime] | None
         back = 0 if word in ("today", "this morning", "tonight") else 1
         return now - timedelta(days=back + 1), now + timedelta(hours=1)
     return None
+
+
+def _absolute(query: str, now: datetime) -> tuple[datetime, datetime] | None:
+    days = []  # (position, day) for every full or partial date, in the order written
+    for rx, order in ((_DMY, "dmy"), (_MDY, "mdy")):
+        for m in rx.finditer(query):
+            d, mon, y = (m.group(1), m.group(2), m.group(3)) if order == "dmy" else (m.group(2), m.group(1), m.group(3))
+            day = _date(int(y) if y else None, _MONTHS[mon], int(d), now)
+            if day is not None:
+                days.append((m.start(), day))
+    if days:
+        days.sort(key=lambda x: x[0])
+        first, last = days[0][1], days[-1][1]
+        if len(days) > 1 and re.search(r"\b(between|from)\b", query, re.IGNORECASE) and last >= first:
+            return first - DAY_SLACK, last + timedelta(days=1) + DAY_SLACK
+        return first - DAY_SLACK, first + timedelta(days=1) + DAY_SLACK
+    m = _MY.search(query)
+    if m:
+        return _month_window(int(m.group(2)), _MONTHS[m.group(1)])
+    m = _M_ONLY.search(query)
+    if m:
+        month = _MONTHS[m.group(1)]
+        year = now.year if month <= now.month else now.year - 1  # the latest such month up to now
+        return _month_window(year, month)
+    m = _Y_ONLY.search(query)
+    if m:
+        year = int(m.group(1))
+        return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    return None
+
+
+def _date(year: int | None, month: int, day: int, now: datetime) -> datetime | None:
+    try:
+        if year is not None:
+            return datetime(year, month, day, tzinfo=timezone.utc)
+        this = datetime(now.year, month, day, tzinfo=timezone.utc)  # no year: the latest one up to now
+        return this if this <= now + timedelta(days=1) else datetime(now.year - 1, month, day, tzinfo=timezone.utc)
+    except ValueError:  # "31 February"
+        return None
+
+
+def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=timezone.utc)
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+    return start - MONTH_SLACK, end + MONTH_SLACK

@@ -126,16 +126,18 @@ class RecallReads:
             (*scope.as_params(), limit))]
 
     def neighbour_memories(self, scope: Scope, memory_ids: list[int], window: int) -> list[tuple[int, int, int]]:
-        """(seed memory, neighbour memory, distance) for episodes within `window` chunks in the same document."""
+        """(seed memory, neighbour episode, offset) for turns within `window` chunks in the same document;
+        the offset is signed: +1 is the turn right after the seed."""
         out: list[tuple[int, int, int]] = []
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             out += [tuple(r) for r in self.conn.execute(
-                "SELECT s.memory_id, s2.memory_id, abs(c2.ordinal - c.ordinal) FROM memory_sources s"
+                "SELECT s.memory_id, s2.memory_id, c2.ordinal - c.ordinal FROM memory_sources s"
                 " JOIN chunks c ON c.id = s.chunk_id"
                 " JOIN chunks c2 ON c2.document_id = c.document_id AND c2.ordinal BETWEEN c.ordinal - ? AND c.ordinal + ?"
                 "  AND c2.id != c.id"
                 " JOIN memory_sources s2 ON s2.chunk_id = c2.id"
+                " JOIN memories m2 ON m2.id = s2.memory_id AND m2.kind = 'episode'"
                 f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?",
                 (window, window, *part, *scope.as_params()))]
         return out

@@ -1,0 +1,126 @@
+"""Conversation context in recall: times named in the question, answers after questions, sessions."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from engine.embed.hashing import HashingEmbedder
+from engine.ingest.model import ParsedChunk, ParsedDocument
+from engine.memory import MemoryEngine
+from engine.retrieve import timeframe
+from engine.scope import Scope
+
+SCOPE = Scope.default("ana", "bot")
+NOW = datetime(2024, 1, 20, 12, 0, tzinfo=timezone.utc)
+
+
+def day(y, m, d):
+    return datetime(y, m, d, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("query, start, end", [
+    ("What did Nate cook on 9 November, 2022?", day(2022, 11, 8), day(2022, 11, 11)),
+    ("What was the issue, as mentioned on November 6, 2023?", day(2023, 11, 5), day(2023, 11, 8)),
+    ("Which book did Tim finish on 8th December, 2023?", day(2023, 12, 7), day(2023, 12, 10)),
+    ("Where was the picture from December 1,2023 taken?", day(2023, 11, 30), day(2023, 12, 3)),
+    ("What happened on 3 Jan?", day(2024, 1, 2), day(2024, 1, 5)),  # no year: the latest one up to now
+    ("What happened on 3 March?", day(2023, 3, 2), day(2023, 3, 5)),  # March 2024 is still ahead
+    ("Where was John between August 11 and August 15 2023?", day(2023, 8, 10), day(2023, 8, 17)),
+    ("What did he try in November 2022?", day(2022, 10, 29), day(2022, 12, 4)),
+    ("What deal did John get in December?", day(2023, 11, 28), day(2024, 1, 4)),
+    ("What did John organise in 2023?", day(2023, 1, 1), day(2024, 1, 1)),
+    ("What is on 31 February, 2023?", day(2023, 1, 29), day(2023, 3, 4)),  # no such day: the month it names
+    # "last week, as mentioned on 6 November": the remark, so the memory, is from the date
+    ("What went wrong last week, as mentioned on 6 November, 2023?", day(2023, 11, 5), day(2023, 11, 8)),
+])
+def test_absolute_times_become_windows(query, start, end):
+    assert timeframe.window(query, NOW) == (start, end)
+
+
+@pytest.mark.parametrize("query", [
+    "may I ask what you cooked?",  # "may" is a verb unless capitalised
+    "Where does Ana live?",
+])
+def test_no_time_no_window(query):
+    assert timeframe.window(query, NOW) is None
+
+
+def test_relative_times_still_work_and_need_a_reference():
+    start, end = timeframe.window("What did I buy two weeks ago?", NOW)
+    assert start < day(2024, 1, 6) < end and end < NOW
+    assert timeframe.window("What did I buy yesterday?", NOW)[0] == day(2024, 1, 18) + (NOW - day(2024, 1, 20))
+    assert timeframe.window("What did I buy two weeks ago?", None) is None
+
+
+def session(engine, n: int, when: str, turns: list[tuple[str, str]]) -> None:
+    text, chunks, pos = "", [], 0
+    for i, (who, said) in enumerate(turns, start=1):
+        line = f"{who}: {said}"
+        chunks.append(ParsedChunk(pos, pos + len(line), "message", speaker=who, role="user", source_time=when,
+                                  message_id=f"D{n}:{i}"))
+        text += line + "\n"
+        pos += len(line) + 1
+    doc = ParsedDocument(text=text, source_type="chat", trust="user", uri=f"chat:{n}", external_id=f"s{n}",
+                         source_time=when, chunks=chunks)
+    engine.ingest_documents([doc], scope=SCOPE, extract="none")
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(256), llm=False)
+    session(eng, 1, "2023-05-09T10:00:00Z", [
+        ("Joanna", "Your turtles look adorable in that tank!"),
+        ("Joanna", "How long have you had them?"),
+        ("Nate", "Three years now, they bring me tons of joy."),
+        ("Joanna", "Lovely. I am off to the gym."),
+    ])
+    session(eng, 2, "2023-08-21T10:00:00Z", [
+        ("Nate", "I cooked a coconut curry for my turtles' birthday party."),
+        ("Joanna", "A curry party sounds great."),
+    ])
+    session(eng, 3, "2023-06-02T10:00:00Z", [
+        ("Nate", "I cooked a coconut curry again tonight."),
+        ("Joanna", "Curry twice in a month, nice."),
+    ])
+    yield eng
+    eng.close()
+
+
+def by_message(engine, res) -> dict[str, dict]:
+    msgs = engine.store.message_ids(SCOPE, res.ranked_ids)
+    return {msgs[mid][0]: res.trace.candidates[mid] for mid in res.ranked_ids}
+
+
+def test_the_turn_after_a_question_is_found_as_its_answer(engine):
+    query = "How long has Nate had his turtles?"
+    res = engine.recall(query, scope=SCOPE, k=5, origin="bench")
+    found = by_message(engine, res)
+    answer = found["D1:3"]  # shares no word with the query but "Nate"
+    via = res.trace.candidates[answer.channels["neighbour"]["via"]]
+    assert via.meta["text"].endswith("How long have you had them?")
+    assert set(answer.components) >= {"session", "speaker"}
+    # the answer is worth what its question is worth, not half of it as an ordinary next turn
+    plain = engine.recall(query, scope=SCOPE, k=5, origin="bench", answer_factor=0.0)
+    halved = next(c for c in plain.trace.candidates.values() if c.meta.get("text", "").startswith("Nate: Three"))
+    assert halved.channels["neighbour"]["via"] == via.memory_id
+    assert answer.channels["neighbour"]["score"] == pytest.approx(2 * halved.channels["neighbour"]["score"], rel=1e-4)
+
+
+def test_a_date_in_the_question_ranks_that_session_first(engine):
+    res = engine.recall("What did Nate cook on 2 June, 2023?", scope=SCOPE, k=3, origin="bench")
+    ranked = list(by_message(engine, res))
+    assert ranked[0] == "D3:1"
+    first = res.trace.candidates[res.ranked_ids[0]]
+    assert first.components["timeframe"] > 0
+    assert res.trace.params["timeframe"][0].startswith("2023-06-01")
+    # without the date the August party (more words in common) comes first
+    res = engine.recall("What did Nate cook for the turtles' birthday party?", scope=SCOPE, k=3, origin="bench")
+    assert list(by_message(engine, res))[0] == "D2:1"
+
+
+def test_turns_of_the_best_matching_session_gain_its_context(engine):
+    res = engine.recall("turtles tank adorable", scope=SCOPE, k=10, origin="bench")
+    found = by_message(engine, res)
+    assert found["D1:4"].components["session"] > found["D3:2"].components.get("session", 0.0)
