@@ -506,6 +506,12 @@ class MainWindow(QMainWindow):
         scope = self._remembered_scope(path, scopes) or (scopes[0] if scopes else Scope.default())
         self._fill_scopes(scopes, scope)
         self._set_context(AppContext(engine=engine, scope=scope, bus=self.bus, runner=self.runner))
+        warm = getattr(engine.embedder, "warm", None)
+        if callable(warm):
+            # Load the model now, in the background: creating its session holds the GIL for ~30 ms,
+            # which would otherwise land at the start of the first ingestion or query. A failure
+            # is reported by the first pane that embeds, with what to do.
+            self.runner.run(lambda _p, _s: warm(), on_error=lambda _exc: None)
         if not scopes:
             self.show_notice(f"{path.name} holds no memories yet. Ingest something: memlens ingest PATH --db {path}",
                              "info", [("Open another…", self.open_dialog)])

@@ -4,10 +4,16 @@
 should_stop)` on a QThreadPool worker and delivers the result or the error to the GUI thread
 by signal. No widget is touched off the GUI thread. Tests swap in `InlineRunner`, which runs
 the same call synchronously, so they need no waiting.
+
+Worker threads run at a lower CPU priority (Linux: nice +10, inherited by the threads they
+start, such as the embedder's): on a two-core machine an ingestion keeps both cores busy,
+and the GUI thread must still get the CPU within a frame when its timer fires.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -22,6 +28,23 @@ class _Signals(QObject):
     sigDone = Signal(object)
     sigError = Signal(object)
     sigProgress = Signal(float, str)
+
+
+BACKGROUND_NICE = 10
+
+
+def lower_thread_priority() -> None:
+    """Make the calling thread a background thread for the OS scheduler (Linux; a no-op elsewhere)."""
+    if sys.platform.startswith("linux") and not getattr(_local, "lowered", False):
+        try:
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE))
+        except OSError:
+            pass  # a sandbox may refuse; the work runs all the same
+        _local.lowered = True
+
+
+_local = threading.local()
 
 
 class Task(QRunnable):
@@ -40,6 +63,10 @@ class Task(QRunnable):
         return self._stop.is_set()
 
     def run(self) -> None:  # worker thread
+        lower_thread_priority()
+        self.execute()
+
+    def execute(self) -> None:
         try:
             result = self.work(lambda f, m: self.signals.sigProgress.emit(float(f), str(m)), self._stop.is_set)
         except BaseException as exc:  # noqa: BLE001 - delivered to the GUI thread, shown in the pane
@@ -72,6 +99,11 @@ class TaskRunner(QObject):
         self.pool.start(task)
         return task
 
+    @property
+    def busy(self) -> bool:
+        """Is any task still running?"""
+        return bool(self._live)
+
     def wait(self, msecs: int = 30000) -> bool:
         return self.pool.waitForDone(msecs)
 
@@ -92,5 +124,5 @@ class InlineRunner(TaskRunner):
             task.signals.sigError.connect(on_error)
         if on_progress is not None:
             task.signals.sigProgress.connect(on_progress)
-        task.run()
+        task.execute()  # on this thread, at its own priority
         return task

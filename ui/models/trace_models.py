@@ -65,6 +65,15 @@ class RowTableModel(QAbstractTableModel):
         self.rows = list(rows)
         self.endResetModel()
 
+    def append_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Add rows at the end without a reset: the view keeps its scroll position, selection and widths."""
+        if not rows:
+            return
+        n = len(self.rows)
+        self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
+        self.rows.extend(rows)
+        self.endInsertRows()
+
     def row(self, i: int) -> dict[str, Any] | None:
         return self.rows[i] if 0 <= i < len(self.rows) else None
 

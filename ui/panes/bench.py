@@ -224,6 +224,7 @@ class BenchPane(PaneBase):
         qbar.addWidget(self.items_note, 1)
         qv.addLayout(qbar)
         self.items_model = BenchItemsModel(self)
+        self._items_view: tuple | None = None  # (run id, metric, misses only) the table shows
         self.items_view = row_table(qpage, self.items_model)
         qv.addWidget(self.items_view, 1)
         self.compare_model = BenchCompareModel(self)
@@ -324,6 +325,7 @@ class BenchPane(PaneBase):
         if run is None:
             self._clear_plots()
             self.items_model.set_rows([])
+            self._items_view = None
             self.compare_model.set_rows([])
             self.sigRunShown.emit(None)
             return
@@ -472,13 +474,22 @@ class BenchPane(PaneBase):
         if self.items_model.metric_key != key:
             self.items_model.set_metric(key)
         rows = [it for it in self.items if not self.misses_only.isChecked() or item_missed(it, key)]
-        self.items_model.set_rows(rows)
+        shown = self.items_model.rows
+        view = ((self.run or {}).get("id"), key, self.misses_only.isChecked())
+        if view == self._items_view and len(rows) >= len(shown) and \
+                [r.get("question_id") for r in rows[:len(shown)]] == [r.get("question_id") for r in shown]:
+            # the same run again (a running benchmark refreshes every few seconds): add the new
+            # questions only; a reset and re-measured columns cost the GUI thread ~70 ms per refresh
+            self.items_model.append_rows(rows[len(shown):])
+        else:
+            self.items_model.set_rows(rows)
+            self.items_view.horizontalHeader().setResizeContentsPrecision(SIZE_ROWS)
+            self.items_view.resizeColumnsToContents()
+            self.items_view.setColumnWidth(2, min(380, self.items_view.columnWidth(2)))
+        self._items_view = view
         misses = sum(1 for it in self.items if item_missed(it, key))
         self.items_note.setText(f"{len(rows)} shown · {misses} of {len(self.items)} below 1 on {key} — "
                                 "click a question to open its trace with the gold memories starred")
-        self.items_view.horizontalHeader().setResizeContentsPrecision(SIZE_ROWS)
-        self.items_view.resizeColumnsToContents()
-        self.items_view.setColumnWidth(2, min(380, self.items_view.columnWidth(2)))
 
     def _item_clicked(self, index) -> None:
         row = self.items_model.row(index.row())
