@@ -314,10 +314,15 @@ class Recall:
         fused = self._fuse(alive, exclude=())
         session: dict[Any, float] = {}
         if r.session_weight > 0:
+            # A document's context is its best direct match, worth less the more of the candidates
+            # it holds: in one long conversation everything shares it, and it tells nothing.
+            held: dict[Any, int] = {}
             for c in alive:
                 doc = c.meta.get("document_id")
-                if doc is not None and c.meta.get("kind") == "episode":
+                if doc is not None:
                     session[doc] = max(session.get(doc, 0.0), base.get(c.memory_id, 0.0))
+                    held[doc] = held.get(doc, 0) + 1
+            session = {doc: best * (1.0 - held[doc] / len(alive)) for doc, best in session.items()}
         named = self._named_people(trace)
         frame = timeframe.window(trace.query, ref)
         if frame is not None:
@@ -335,7 +340,7 @@ class Recall:
                     comp["recency"] = r.recency_weight * 0.5 ** (age / r.recency_half_life_days)
                 except ValueError:
                     pass
-            if session and m.get("kind") == "episode":
+            if session:  # a fact shares the context of the document its evidence is in
                 comp["session"] = r.session_weight * session.get(m.get("document_id"), 0.0)
             comp["usage"] = r.usage_weight * min(1.0, math.log1p(m["access_count"]) / math.log(10))
             comp["trust"] = -r.trust_penalty.get(m["trust"], 0.0)

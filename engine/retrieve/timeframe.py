@@ -22,8 +22,9 @@ _AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten
 _LAST = re.compile(r"\b(last|past|previous)\s+(week|month|year|weekend)\b", re.IGNORECASE)
 _DAYWORD = re.compile(r"\b(yesterday|today|this morning|tonight|last night)\b", re.IGNORECASE)
 
-_MONTHS = {m: i for i, m in enumerate(("January", "February", "March", "April", "May", "June", "July", "August",
-                                       "September", "October", "November", "December"), start=1)}
+_FULL_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+                "November", "December")
+_MONTHS = {m: i for i, m in enumerate(_FULL_MONTHS, start=1)}
 _MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"Sept": 9}
 # Month names are matched capitalised only: "may" is a verb, "May" a month.
 _MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
@@ -32,7 +33,10 @@ _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DMY = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b(?:,?\s*{_YEAR}\b)?")
 _MDY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b(?:,\s*|\s+)?(?:{_YEAR}\b)?")
 _MY = re.compile(rf"\b{_MONTH}(?:\s+of)?,?\s+{_YEAR}\b")
-_M_ONLY = re.compile(rf"\b(?:in|during|since|of|this|last)\s+{_MONTH}\b")
+# A month with no day or year: full names only and after a time preposition, since "Jan",
+# "May" and "June" are also people ("the sister of May").
+_FULL_MONTH = r"(" + "|".join(_FULL_MONTHS) + r")"
+_M_ONLY = re.compile(rf"\b(?:in|during|since|this|last)\s+{_FULL_MONTH}\b")
 _Y_ONLY = re.compile(rf"\b(?:in|during|of|since|throughout)\s+{_YEAR}\b")
 DAY_SLACK = timedelta(days=1)
 MONTH_SLACK = timedelta(days=3)

@@ -41,6 +41,8 @@ def test_absolute_times_become_windows(query, start, end):
 
 @pytest.mark.parametrize("query", [
     "may I ask what you cooked?",  # "may" is a verb unless capitalised
+    "What did the sister of May cook?",  # and "May" a person unless a time word, day or year comes with it
+    "What did Jan say in Jan?",
     "Where does Ana live?",
 ])
 def test_no_time_no_window(query):
@@ -124,3 +126,31 @@ def test_turns_of_the_best_matching_session_gain_its_context(engine):
     res = engine.recall("turtles tank adorable", scope=SCOPE, k=10, origin="bench")
     found = by_message(engine, res)
     assert found["D1:4"].components["session"] > found["D3:2"].components.get("session", 0.0)
+
+
+def test_one_long_conversation_gives_no_session_context(tmp_path):
+    with MemoryEngine(tmp_path / "one.db", embedder=HashingEmbedder(256), llm=False) as eng:
+        session(eng, 1, "2023-05-09T10:00:00Z", [
+            ("Joanna", "Your turtles look adorable in that tank!"),
+            ("Nate", "Thanks, I feed them twice a day."),
+            ("Joanna", "I am off to the gym."),
+        ])
+        res = eng.recall("turtles tank adorable", scope=SCOPE, k=3, origin="bench")
+        assert res.ranked_ids
+        assert all(res.trace.candidates[m].components.get("session", 0.0) == 0.0 for m in res.ranked_ids)
+
+
+def test_neighbours_are_turns_never_facts(engine):
+    from engine.consolidate import consolidate
+    from engine.extract.model import Candidate, SourceChunk
+
+    doc = next(d for d in engine.store.documents(SCOPE) if d.external_id == "s1")
+    chunk = next(c for c in engine.store.chunks_of(SCOPE, doc.id) if c.text.startswith("Nate: Three"))
+    view = SourceChunk(chunk.id, doc.id, chunk.text, chunk.start, chunk.end, "Nate", "user", "user",
+                       "2023-05-09T10:00:00Z")
+    consolidate(engine.store, SCOPE, HashingEmbedder(256), [(view, Candidate(
+        text="Nate has had turtles for three years.", subject="Nate", predicate="has_pet", object="turtles",
+        evidence="Three years now", relation="new", confidence=0.8, category="preference"))])
+    res = engine.recall("adorable tank", scope=SCOPE, k=10, origin="bench")
+    kinds = {c.meta.get("kind") for c in res.trace.candidates.values() if "neighbour" in c.channels}
+    assert kinds == {"episode"}
