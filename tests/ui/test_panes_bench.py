@@ -134,6 +134,24 @@ def test_question_table_marks_misses_and_filters(panes):
     assert ids == ["q3"]
 
 
+def test_a_running_run_refreshes_by_appending_questions(panes, seeded, qtbot):
+    b, _ = panes
+    run = dict(b.run)
+    items = list(b.items)
+    b._show_run(run, items[:1])
+    assert b.items_model.rowCount() == 1
+    b.items_view.selectRow(0)
+    resets, inserted = [], []
+    b.items_model.modelReset.connect(lambda: resets.append(1))
+    b.items_model.rowsInserted.connect(lambda _parent, first, last: inserted.append((first, last)))
+    b._show_run(run, items)  # the same run, two more questions done: no reset, the selection stays
+    assert resets == [] and inserted == [(1, len(items) - 1)]
+    assert [b.items_model.row(i)["question_id"] for i in range(3)] == [it["question_id"] for it in items]
+    assert b.items_view.selectionModel().selectedRows()[0].row() == 0
+    b._show_run(dict(run, id=seeded.runs[0]), items[:2])  # another run: rebuilt
+    assert resets == [1] and b.items_model.rowCount() == 2
+
+
 def test_compare_two_runs(panes, seeded):
     b, _ = panes
     older, newer = seeded.runs
