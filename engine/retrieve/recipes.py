@@ -19,7 +19,9 @@ class Recipe:
     neighbour_window: int = 3  # episodes this many turns either side of a strong hit join as context
     neighbour_seeds: int = 10
     answer_factor: float = 1.0  # the turn right after a seed that asks something is its answer: this share of it
-    session_weight: float = 0.3  # a turn gains this times its document's best direct score (session context)
+    # session context: a memory gains this times its document's best direct score, scaled by the
+    # share of the candidates the document does not hold (one long conversation tells nothing)
+    session_weight: float = 0.3
     # fusion: "weighted" (convex sum of per-channel min-max normalised scores) or "rrf"
     fusion: str = "weighted"
     weights: dict[str, float] = field(default_factory=lambda: {
