@@ -346,6 +346,7 @@ class Recall:
             comp["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
             comp["fact"] = r.fact_bonus if m.get("fact_id") is not None else 0.0
             comp["review"] = -r.review_penalty if m.get("status") == "needs_review" else 0.0
+            comp["outdated"] = -r.outdated_penalty if m.get("outdated") and trace.intent != "historical" else 0.0
             comp["pinned"] = 0.05 if m["pinned"] else 0.0
             comp["speaker"] = r.speaker_weight if self._about_named(m, named) else 0.0
             comp["timeframe"] = 0.0

@@ -40,6 +40,7 @@ class Recipe:
     per_document_cap: int = 0  # >0: at most this many results from one document before the others
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
     review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones
+    outdated_penalty: float = 0.1  # a turn whose facts were all replaced ranks below current ones (current intent)
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
     trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
     # the LLM stages run only when cheap retrieval is weak

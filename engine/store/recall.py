@@ -21,6 +21,12 @@ def _chunks(ids: list[int]):
         yield ids[i:i + _IN_CHUNK]
 
 
+_SUPPORTS = ("EXISTS (SELECT 1 FROM memory_sources s1 JOIN memory_sources s2 ON s2.chunk_id = s1.chunk_id"
+             " JOIN facts f2 ON f2.memory_id = s2.memory_id WHERE s1.memory_id = m.id AND f2.status IN ({}))")
+_SUPPORTS_REPLACED = _SUPPORTS.format("'superseded'")
+_SUPPORTS_CURRENT = _SUPPORTS.format("'active', 'needs_review'")
+
+
 class RecallReads:
     conn: Any
     db: Any
@@ -158,7 +164,9 @@ class RecallReads:
                     " (SELECT c.speaker FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
                     "   WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1) AS speaker,"
                     " (SELECT s.document_id FROM memory_sources s WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)"
-                    "   AS document_id"
+                    "   AS document_id,"
+                    # an episode whose turn supported a fact since replaced, and supports no current one
+                    f" (m.kind = 'episode' AND {_SUPPORTS_REPLACED} AND NOT {_SUPPORTS_CURRENT}) AS outdated"
                     f" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id WHERE m.id IN ({marks}) AND {_M}",
                     (*part, *scope.as_params())):
                 out[row["id"]] = row

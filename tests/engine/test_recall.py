@@ -79,6 +79,20 @@ def test_historical_question_sees_the_old_value_but_never_above_the_current(engi
     assert "Berlin" in objs and objs.index("Munich") < objs.index("Berlin")
 
 
+def test_a_turn_whose_facts_were_all_replaced_ranks_below_current_ones(engine):
+    def turn(res, start):
+        return next(c for c in res.trace.candidates.values()
+                    if c.meta.get("kind") == "episode" and c.meta["text"].startswith(start))
+
+    res = engine.recall("where does Ana live", scope=ANA, now="2024-06-01T00:00:00Z")
+    old, new = turn(res, "Ana: I live in Berlin"), turn(res, "Ana: I moved to Munich")
+    assert old.components["outdated"] == -0.1 and new.components["outdated"] == 0.0
+    assert turn(res, "Ana: Planning a trip").components["outdated"] == 0.0  # its fact is current
+    # asked about the past, the old turn is evidence like any other
+    res = engine.recall("where did Ana live before Munich", scope=ANA, now="2024-06-01T00:00:00Z")
+    assert turn(res, "Ana: I live in Berlin").components["outdated"] == 0.0
+
+
 def test_as_of_answers_in_world_and_belief_time(engine):
     res = engine.recall("where does Ana live", scope=ANA, as_of="2024-02-01T00:00:00Z")
     objs = [r["fact"]["object"] for r in fact_results(res)]

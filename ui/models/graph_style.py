@@ -19,7 +19,7 @@ ENTITY_COLOR = ("#0f766e", "#2dd4bf")
 EPISODE_COLOR = ("#a8a29e", "#78716c")
 SEED_OUTLINE = "#dc2626"
 SERIES = ("#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777", "#4b5563",
-          "#65a30d", "#7c3aed", "#0d9488", "#be185d", "#0369a1")
+          "#65a30d", "#7c3aed", "#0d9488", "#be185d", "#0369a1", "#a16207")
 FALLBACK_STATUS = {"active": "#15803d", "needs_review": "#b45309", "superseded": "#6b7280", "expired": "#6b7280",
                    "retracted": "#b91c1c", "forgotten": "#9ca3af"}
 

@@ -22,9 +22,9 @@ MEMORY_ID_ROLE = Qt.ItemDataRole.UserRole + 2
 ROW_ROLE = Qt.ItemDataRole.UserRole + 3
 STAGE_ROLE = Qt.ItemDataRole.UserRole + 4
 CHANNEL_ORDER = ("vector", "fts", "entity", "relation", "neighbour", "baseline")
-# the fourteen additive parts first (one series colour each), then the multiplier and the flag
+# the fifteen additive parts first (one series colour each), then the multiplier and the flag
 COMPONENT_ORDER = ("fusion", "confidence", "importance", "recency", "usage", "trust", "fact", "speaker", "timeframe",
-                   "session", "review", "pinned", "version_cap", "rerank", "derived_factor", "truncated")
+                   "session", "review", "outdated", "pinned", "version_cap", "rerank", "derived_factor", "truncated")
 
 Index = QModelIndex | QPersistentModelIndex
 
