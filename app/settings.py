@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,10 @@ def keychain_set(name: str, secret: str | None) -> bool:
     return True
 
 
+_SHARED_LOCAL = None  # the bundled embedder, shared by every database the app opens
+_SHARED_LOCK = threading.Lock()
+
+
 class SettingsStore:
     """Typed settings over QSettings with environment override; secrets via env or keychain only."""
 
@@ -242,6 +247,15 @@ class SettingsStore:
         return bool(self.get("llm_api_key"))
 
     def make_embedder(self):
+        """The embedder the settings name. The bundled model is one instance for the whole app:
+        opening another database does not load it again (its load holds the GIL ~30 ms)."""
         from engine.embed import make_embedder
 
-        return make_embedder(environ=self.effective_environ())
+        env = self.effective_environ()
+        if (env.get("MEMLENS_EMBEDDER") or "local").strip().lower() != "local":
+            return make_embedder(environ=env)
+        global _SHARED_LOCAL
+        with _SHARED_LOCK:
+            if _SHARED_LOCAL is None:
+                _SHARED_LOCAL = make_embedder("local")
+            return _SHARED_LOCAL

@@ -143,3 +143,11 @@ def test_bad_values_are_refused_inline(qtbot, qsettings):
         store.set("recipe", "nonsense")
     with pytest.raises(ValueError):
         store.set("token_budget", "lots")
+
+
+def test_the_bundled_embedder_is_one_instance_for_every_database(qsettings):
+    local = SettingsStore(qsettings, environ={})  # no choice: the bundled model
+    first, second = local.make_embedder(), SettingsStore(qsettings, environ={"MEMLENS_EMBEDDER": "local"}).make_embedder()
+    assert first is second and first.model == "all-MiniLM-L6-v2-int8"
+    hashing = SettingsStore(qsettings, environ={"MEMLENS_EMBEDDER": "hashing"})
+    assert hashing.make_embedder() is not hashing.make_embedder()  # cheap ones are made per database
