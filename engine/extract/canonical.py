@@ -277,7 +277,11 @@ def object_key(obj: str) -> str:
     """An object as a key: casefolded, NFKC, no leading article, no punctuation, whitespace
     collapsed, then the explicit alias table ("The NYC." -> "new york city")."""
     text = normalize(obj)
-    text = _OBJECT_DROP.sub(" ", text)
+    while True:  # until stable: dropping "_" in "0/_" leaves a "/" that now ends a word
+        dropped = _OBJECT_DROP.sub(" ", text)
+        if dropped == text:
+            break
+        text = dropped
     text = " ".join(text.split())
     while True:
         stripped = _ARTICLES.sub("", text)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from engine.extract.canonical import (
@@ -133,6 +133,7 @@ def test_object_key(obj, key):
 
 
 @given(st.text(max_size=40))
+@example("0/_")  # dropping the "_" once left a trailing "/" for the next call to drop
 def test_keys_are_idempotent_and_total(text):
     once = object_key(text)
     assert object_key(once) == once
