@@ -1,6 +1,6 @@
 """Event-loop latency probe: how long does the GUI thread stall while the engine works?
 
-    python -m app.latency_probe [--memories FILE] [--bench FILE]
+    python -m app.latency_probe [--ingest PATH] [--bench FILE] [--dataset locomo|longmemeval|convomem]
 
 Opens the inspector offscreen on a fresh DB (the open itself is a phase: it starts loading the
 embedding model in the background), then, through ui/tasks (as the panes do), runs an ingestion
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     window.resize(1280, 800)
     window.show()
     gaps: list[float] = []
+    ends: list[float] = []  # when each gap ended (s), to say where in a phase the worst ones fell
     clock = QElapsedTimer()
     clock.start()
     last = [clock.nsecsElapsed()]
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     def tick() -> None:
         now = clock.nsecsElapsed()
         gaps.append((now - last[0]) / 1e6)
+        ends.append(now / 1e9)
         last[0] = now
 
     timer = QTimer()
@@ -57,8 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     timer.timeout.connect(tick)
     timer.start()
 
+    def worst(n: int = 5) -> list[list[float]]:
+        """The n longest stalls as [seconds into the phase, ms]."""
+        if len(gaps) < 2:
+            return []
+        order = sorted(range(1, len(gaps)), key=lambda i: -gaps[i])[:n]
+        return [[round(ends[i] - ends[0], 2), round(gaps[i], 1)] for i in order]
+
     def phase(name: str, work) -> dict:
         gaps.clear()
+        ends.clear()
         loop = QEventLoop()
         out: dict = {}
 
@@ -76,11 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         arr = np.asarray(gaps[1:] or [0.0])
         return {"phase": name, "seconds": round(time.perf_counter() - t0, 2), "ticks": len(arr),
                 "max_stall_ms": round(float(arr.max()), 1), "p99_ms": round(float(np.percentile(arr, 99)), 1),
-                "error": out.get("error")}
+                "worst": worst(), "error": out.get("error")}
 
     def opened() -> dict:
         """Open the DB as a user would, then wait until the background model load has finished."""
         gaps.clear()
+        ends.clear()
         t0 = time.perf_counter()
         window.open_database(tmp / "probe.db")
         loop = QEventLoop()
@@ -93,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         arr = np.asarray(gaps[1:] or [0.0])
         return {"phase": "open (warms the embedder in the background)", "seconds": round(time.perf_counter() - t0, 2),
                 "ticks": len(arr), "max_stall_ms": round(float(arr.max()), 1),
-                "p99_ms": round(float(np.percentile(arr, 99)), 1), "error": None}
+                "p99_ms": round(float(np.percentile(arr, 99)), 1), "worst": worst(), "error": None}
 
     opening = opened()
     engine = window.engine
@@ -112,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     timer.stop()
     window.close()
     app.processEvents()
+    shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps({"results": results, "embedder": engine.embedder.model if engine else None}, indent=2))
     return 0
 
