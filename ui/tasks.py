@@ -83,17 +83,23 @@ class TaskRunner(QObject):
         self.pool.setMaxThreadCount(max_threads)
         self._live: set[Task] = set()
 
-    def run(self, work: Work, on_done: Callable[[Any], None] | None = None,
-            on_error: Callable[[BaseException], None] | None = None,
-            on_progress: Callable[[float, str], None] | None = None) -> Task:
+    @staticmethod
+    def _task(work: Work, on_done: Callable[[Any], None] | None, on_error: Callable[[BaseException], None] | None,
+              on_progress: Callable[[float, str], None] | None) -> Task:
         task = Task(work)
-        self._live.add(task)
         if on_done is not None:
             task.signals.sigDone.connect(on_done)
         if on_error is not None:
             task.signals.sigError.connect(on_error)
         if on_progress is not None:
             task.signals.sigProgress.connect(on_progress)
+        return task
+
+    def run(self, work: Work, on_done: Callable[[Any], None] | None = None,
+            on_error: Callable[[BaseException], None] | None = None,
+            on_progress: Callable[[float, str], None] | None = None) -> Task:
+        task = self._task(work, on_done, on_error, on_progress)
+        self._live.add(task)
         task.signals.sigDone.connect(lambda _=None, t=task: self._live.discard(t))
         task.signals.sigError.connect(lambda _=None, t=task: self._live.discard(t))
         self.pool.start(task)
@@ -117,12 +123,6 @@ class InlineRunner(TaskRunner):
     """Runs work synchronously on the calling thread (tests)."""
 
     def run(self, work, on_done=None, on_error=None, on_progress=None):
-        task = Task(work)
-        if on_done is not None:
-            task.signals.sigDone.connect(on_done)
-        if on_error is not None:
-            task.signals.sigError.connect(on_error)
-        if on_progress is not None:
-            task.signals.sigProgress.connect(on_progress)
+        task = self._task(work, on_done, on_error, on_progress)
         task.execute()  # on this thread, at its own priority
         return task
