@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 
 import ui.panes.bench as bench_pane
 from engine.store import bench as bench_sql
-from tests.ui.memdb_scenarios import ANA, build, open_engine
+from tests.ui.memdb_scenarios import ANA, open_engine
 from ui.context import AppContext
 from ui.models.bench_models import BenchCompareModel, curves, delta_rows, item_missed, parse_key
 from ui.panes.bench import BenchPane
@@ -35,11 +35,6 @@ def store_run(engine, *, recipe: str, metrics: dict, by_category: dict, items: l
                          by_category=by_category, latency_ms={"p50": 10.0, "p95": 20.0, "p99": 30.0},
                          context_tokens={"mean": 100.0, "p95": 150.0}, finished_at="2024-02-01T00:01:00Z")
     return run_id
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("bench") / "seed.db")
 
 
 @pytest.fixture

@@ -7,22 +7,11 @@ import time
 import numpy as np
 import pytest
 
-from tests.ui.memdb_scenarios import ANA, BOB, build, engine_copy, mounted
+from tests.ui.memdb_scenarios import ANA, BOB, mounted
 from ui.context import AppContext
 from ui.models.graph_data import EDGE_KINDS, NODE_KINDS, STATUSES, build_graph, lay_out
 from ui.panes.fact_graph import FactGraphPane
 from ui.tasks import InlineRunner, TaskRunner
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("graph") / "seed.db")
-
-
-@pytest.fixture
-def engine(template, tmp_path):
-    with engine_copy(template, tmp_path) as eng:
-        yield eng
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.timeutil import normalise_iso
-from tests.ui.memdb_scenarios import ANA, build, engine_copy, mounted, open_engine
+from tests.ui.memdb_scenarios import ANA, build, mounted, open_engine
 from ui.context import AppContext
 from ui.models.timeline_data import iso, ts
 from ui.panes.timeline import SLIDER_STEPS, TimelinePane
@@ -17,12 +17,6 @@ from ui.tasks import InlineRunner
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
     return build(tmp_path_factory.mktemp("timeline") / "seed.db", recalls=())
-
-
-@pytest.fixture
-def engine(template, tmp_path):
-    with engine_copy(template, tmp_path) as eng:
-        yield eng
 
 
 @pytest.fixture

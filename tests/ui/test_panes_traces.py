@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.ui.memdb_scenarios import ANA, BOB, build, engine_copy, mounted, open_engine
+from tests.ui.memdb_scenarios import ANA, BOB, build, mounted, open_engine
 from ui.context import AppContext
 from ui.models.trace_models import (
     MEMORY_ID_ROLE,
@@ -18,17 +18,6 @@ from ui.models.trace_models import (
 )
 from ui.panes.traces import TracesPane, parse_extra
 from ui.tasks import InlineRunner, TaskRunner
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("traces") / "seed.db")
-
-
-@pytest.fixture
-def engine(template, tmp_path):
-    with engine_copy(template, tmp_path) as eng:
-        yield eng
 
 
 @pytest.fixture
