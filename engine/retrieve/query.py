@@ -35,6 +35,11 @@ def content_terms(text: str) -> list[str]:
         base = tok.split("'")[0]
         if base and base not in STOP_WORDS and base not in terms and len(base) >= 2:
             terms.append(base)
+        # A hyphenated compound is an FTS5 phrase ("art-related" matches only "art related"); its
+        # parts also go in, so "an art-related event" still reaches "the Museum of Art".
+        for part in base.split("-") if "-" in base else ():
+            if len(part) >= 2 and part not in STOP_WORDS and part not in terms:
+                terms.append(part)
     return terms
 
 

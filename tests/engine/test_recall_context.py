@@ -154,3 +154,16 @@ def test_neighbours_are_turns_never_facts(engine):
     res = engine.recall("adorable tank", scope=SCOPE, k=10, origin="bench")
     kinds = {c.meta.get("kind") for c in res.trace.candidates.values() if "neighbour" in c.channels}
     assert kinds == {"episode"}
+
+
+def test_a_hyphenated_word_also_searches_its_parts(engine):
+    from engine.retrieve.query import content_terms, fts_query
+
+    assert content_terms("an art-related event, well-known") == ["art-related", "art", "related", "event",
+                                                               "well-known", "well", "known"]
+    assert fts_query("art-related") == '"art-related" OR "art" OR "related"'
+    session(engine, 4, "2023-09-01T10:00:00Z", [("Nate", "I saw the Ancient Civilizations exhibit at the Museum of Art.")])
+    res = engine.recall("Where was the art-related event held?", scope=SCOPE, k=5, origin="bench",
+                        weights={"fts": 1.0})
+    fts = {by: c for by, c in by_message(engine, res).items() if "fts" in c.channels}
+    assert "D4:1" in fts  # the phrase "art related" alone is in no turn
