@@ -61,3 +61,34 @@ def test_errors_reach_the_gui_thread_with_the_traceback(qtbot):
     runner.shutdown()
     assert isinstance(errors[0], ValueError)
     assert "bad input file" in errors[0].__memlens_traceback__
+
+
+def test_full_collections_wait_while_any_task_runs_and_resume_after(qtbot):
+    import gc
+
+    before = gc.get_threshold()
+    runner = TaskRunner()
+    first_in, release_first = threading.Event(), threading.Event()
+    seen: dict[str, tuple] = {}
+
+    def slow(progress, should_stop):
+        first_in.set()
+        release_first.wait(5)
+        seen["slow"] = gc.get_threshold()
+
+    def failing(progress, should_stop):
+        seen["failing"] = gc.get_threshold()
+        raise ValueError("a task that fails still lets go")
+
+    done, errors = [], []
+    runner.run(slow, done.append)
+    assert first_in.wait(5)
+    runner.run(failing, on_error=errors.append)
+    qtbot.waitUntil(lambda: bool(errors), timeout=5000)
+    assert gc.get_threshold()[2] > before[2]  # the slow task still runs: still deferred
+    release_first.set()
+    qtbot.waitUntil(lambda: bool(done), timeout=5000)
+    runner.shutdown()
+    for thresholds in seen.values():
+        assert thresholds[:2] == before[:2] and thresholds[2] > 1000 * before[2]  # young generations as usual
+    assert gc.get_threshold() == before
