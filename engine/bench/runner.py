@@ -95,6 +95,23 @@ def _embedder(name: str):
     return _EMBEDDERS[name]
 
 
+def _share_embedder(name: str, embedder) -> None:
+    """In-process runs use the calling engine's embedder when it is the model `name` builds, so
+    the inspector does not load the same model a second time (its tokenizer alone holds the GIL
+    for ~30 ms, a GUI stall) and keep two copies in memory."""
+    from ..embed import make_embedder
+
+    if name in _EMBEDDERS or embedder is None:
+        return
+    try:
+        fresh = make_embedder(name)  # cheap: models load on first use
+    except BadInput:
+        return  # reported where the containers build theirs, as before
+    same = (type(fresh) is type(embedder) and fresh.model == embedder.model and fresh.dims == embedder.dims
+            and getattr(fresh, "model_dir", None) == getattr(embedder, "model_dir", None))
+    _EMBEDDERS[name] = embedder if same else fresh
+
+
 def run_container(spec: dict) -> list[dict]:
     """Ingest one container into its own DB and answer its questions. Runs in a worker process."""
     from ..ingest.formats import chat, locomo, longmemeval
@@ -201,6 +218,8 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             kept.append(spec)
         specs = kept
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
+    if workers == 1 and executor in (None, "processes"):
+        _share_embedder(emb_name, getattr(engine, "embedder", None))
     store = engine.store
     qa_config = None
     models: dict[str, str] = {}
@@ -296,7 +315,7 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop)
     if executor not in (None, "processes"):
         raise BadInput(f"unknown executor {executor!r} (processes or dask://HOST:PORT)")
     if workers == 1:
-        for spec in specs:
+        for spec in specs:  # in this process: _embedder() may hand out the calling engine's model
             if should_stop is not None and should_stop():
                 raise Cancelled("benchmark cancelled")
             yield run_container(spec)

@@ -150,3 +150,18 @@ def test_dask_executor_against_a_local_cluster(engine):
     assert two["status"] == "done" and two["metrics"] == one["metrics"]
     run = bench_sql.run(engine.store, two["run_id"])
     assert run["config"]["executor"].startswith("dask://")
+
+
+def test_an_in_process_run_uses_the_engines_own_model_when_it_is_the_same(tmp_path, monkeypatch):
+    from engine.bench import runner
+    from engine.embed.hashing import HashingEmbedder
+
+    for dims, shared in ((HashingEmbedder().dims, True), (64, False)):
+        monkeypatch.setattr(runner, "_EMBEDDERS", {})
+        own = HashingEmbedder(dims)
+        with MemoryEngine(tmp_path / f"main{dims}.db", embedder=own, llm=False) as eng:
+            out = run_benchmark(eng, "locomo", DATA / "bench_locomo_tiny.json", limit=2, embedder="hashing")
+        assert out["status"] == "done"
+        used = runner._EMBEDDERS["hashing"]
+        assert (used is own) is shared  # a different model is never passed off as the one named
+        assert used.dims == HashingEmbedder().dims
