@@ -45,6 +45,35 @@ def settle_gc() -> None:
     gc.freeze()
 
 
+PRELOADED = ("onnxruntime", "tokenizers", "numpy.random")
+
+
+def preload_modules() -> None:
+    """Import, before the window shows, what worker threads would otherwise import while it is
+    up: an import holds the GIL while it runs, and onnxruntime's (the embedder's first load) and
+    numpy.random's (the first graph layout) stalled the GUI thread by 20-40 ms (app.latency_probe)."""
+    import importlib
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # whoever needs it reports it, as without the preload
+
+
+def warm_embedder(window) -> None:
+    """Load the bundled embedding model before the window shows. Parsing its tokenizer holds the
+    GIL for ~30 ms, which in the background of a shown window is a GUI stall (app.latency_probe,
+    "open" phase); the model is one instance per app, so no later open loads it again. A model
+    that fails to load is reported by the first pane that embeds, with what to do."""
+    try:
+        warm = getattr(window.settings_store.make_embedder(), "warm", None)
+        if callable(warm):
+            warm()
+    except Exception:  # noqa: BLE001 - see the docstring: reported where it is used
+        pass
+
+
 def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
     from PySide6.QtWidgets import QApplication
 
@@ -61,7 +90,9 @@ def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing:
 
     app.setDesktopFileName(about.APP_ID)  # Wayland matches the window to its menu entry and icon
     app.setWindowIcon(about.app_icon())
+    preload_modules()
     window = MainWindow()
+    warm_embedder(window)
     window.about_text = lambda: about.about_text() + (  # licence and bundled components (ui cannot import app)
         f"\n\nDatabase: {window.engine.path}" if window.engine is not None else "")
 
