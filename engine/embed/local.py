@@ -171,7 +171,10 @@ class LocalEmbedder:
         if not texts:
             return out
         loaded = self._state()
-        encodings = [loaded.tokenizer.encode(text) for text in texts]
+        # One call for the batch (same encodings as one by one; no padding is set): a loop of
+        # single encodes hands the GIL back and forth hundreds of times, and a thread waiting
+        # for it (the GUI's) misses its turn while the switches keep happening.
+        encodings = loaded.tokenizer.encode_batch(texts)
 
         def run_rows(rows: list[int]) -> None:
             for row in rows:
