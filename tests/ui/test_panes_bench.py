@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 import ui.panes.bench as bench_pane
 from engine.store import bench as bench_sql
@@ -89,6 +90,7 @@ def panes(qtbot, engine):
         p.set_context(None)
 
 
+@pytest.mark.qt_log_ignore("This plugin does not support")  # shown offscreen, to lay the plots out
 def test_stored_runs_are_listed_newest_first_with_their_dashboards(panes, seeded, qtmodeltester):
     b, _ = panes
     older, newer = seeded.runs
@@ -102,6 +104,14 @@ def test_stored_runs_are_listed_newest_first_with_their_dashboards(panes, seeded
     assert set(b.curve_items) == {"recall_any", "hit"}
     xs, ys = b.curve_items["recall_any"].getData()
     assert list(xs) == [1.0, 5.0] and list(ys) == [0.5, 1.0]
+    # every curve is in the legend, and the legend lies outside the plotted area
+    assert sorted(label.text for _, label in b.curve_legend.items) == ["hit", "recall_any"]
+    b.resize(1280, 720)
+    b.show()
+    QApplication.processEvents()
+    view = b.curve_plot.getPlotItem().vb
+    assert view.sceneBoundingRect().height() > 20
+    assert not view.sceneBoundingRect().intersects(b.curve_legend.sceneBoundingRect())
     # per-category bars for the chosen metric
     b.k.setCurrentText("1")
     assert b.metric_key() == "turn_recall_any@1"

@@ -57,7 +57,7 @@ from ui.widgets.tables import row_table
 DATASETS = ("locomo", "longmemeval", "convomem")
 REFRESH_COALESCE_MS = 2000
 SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
-CURVE_TOP = 1.38
+CURVE_TOP = 1.04
 
 
 def ask_data_file(parent) -> str | None:
@@ -185,9 +185,14 @@ class BenchPane(PaneBase):
         self.curve_plot.setTitle("metric@k")
         self.curve_plot.setLabel("bottom", "k")
         self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
-        self.curve_legend = self.curve_plot.addLegend(offset=(8, 4), labelTextSize="8pt", colCount=3)
+        # The legend sits in its own row under the axis, not over the curves (there are up to seven).
+        self.curve_legend = pg.LegendItem(labelTextSize="7pt", colCount=3, verSpacing=-8, horSpacing=6)
+        plot_item = self.curve_plot.getPlotItem()
+        plot_item.layout.addItem(self.curve_legend, 4, 1)
+        plot_item.legend = self.curve_legend  # curves added with a name register themselves
         self.category_plot = styled_plot(dash)
         self.category_plot.setTitle("by category")
+        self.category_plot.getPlotItem().getAxis("bottom").setHeight(38)  # room for two-line category names
         self.category_bars = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38, brush="#2563eb")
         self.category_bars_b = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38,
                                                brush=pg.mkBrush(148, 163, 184, 200))
@@ -420,7 +425,7 @@ class BenchPane(PaneBase):
         if ks_all:
             self.curve_plot.getPlotItem().getAxis("bottom").setTicks([[(float(k), str(k)) for k in ks_all], []])
             self.curve_plot.setXRange(min(ks_all) - 0.5, max(ks_all) + 0.5, padding=0)
-        # values live in [0, 1]; the band above 1 holds the legend, so it never covers a curve
+        # values live in [0, 1]; a little room above 1 keeps the markers of a perfect score whole
         self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
         self.curve_plot.getPlotItem().getAxis("left").setTicks([[(v / 5, f"{v / 5:.1f}") for v in range(6)], []])
 
@@ -433,7 +438,7 @@ class BenchPane(PaneBase):
             ob = self.other.get("by_category") or {}
             self.category_bars_b.setOpts(x=x + 0.2, height=np.array([float((ob.get(c) or {}).get(key) or 0.0)
                                                                     for c in cats]), width=0.38)
-        self.category_plot.getPlotItem().getAxis("bottom").setTicks([[(float(i), c) for i, c in enumerate(cats)], []])
+        self.category_plot.getPlotItem().getAxis("bottom").setTicks([[(float(i), c.replace("-", "-\n", 1)) for i, c in enumerate(cats)], []])  # two lines: no overlap
         self.category_plot.setTitle(f"by category: {key}" + (f" (grey: run {self.other['id']})" if self.other else ""))
         self.category_plot.setYRange(0, 1.02, padding=0)
         if cats:
