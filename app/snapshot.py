@@ -154,10 +154,18 @@ def stage_selection(window) -> dict[str, int]:
     return chosen
 
 
+SETTLE_MS = 150  # longer than the panes' debounce timers (the graph lays out its labels 120 ms after a zoom)
+
+
 def _settle(app, window) -> None:
+    from PySide6.QtCore import QEventLoop, QTimer
+
     for _ in range(3):
         app.processEvents()
         window.runner.wait()
+    loop = QEventLoop()
+    QTimer.singleShot(SETTLE_MS, loop.quit)
+    loop.exec()
     app.processEvents()
 
 

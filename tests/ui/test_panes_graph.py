@@ -230,3 +230,30 @@ def test_five_thousand_nodes_set_data_and_redraw(qtbot, capsys):
               f"(max {max(redraw):.0f} ms) over {len(redraw)} frames")
     p.shutdown()
     assert EDGE_KINDS[0] == "subject"
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")  # shown offscreen, to have pixel geometry
+def test_labels_that_would_overlap_are_left_out_until_a_zoom_separates_them(qtbot):
+    from ui.models.graph_data import GraphData
+
+    n = 4  # three entities a hair apart, one far away; the second is the selection
+    g = GraphData(keys=[f"e:{i}" for i in range(n)], kind=np.full(n, NODE_KINDS.index("entity"), dtype=np.int8),
+                  labels=["alpha entity", "beta entity", "gamma entity", "far entity"], tips=[""] * n,
+                  fact_id=np.full(n, -1), memory_id=np.full(n, -1), status=np.full(n, -1, dtype=np.int8),
+                  trust=np.full(n, -1, dtype=np.int8), hop=np.zeros(n, dtype=np.int16),
+                  seed=np.array([False, True, False, False]), adj=np.zeros((0, 2), dtype=np.int64),
+                  edge_kind=np.zeros(0, dtype=np.int8), pos=np.array([[0, 0], [0.001, 0], [0.002, 0], [10, 10]], float))
+    p = FactGraphPane()
+    qtbot.addWidget(p)
+    p.resize(900, 650)
+    p.show()
+    p.show_graph(g)
+    qtbot.wait(300)  # the labels are laid out again once the range settles
+
+    def shown() -> set[str]:
+        return {item.textItem.toPlainText() for item in p._labels}
+
+    assert shown() == {"beta entity", "far entity"}  # the selection keeps its label; the others' tooltips remain
+    p.plot.getViewBox().setRange(xRange=(-0.001, 0.003), yRange=(-0.002, 0.002), padding=0)
+    qtbot.wait(300)
+    assert {"alpha entity", "beta entity", "gamma entity"} <= shown() | {"far entity"}

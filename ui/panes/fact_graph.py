@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFontMetricsF
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -133,6 +133,13 @@ class FactGraphPane(PaneBase):
         self.plot.hideAxis("bottom")
         self.plot.setAspectLocked(True)
         self.plot.setMenuEnabled(False)
+        # Which labels fit without overlapping depends on the zoom: lay them out again once a pan
+        # or zoom settles.
+        self._relabel = QTimer(self)
+        self._relabel.setSingleShot(True)
+        self._relabel.setInterval(120)
+        self._relabel.timeout.connect(self._draw_labels)
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._relabel.start())
         self.graph_item = pg.GraphItem()
         self.graph_item.scatter.opts["hoverable"] = True
         self.graph_item.scatter.opts["tip"] = self._tip
@@ -421,9 +428,25 @@ class FactGraphPane(PaneBase):
             named = graph.seed | (graph.kind == NODE_KINDS.index("entity"))
             order = order[named[order]]
         _, fg = plot_colors()
-        for i in order[:LABEL_LIMIT]:
+        view = self.plot.getViewBox()
+        laid_out = view.width() > 1 and view.height() > 1  # else no pixel geometry yet: label all
+        metrics = QFontMetricsF(self.font())
+        taken: list[QRectF] = []
+        for i in order:
+            if len(self._labels) >= LABEL_LIMIT:
+                break
+            x, y = float(graph.pos[i, 0]), float(graph.pos[i, 1])
+            if laid_out:
+                # A label that would overlap one already placed (higher in the order) is left
+                # out; the node's tooltip still has its text.
+                at = view.mapViewToScene(QPointF(x, y))
+                w, h = metrics.horizontalAdvance(graph.labels[i]) + 6, metrics.height()
+                rect = QRectF(at.x() - w / 2, at.y() + 0.35 * h, w, h)
+                if not graph.seed[i] and any(rect.intersects(r) for r in taken):
+                    continue
+                taken.append(rect)
             item = pg.TextItem(graph.labels[i], color=fg, anchor=(0.5, -0.35))
-            item.setPos(float(graph.pos[i, 0]), float(graph.pos[i, 1]))
+            item.setPos(x, y)
             item.setZValue(5)
             self.plot.addItem(item, ignoreBounds=True)
             self._labels.append(item)
