@@ -48,6 +48,7 @@ from .llm import LLMClient, LLMConfig
 from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
 from .retrieve.pipeline import Recall, RecallResult
+from .background import lower_thread_priority
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
 from .scope import Scope
@@ -192,9 +193,11 @@ class MemoryEngine:
         if self._reembed_thread is not None and self._reembed_thread.is_alive():
             return
         self._reembed_stop.clear()
-        self._reembed_thread = threading.Thread(
-            target=self.reembed_stale, kwargs={"should_stop": self._reembed_stop.is_set},
-            name="memlens-reembed", daemon=False)
+        def work() -> None:
+            lower_thread_priority()  # started from the caller's thread, e.g. the inspector's GUI thread
+            self.reembed_stale(should_stop=self._reembed_stop.is_set)
+
+        self._reembed_thread = threading.Thread(target=work, name="memlens-reembed", daemon=False)
         self._reembed_thread.start()
 
     def wait_for_background(self) -> None:

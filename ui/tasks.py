@@ -5,8 +5,8 @@ should_stop)` on a QThreadPool worker and delivers the result or the error to th
 by signal. No widget is touched off the GUI thread. Tests swap in `InlineRunner`, which runs
 the same call synchronously, so they need no waiting.
 
-Worker threads run at a lower CPU priority (Linux: nice +10, inherited by the threads they
-start, such as the embedder's): on a two-core machine an ingestion keeps both cores busy,
+Worker threads run at a lower CPU priority (engine.background: Linux nice +10, inherited by
+the threads they start, such as the embedder's): on a two-core machine an ingestion keeps both cores busy,
 and the GUI thread must still get the CPU within a frame when its timer fires.
 
 While any task runs, the cycle collector's full (oldest-generation) passes wait until the last
@@ -18,14 +18,14 @@ generations, which catch nearly all cyclic garbage, are still collected as usual
 from __future__ import annotations
 
 import gc
-import os
-import sys
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from engine.background import lower_thread_priority
 
 Work = Callable[[Callable[[float, str], None], Callable[[], bool]], Any]
 
@@ -34,23 +34,6 @@ class _Signals(QObject):
     sigDone = Signal(object)
     sigError = Signal(object)
     sigProgress = Signal(float, str)
-
-
-BACKGROUND_NICE = 10
-
-
-def lower_thread_priority() -> None:
-    """Make the calling thread a background thread for the OS scheduler (Linux; a no-op elsewhere)."""
-    if sys.platform.startswith("linux") and not getattr(_local, "lowered", False):
-        try:
-            tid = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), BACKGROUND_NICE))
-        except OSError:
-            pass  # a sandbox may refuse; the work runs all the same
-        _local.lowered = True
-
-
-_local = threading.local()
 
 
 class _FullCollections:

@@ -156,6 +156,33 @@ def test_model_change_marks_vectors_stale_and_reembeds(tmp_path):
             assert (emb["model"], emb["dims"], emb["vector"].shape) == ("hashing-v1-256", 256, (256,))
 
 
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="per-thread nice is Linux")
+def test_the_background_reembed_runs_below_the_thread_that_opened_the_db(tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from engine.background import BACKGROUND_NICE
+
+    path = tmp_path / "m.db"
+    with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:
+        eng.ingest_documents([chat_doc(MSGS)], scope=ALICE)
+    seen: list[int] = []
+    real = MemoryEngine.reembed_stale
+
+    def spy(self, **kw):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return real(self, **kw)
+
+    monkeypatch.setattr(MemoryEngine, "reembed_stale", spy)
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with MemoryEngine(path, embedder=HashingEmbedder(256)) as eng:
+        _ = eng.embedder
+        eng.wait_for_background()
+        assert eng.counts(ALICE)["stale_embeddings"] == 0
+    assert seen == [max(before, BACKGROUND_NICE)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # the opener keeps its own
+
+
 def test_stale_vectors_survive_a_stopped_reembed(tmp_path):
     path = tmp_path / "m.db"
     with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:

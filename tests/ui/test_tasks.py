@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from ui.tasks import BACKGROUND_NICE, InlineRunner, TaskRunner
+from engine.background import BACKGROUND_NICE
+from ui.tasks import InlineRunner, TaskRunner
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux")
 
