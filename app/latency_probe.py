@@ -4,8 +4,8 @@
 
 Starts the inspector offscreen as app.gui.run does (modules preloaded, the embedding model loaded
 before the window shows), opens a fresh DB (the open is a phase: File > Open with the window up),
-then, through ui/tasks (as the panes do), runs an ingestion and a benchmark while a 5 ms QTimer records every gap between its ticks. Prints the longest
-stall and the p99 per phase. A figure, never a test assertion.
+then, through ui/tasks (as the panes do), runs an ingestion and a benchmark while a 5 ms QTimer
+records every gap between its ticks. Prints the longest stall and the p99 per phase. A figure, never a test assertion.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .background import lower_thread_priority
 from .curate import Curator
 from .embed import make_embedder
 from .embed.base import Embedder
@@ -48,7 +49,6 @@ from .llm import LLMClient, LLMConfig
 from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
 from .retrieve.pipeline import Recall, RecallResult
-from .background import lower_thread_priority
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
 from .scope import Scope
@@ -193,6 +193,7 @@ class MemoryEngine:
         if self._reembed_thread is not None and self._reembed_thread.is_alive():
             return
         self._reembed_stop.clear()
+
         def work() -> None:
             lower_thread_priority()  # started from the caller's thread, e.g. the inspector's GUI thread
             self.reembed_stale(should_stop=self._reembed_stop.is_set)

@@ -6,8 +6,8 @@ by signal. No widget is touched off the GUI thread. Tests swap in `InlineRunner`
 the same call synchronously, so they need no waiting.
 
 Worker threads run at a lower CPU priority (engine.background: Linux nice +10, inherited by
-the threads they start, such as the embedder's): on a two-core machine an ingestion keeps both cores busy,
-and the GUI thread must still get the CPU within a frame when its timer fires.
+the threads they start, such as the embedder's): on a two-core machine an ingestion keeps both
+cores busy, and the GUI thread must still get the CPU within a frame when its timer fires.
 
 While any task runs, the cycle collector's full (oldest-generation) passes wait until the last
 task ends. A full pass walks every long-lived object holding the GIL; in a worker thread it

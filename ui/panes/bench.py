@@ -438,7 +438,8 @@ class BenchPane(PaneBase):
             ob = self.other.get("by_category") or {}
             self.category_bars_b.setOpts(x=x + 0.2, height=np.array([float((ob.get(c) or {}).get(key) or 0.0)
                                                                     for c in cats]), width=0.38)
-        self.category_plot.getPlotItem().getAxis("bottom").setTicks([[(float(i), c.replace("-", "-\n", 1)) for i, c in enumerate(cats)], []])  # two lines: no overlap
+        names = [c.replace("-", "-\n", 1) for c in cats]  # on two lines, long names do not run together
+        self.category_plot.getPlotItem().getAxis("bottom").setTicks([list(enumerate(names)), []])
         self.category_plot.setTitle(f"by category: {key}" + (f" (grey: run {self.other['id']})" if self.other else ""))
         self.category_plot.setYRange(0, 1.02, padding=0)
         if cats:

@@ -432,7 +432,7 @@ class FactGraphPane(PaneBase):
         laid_out = view.width() > 1 and view.height() > 1  # else no pixel geometry yet: label all
         metrics = QFontMetricsF(self.font())
         taken: list[QRectF] = []
-        for i in order:
+        for i in order[: LABEL_LIMIT * 5]:  # bounded: this runs on the GUI thread after every zoom
             if len(self._labels) >= LABEL_LIMIT:
                 break
             x, y = float(graph.pos[i, 0]), float(graph.pos[i, 1])
