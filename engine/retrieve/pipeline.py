@@ -30,6 +30,9 @@ from .recipes import Recipe
 from .trace import CandidateTrace, DropReason, Trace
 
 FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
+AGGREGATE = re.compile(
+    r"\b(how many|how much|in total|total|altogether|combined|the number of"
+    r"|which\b.{0,60}\b(first|last|earlier|later|sooner))\b", re.IGNORECASE)
 HISTORICAL = re.compile(
     r"\b(before|previously|used to|formerly|originally|earlier|in the past|prior to|no longer|anymore|"
     r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
@@ -498,21 +501,30 @@ class Recall:
     def _rank(self, trace: Trace, k: int) -> list[CandidateTrace]:
         t0 = time.perf_counter()
         alive = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))
-        cap = self.recipe.per_document_cap
+        cap, why = self.recipe.per_document_cap, "the recipe's per-document cap"
+        if not cap and self.recipe.aggregate_cap and AGGREGATE.search(trace.query):
+            # counting, summing and ordering questions need evidence from several sessions, not
+            # the best session's every turn
+            cap, why = self.recipe.aggregate_cap, "the question gathers across sessions"
+        held: set[int] = set()
         if cap > 0:  # diversity: a document's extra hits wait behind other documents' first ones
+            trace.params["per_document_cap"] = {"cap": cap, "why": why}
             seen: dict[int, int] = {}
             first, later = [], []
             for c in alive:
                 doc = c.meta.get("document_id")
                 seen[doc] = seen.get(doc, 0) + 1
                 (first if doc is None or seen[doc] <= cap else later).append(c)
+            held = {c.memory_id for c in later}
             alive = first + later
         for pos, cand in enumerate(alive, start=1):
             if pos <= k:
                 cand.rank = pos
             else:
+                waited = (f"; held back behind other documents: its own already had {cap} results ({why})"
+                          if cand.memory_id in held else "")
                 cand.drop("rank", DropReason.BELOW_CUT, f"position {pos} with score {cand.score:.4f}; k = {k}, "
-                          f"the last kept scored {alive[k - 1].score:.4f}")
+                          f"the last kept scored {alive[k - 1].score:.4f}{waited}")
         trace.stage("rank", len(alive), min(k, len(alive)), _ms(t0))
         return alive[:k]
 

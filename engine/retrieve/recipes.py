@@ -38,6 +38,7 @@ class Recipe:
     speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
     timeframe_weight: float = 0.3  # memories inside the window a time in the query names ("on 9 May", "two weeks ago")
     per_document_cap: int = 0  # >0: at most this many results from one document before the others
+    aggregate_cap: int = 2  # the same, only for questions that gather across sessions ("how many", "which first")
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
     review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones
     outdated_penalty: float = 0.1  # a turn whose facts were all replaced ranks below current ones (current intent)

@@ -167,3 +167,30 @@ def test_a_hyphenated_word_also_searches_its_parts(engine):
                         weights={"fts": 1.0})
     fts = {by: c for by, c in by_message(engine, res).items() if "fts" in c.channels}
     assert "D4:1" in fts  # the phrase "art related" alone is in no turn
+
+
+def test_questions_that_count_or_order_gather_from_several_sessions(tmp_path):
+    eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(256), llm=False)
+    session(eng, 1, "2023-05-09T10:00:00Z", [
+        ("Nate", "The graduation ceremony for my cousin was long."),
+        ("Nate", "At the graduation ceremony the speeches went on and on."),
+        ("Nate", "After the graduation ceremony we had cake."),
+        ("Nate", "The graduation ceremony photos came out well."),
+    ])
+    session(eng, 2, "2023-06-02T10:00:00Z", [("Nate", "Off to a graduation at the college today.")])
+    session(eng, 3, "2023-07-14T10:00:00Z", [("Nate", "My nephew's graduation was outdoors.")])
+
+    def sessions(query):
+        res = eng.recall(query, scope=SCOPE, k=4, origin="bench")
+        return res, [m.split(":")[0] for m in by_message(eng, res)]
+
+    plain, where = sessions("What happened at Nate's graduation ceremony?")
+    assert where.count("D1") == 4 and "per_document_cap" not in plain.trace.params  # the best session, turn by turn
+    counted, where = sessions("How many graduation ceremonies did Nate attend?")
+    assert set(where) == {"D1", "D2", "D3"} and where.count("D1") == 2
+    assert counted.trace.params["per_document_cap"]["cap"] == 2
+    held = [c for c in counted.trace.candidates.values() if c.dropped and "held back" in (c.dropped.get("detail") or "")]
+    assert len(held) == 2  # the first session's other turns, with the reason in the trace
+    _, where = sessions("Which graduation ceremony did Nate attend first?")
+    assert set(where) == {"D1", "D2", "D3"}
+    eng.close()
