@@ -511,8 +511,8 @@ class Recall:
             trace.params["per_document_cap"] = {"cap": cap, "why": why}
             seen: dict[int, int] = {}
             first, later = [], []
-            for c in alive:
-                doc = c.meta.get("document_id")
+            for c in alive:  # turns only: a fact is distilled evidence of its own, whatever its source
+                doc = c.meta.get("document_id") if c.meta.get("fact_id") is None else None
                 seen[doc] = seen.get(doc, 0) + 1
                 (first if doc is None or seen[doc] <= cap else later).append(c)
             held = {c.memory_id for c in later}

@@ -194,3 +194,17 @@ def test_questions_that_count_or_order_gather_from_several_sessions(tmp_path):
     _, where = sessions("Which graduation ceremony did Nate attend first?")
     assert set(where) == {"D1", "D2", "D3"}
     eng.close()
+
+
+def test_the_gathering_cap_holds_back_turns_never_facts(tmp_path):
+    eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(256), llm=False)
+    eng.add_turns([{"role": "user", "content": "I have a dog named Rex."},
+                   {"role": "user", "content": "I also have a cat named Miso."},
+                   {"role": "user", "content": "I live in Munich and I work at BMW."},
+                   {"role": "user", "content": "My sister is Lea."}], scope=SCOPE)
+    res = eng.recall("How many pets do I have?", scope=SCOPE, k=3, origin="bench")
+    facts = [c for c in res.trace.candidates.values() if c.meta.get("fact_id") is not None]
+    assert len(facts) >= 3  # several facts from the one conversation
+    assert res.trace.params["per_document_cap"]["cap"] == 2
+    assert not [c for c in facts if c.dropped and "held back" in (c.dropped.get("detail") or "")]
+    eng.close()
