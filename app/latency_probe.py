@@ -71,6 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         order = sorted(range(1, len(gaps)), key=lambda i: -gaps[i])[:n]
         return [[round(ends[i] - ends[0], 2), round(gaps[i], 1)] for i in order]
 
+    def summary(name: str, t0: float, error: str | None) -> dict:
+        """What one phase measured: its longest stall, p99 and worst stalls."""
+        arr = np.asarray(gaps[1:] or [0.0])
+        return {"phase": name, "seconds": round(time.perf_counter() - t0, 2), "ticks": len(arr),
+                "max_stall_ms": round(float(arr.max()), 1), "p99_ms": round(float(np.percentile(arr, 99)), 1),
+                "worst": worst(), "error": error}
+
     def phase(name: str, work) -> dict:
         gaps.clear()
         ends.clear()
@@ -88,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         window.runner.run(work, done, failed)
         loop.exec()
-        arr = np.asarray(gaps[1:] or [0.0])
-        return {"phase": name, "seconds": round(time.perf_counter() - t0, 2), "ticks": len(arr),
-                "max_stall_ms": round(float(arr.max()), 1), "p99_ms": round(float(np.percentile(arr, 99)), 1),
-                "worst": worst(), "error": out.get("error")}
+        return summary(name, t0, out.get("error"))
 
     def opened() -> dict:
         """Open the DB as a user would, then wait until the background work it starts has finished."""
@@ -106,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         poll.start()
         loop.exec()
         poll.stop()
-        arr = np.asarray(gaps[1:] or [0.0])
-        return {"phase": "open", "seconds": round(time.perf_counter() - t0, 2),
-                "ticks": len(arr), "max_stall_ms": round(float(arr.max()), 1),
-                "p99_ms": round(float(np.percentile(arr, 99)), 1), "worst": worst(), "error": None}
+        return summary("open", t0, None)
 
     opening = opened()
     engine = window.engine
