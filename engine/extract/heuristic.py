@@ -836,6 +836,9 @@ def _rule_health(sentence: str) -> Iterator[_Hit]:
 _NAME_IS = re.compile(r"(?<![\w'’-])[Mm]y\s+name(?:\s+is|" + _A + r"s)\s+")
 _GO_BY = re.compile(I_ + r"\s+go\s+by\s+")
 _AGE = re.compile(I_AM + r"\s+(\d{1,3})\s+years?\s+old\b")
+# "I just turned 32" is a birthday just past: the age now. Not "I turned 180 degrees".
+_TURNED = re.compile(I_ + r"(?:\s+(?:just|recently|finally|officially))?\s+turned\s+(\d{1,3})\b"
+                     r"(?!\s*(?:%|percent|degrees?|°|pages?|miles?|km|kilometers?|times?|dollars?|euros?|[.,]\d))")
 
 
 def _rule_identity(sentence: str) -> Iterator[_Hit]:
@@ -848,7 +851,7 @@ def _rule_identity(sentence: str) -> Iterator[_Hit]:
         found = _name_at(sentence, m.end())
         if found:
             yield _Hit("nickname", found[0], "{S} goes by {O}.", m.start(), found[1])
-    for m in _AGE.finditer(sentence):
+    for m in (*_AGE.finditer(sentence), *_TURNED.finditer(sentence)):
         if 3 <= int(m.group(1)) <= 120:
             yield _Hit("age", m.group(1), "{S} is {O} years old.", m.start(), m.end())
 
@@ -871,7 +874,7 @@ _RULES = (
     (_rule_tools, ("use", "using", "switched")),
     (_rule_languages, ("speak", "fluent", "native", "tongue", "first language", "learning")),
     (_rule_health, ("allerg", "vegetarian", "vegan", "pesc", "gluten", "lactose", "celiac", "coeliac", "diabetic")),
-    (_rule_identity, ("name", "go by", "years old")),
+    (_rule_identity, ("name", "go by", "years old", "turned")),
 )
 # Every rule is about the speaker: a sentence with no I / my / we has nothing for them.
 _FIRST_PERSON = re.compile(r"(?<![\w'’-])(?:[Ii]|[Mm]y|[Ww]e)(?![\w-])")

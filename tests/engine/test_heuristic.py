@@ -78,6 +78,10 @@ TABLE: list[tuple[str, list[tuple[str, str]]]] = [
     ("I study computer science at MIT.", [("studies", "computer science"), ("studies_at", "MIT")]),
     ("I'm a student at TU Munich.", [("studies_at", "TU Munich")]),
     ("My name is Ana.", [("has_name", "Ana")]),
+    ("I'm 32 years old.", [("age", "32")]),
+    ("By the way, I just turned 32 last month.", [("age", "32")]),
+    ("I turned 180 degrees.", []),  # a turn, not a birthday
+    ("My son just turned 5.", []),  # someone else's age
     # nothing: questions, negations, hypotheticals, reported speech, past states, vague objects
     ("Do I live in Berlin?", []),
     ("Should I move to Lisbon?", []),
