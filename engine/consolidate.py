@@ -18,6 +18,7 @@ from .extract.ground import ground
 from .extract.model import Candidate, SourceChunk
 from .extract.secrets import scrub
 from .ingest.entities import find_mentions
+from .ingest.pipeline import fact_vector_text
 from .reconcile import Decision, FactView, ReconcileConfig, reconcile
 from .scope import Scope
 from .store.store import Store
@@ -87,7 +88,8 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
     existing = [_view(r) for r in store.facts_for_keys(scope, [(c.subject_key, c.predicate_key) for c in cands])]
     decisions = reconcile(existing, cands, config=config)
     inserts = [d for d in decisions if d.action == "insert"]
-    vectors = embedder.embed([cands[d.index].text for d in inserts], kind="passage") if inserts else []
+    vectors = embedder.embed([fact_vector_text(cands[d.index].text, cands[d.index].evidence) for d in inserts],
+                             kind="passage") if inserts else []
     vec_of = {d.index: v for d, v in zip(inserts, vectors)}
     now = now_iso()
     memory_of: dict[int | str, int] = {f.id: f.memory_id for f in existing}

@@ -18,6 +18,7 @@ from .changes import ChangeSet, apply_images
 from .embed.base import Embedder
 from .errors import BadInput
 from .extract import canonical
+from .ingest.pipeline import fact_vector_text
 from .profile import build_profile
 from .scope import Scope
 from .store.store import Store
@@ -158,7 +159,7 @@ class Curator:
         if self._embedder is None:
             raise BadInput("editing needs an embedder")
         emb = self._embedder()
-        vector = emb.embed([new_text])[0]
+        vector = emb.embed([fact_vector_text(new_text, old["evidence"])])[0]
         now = now_iso()
 
         def body(w, ch: ChangeSet):

@@ -44,7 +44,7 @@ from .errors import BadInput
 from .extract.canonical import subject_key as canonical_subject
 from .extract.runner import ExtractReport, Extractor
 from .ingest.model import ParsedDocument
-from .ingest.pipeline import Ingestor, IngestReport, contextual_text
+from .ingest.pipeline import Ingestor, IngestReport, vector_text
 from .llm import LLMClient, LLMConfig
 from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
@@ -220,8 +220,7 @@ class MemoryEngine:
             context = self.store.embedding_context([oid for _, otype, oid, _ in batch if otype == "memory"])
             texts = []
             for _, otype, oid, text in batch:  # the same text ingestion embedded (engine.ingest.pipeline)
-                kind, prev_text, prev_kind = context.get(oid, ("", None, None)) if otype == "memory" else ("", None, None)
-                texts.append(contextual_text(text, kind, prev_text, prev_kind))
+                texts.append(vector_text(text, context.get(oid) if otype == "memory" else None))
             vectors = emb.embed(texts, kind="passage")
             by_scope: dict[tuple[Scope, str], list] = {}
             for (scope, owner_type, owner_id, _), vec in zip(batch, vectors):

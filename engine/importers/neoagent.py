@@ -44,7 +44,7 @@ from typing import Any
 from ..errors import BadInput, Cancelled
 from ..extract.canonical import object_key, predicate_key, subject_key
 from ..ingest.entities import canonical_name
-from ..ingest.pipeline import contextual_text
+from ..ingest.pipeline import vector_text
 from ..scope import SCOPE_TYPES, Scope
 from ..store.neoagent import (
     NOT_IMPORTED, ChunkRow, DocumentRow, EntityRow, FactRow, MemoryRow, MentionRow, NeoAgentSource, OwnerPlan,
@@ -876,10 +876,8 @@ def _embed_owner(store, emb, user_id: str, agent_id: str, should_stop: ShouldSto
             break
         last = batch[-1][1]
         context = store.embedding_context([mid for _, mid, _ in batch])
-        texts = []
-        for _, mid, text in batch:  # the text re-embedding would use (MemoryEngine.reembed_stale)
-            kind, prev_text, prev_kind = context.get(mid, ("", None, None))
-            texts.append(contextual_text(text, kind, prev_text, prev_kind))
+        # the text re-embedding would use (MemoryEngine.reembed_stale)
+        texts = [vector_text(text, context.get(mid)) for _, mid, text in batch]
         t = time.perf_counter()
         vectors = emb.embed(texts, kind="passage")
         ms = 1000.0 * (time.perf_counter() - t) / len(texts)

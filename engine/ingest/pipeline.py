@@ -66,6 +66,27 @@ def contextual_text(text: str, kind: str, prev_text: str | None, prev_kind: str 
     return text
 
 
+def fact_vector_text(text: str, evidence: str | None) -> str:
+    """A fact is embedded with the words it was read from. Alone, "Nate likes helping people." is
+    a few words and a name, and sits closer to any short question about Nate than the turns that
+    answer it; with its quote it is compared on what was said. Its text and FTS row stay the fact."""
+    evidence = " ".join((evidence or "").split())
+    if not evidence or evidence.casefold() in text.casefold():
+        return text
+    return f"{text}\n(from: {evidence[:CONTEXT_CHARS]})"
+
+
+def vector_text(text: str, context: tuple | None) -> str:
+    """The text a stored memory's vector is computed from, given Store.embedding_context's row:
+    the same text ingestion and consolidation embedded, so re-embedding reproduces it."""
+    if context is None:
+        return text
+    memory_kind, evidence, kind, prev_text, prev_kind = context
+    if memory_kind == "fact":
+        return fact_vector_text(text, evidence)
+    return contextual_text(text, kind, prev_text, prev_kind)
+
+
 @dataclass(slots=True)
 class IngestReport:
     documents: int = 0  # documents written (new or new version)

@@ -199,16 +199,22 @@ class RecallReads:
                 out.setdefault(mid, []).append(msg)
         return out
 
-    def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple[str, str | None, str | None]]:
-        """memory -> (its first chunk's kind, the previous chunk's text and kind) for re-embedding."""
-        out: dict[int, tuple[str, str | None, str | None]] = {}
+    def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple]:
+        """memory -> (memory kind, a fact's evidence, its first chunk's kind, the previous chunk's
+        text and kind): what engine.ingest.pipeline.vector_text needs to re-embed it."""
+        out: dict[int, tuple] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
+            for mid, mkind, evidence in self.conn.execute(
+                    f"SELECT m.id, m.kind, f.evidence FROM memories m LEFT JOIN facts f ON f.memory_id = m.id"
+                    f" WHERE m.id IN ({marks})", tuple(part)):
+                out[mid] = (mkind, evidence, "", None, None)
             for mid, kind, prev_text, prev_kind in self.conn.execute(
                     "SELECT s.memory_id, c.kind, p.text, p.kind FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
                     " LEFT JOIN chunks p ON p.document_id = c.document_id AND p.ordinal = c.ordinal - 1"
                     f" WHERE s.memory_id IN ({marks}) ORDER BY s.id DESC", tuple(part)):
-                out[mid] = (kind, prev_text, prev_kind)
+                if mid in out:
+                    out[mid] = (*out[mid][:2], kind, prev_text, prev_kind)
         return out
 
     def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict]:

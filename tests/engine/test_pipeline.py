@@ -231,3 +231,33 @@ def test_reembedding_uses_the_same_contextual_text_as_ingestion(tmp_path):
             got = eng.store.embedding_of(ALICE, "memory", mid)["vector"]
             assert np.allclose(got, HashingEmbedder(256).embed([embedding_text(doc, i)])[0])
     assert len(first) == 3
+
+
+def test_a_fact_is_embedded_with_its_evidence_and_reembedding_reproduces_it(tmp_path):
+    from engine.ingest.pipeline import fact_vector_text
+
+    path = tmp_path / "m.db"
+    doc = chat_doc([("Ana", "Honestly, I love hiking."), ("Ben", "Same here!")])
+    with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:
+        eng.ingest_documents([doc], scope=ALICE, extract="heuristic")
+        fact = next(f for f in eng.export(ALICE)["facts"] if f["predicate_key"] == "likes")
+        mem = eng.store.memory(ALICE, fact["memory_id"])
+        expected = fact_vector_text(mem.text, fact["evidence"])
+        assert mem.text == "Ana likes hiking." and "Honestly" in expected
+        got = eng.store.embedding_of(ALICE, "memory", mem.id)["vector"]
+        assert np.allclose(got, HashingEmbedder(384).embed([expected])[0])
+        assert not np.allclose(got, HashingEmbedder(384).embed([mem.text])[0])
+    with MemoryEngine(path, embedder=HashingEmbedder(256)) as eng:  # another model: every vector is redone
+        _ = eng.embedder
+        eng.wait_for_background()
+        got = eng.store.embedding_of(ALICE, "memory", mem.id)["vector"]
+        assert np.allclose(got, HashingEmbedder(256).embed([expected])[0])
+
+
+def test_fact_vector_text():
+    from engine.ingest.pipeline import fact_vector_text
+
+    assert fact_vector_text("Ana likes tea.", None) == "Ana likes tea."
+    assert fact_vector_text("Ana likes tea.", "  ") == "Ana likes tea."
+    assert fact_vector_text("Ana is allergic to peanuts.", "allergic to peanuts") == "Ana is allergic to peanuts."
+    assert fact_vector_text("Ana likes tea.", "I  love\ntea!") == "Ana likes tea.\n(from: I love tea!)"
