@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _scoped(p)
     p.add_argument("query")
-    p.add_argument("--k", type=int, default=None, help="results (default: the recipe's, 10)")
+    p.add_argument("--k", type=int, default=None, help="sources (default: the recipe's, 10); a fact and the turn it was read from share one")
     p.add_argument("--as-of", default=None, metavar="TIME", help="answer as of this ISO-8601 world and belief time")
     p.add_argument("--recipe", default=None, help="default, offline, lexical, vector, rrf")
     p.add_argument("--budget", type=int, default=None, help="context token budget (default 800)")

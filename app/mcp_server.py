@@ -200,7 +200,7 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
     @server.tool()
     async def memory_recall(
         query: Annotated[str, Field(description="what to remember, e.g. the user's question")],
-        k: Annotated[int, Field(description=f"at most this many memories (1 to {MAX_K})")] = 10,
+        k: Annotated[int, Field(description=f"at most this many sources (1 to {MAX_K}); a fact and the turn it was read from share one")] = 10,
         as_of: Annotated[str | None, Field(
             description="answer as the memory stood at this ISO-8601 time (default: now)")] = None,
     ) -> dict[str, Any]:

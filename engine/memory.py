@@ -359,6 +359,9 @@ class MemoryEngine:
 
         origin "operator" (a what-if from the CLI or the inspector) changes no memory; "agent"
         reinforces the usage of what it returns and stores only a hash of the query.
+        k counts sources, not memories: a fact and the turn it was read from (or facts read from
+        one turn) share a place when they rank next to each other, so results may hold more than
+        k memories; trace.params["shared_places"] says which.
         """
         if not query or not query.strip():
             raise BadInput("the query is empty")
@@ -428,6 +431,9 @@ class MemoryEngine:
         elif cand.rank is not None:
             out["verdict"] = "retrieved"
             out["detail"] = f"ranked {cand.rank} of {len(result.results)}"
+            other = (result.trace.params.get("shared_places") or {}).get(str(memory_id))
+            if other is not None:
+                out["detail"] += f", sharing its place in the top k with memory {other} (read from the same turn)"
         elif cand.dropped["reason"] == "below_cut":
             out["verdict"] = "below_cut"
             out["detail"] = cand.dropped["detail"]

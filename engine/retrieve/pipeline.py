@@ -517,16 +517,34 @@ class Recall:
                 (first if doc is None or seen[doc] <= cap else later).append(c)
             held = {c.memory_id for c in later}
             alive = first + later
+        # k counts sources, not memories: a fact and the turn it was read from (or two facts read
+        # from one turn) say the same thing and share one place, so restatements cannot crowd other
+        # evidence out of the top k. The cut falls at the first memory that would need place k + 1.
+        kept: list[CandidateTrace] = []
+        place_of: dict[tuple, int] = {}
+        cut = None
         for pos, cand in enumerate(alive, start=1):
-            if pos <= k:
-                cand.rank = pos
+            source = cand.meta.get("chunk_id")
+            key = ("chunk", source) if source is not None else ("memory", cand.memory_id)
+            if cut is None and key in place_of:
+                cand.meta["shares_place_with"] = place_of[key]
+            elif cut is None and len(place_of) < k:
+                place_of[key] = cand.memory_id
             else:
+                if cut is None:
+                    cut = kept[-1].score if kept else 0.0
                 waited = (f"; held back behind other documents: its own already had {cap} results ({why})"
                           if cand.memory_id in held else "")
-                cand.drop("rank", DropReason.BELOW_CUT, f"position {pos} with score {cand.score:.4f}; k = {k}, "
-                          f"the last kept scored {alive[k - 1].score:.4f}{waited}")
-        trace.stage("rank", len(alive), min(k, len(alive)), _ms(t0))
-        return alive[:k]
+                cand.drop("rank", DropReason.BELOW_CUT, f"position {pos} with score {cand.score:.4f}; k = {k} "
+                          f"sources, the last kept scored {cut:.4f}{waited}")
+                continue
+            cand.rank = pos
+            kept.append(cand)
+        shared = {str(c.memory_id): c.meta["shares_place_with"] for c in kept if "shares_place_with" in c.meta}
+        if shared:  # memory -> the higher-ranked memory whose place it shares
+            trace.params["shared_places"] = shared
+        trace.stage("rank", len(alive), len(kept), _ms(t0), places=len(place_of))
+        return kept
 
     def _budget(self, trace: Trace, ranked: list[CandidateTrace], budget: int) -> RecallResult:
         t0 = time.perf_counter()

@@ -165,6 +165,8 @@ class RecallReads:
                     "   WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1) AS speaker,"
                     " (SELECT s.document_id FROM memory_sources s WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)"
                     "   AS document_id,"
+                    " (SELECT s.chunk_id FROM memory_sources s WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)"
+                    "   AS chunk_id,"
                     # an episode whose turn supported a fact since replaced, and supports no current one
                     f" (m.kind = 'episode' AND {_SUPPORTS_REPLACED} AND NOT {_SUPPORTS_CURRENT}) AS outdated"
                     f" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id WHERE m.id IN ({marks}) AND {_M}",

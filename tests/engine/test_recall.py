@@ -214,7 +214,9 @@ def test_every_candidate_has_a_rank_or_a_drop_and_budget_holds(engine, query, k,
         if c.dropped:
             assert c.dropped["reason"] in DropReason.ALL
     assert res.context_tokens <= budget
-    assert len(res.results) <= k
+    places = {m.get("chunk_id") or ("memory", mid) for mid, m in ((r["memory_id"], res.trace.candidates[r["memory_id"]].meta)
+                                                               for r in res.results)}
+    assert len(places) <= k  # k counts sources: a fact shares its place with the turn it was read from
     assert [r["rank"] for r in res.results] == list(range(1, len(res.results) + 1))
 
 
@@ -249,3 +251,23 @@ def test_reranker_cannot_add_unknown_ids(tmp_path, openai_server):
         assert 999999 not in res.trace.candidates
         assert len(res.trace.rerank["candidates"]) <= 24
     client.close()
+
+
+def test_a_fact_and_the_turn_it_was_read_from_share_one_place_in_the_top_k(engine):
+    q, now = "why did Ana move to Munich", "2024-06-01T00:00:00Z"
+    res = engine.recall(q, scope=ANA, k=1, now=now)
+    turn, fact = res.results
+    assert turn["text"] == "Ana: I moved to Munich for the new job." and fact["fact"]["object"] == "Munich"
+    # the fact says what the turn says: it joins the turn's place instead of needing a second one,
+    # and nothing from another turn gets in
+    assert res.trace.params["shared_places"] == {str(fact["memory_id"]): turn["memory_id"]}
+    assert next(s for s in res.trace.stages if s["name"] == "rank")["places"] == 1
+    below = [c for c in res.trace.candidates.values() if c.dropped and c.dropped["reason"] == DropReason.BELOW_CUT]
+    assert below and all("k = 1 sources" in c.dropped["detail"] for c in below)
+    why = engine.explain(q, fact["memory_id"], scope=ANA, k=1, now=now)
+    assert why["verdict"] == "retrieved"
+    assert f"sharing its place in the top k with memory {turn['memory_id']}" in why["detail"]
+    # the cut falls at the first memory that needs a place k + 1: a restatement ranked below it stays out
+    res = engine.recall("where does Ana live now", scope=ANA, k=1, now=now)
+    assert [r["text"] for r in res.results] == ["Ana lives in Munich."]
+    assert "shared_places" not in res.trace.params

@@ -52,7 +52,7 @@ def build(path: Path, *, recalls: tuple[str, ...] = ("Where does Ana live?", "Wh
         seed_scope(engine, ANA)
         seed_scope(engine, BOB, STATEMENTS[:3])
         for q in recalls:
-            engine.recall(q, scope=ANA, origin="operator")
+            engine.recall(q, scope=ANA, origin="operator", k=5)  # five places: some candidates fall below the cut
     return path
 
 
