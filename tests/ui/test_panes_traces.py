@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 
 from tests.ui.memdb_scenarios import ANA, BOB, build, mounted, open_engine
 from ui.context import AppContext
@@ -220,6 +221,22 @@ def test_models_on_their_own(qtmodeltester):
     c = TraceContextModel()
     c.set_context("[m5 · x] a", m.rows)
     qtmodeltester.check(c)
+
+
+def test_a_memory_sharing_a_place_says_with_which(pane):
+    """Facts read from the same turn as a ranked memory share its place in the top k: the fate
+    column names the memory, its tooltip and the why line say what that means."""
+    pane.trace_view.selectRow(1)
+    shared = pane.trace["params"].get("shared_places")
+    assert shared, "the scenario's facts and turns rank together"
+    mid, other = next(iter(shared.items()))
+    i = pane.candidates.row_of_memory(int(mid))
+    fate = pane.candidates.columns.index(("fate", "Rank / dropped at"))
+    assert pane.candidates.index(i, fate).data().endswith(f" · with m{other}")
+    assert f"memory {other}" in pane.candidates.index(i, fate).data(Qt.ItemDataRole.ToolTipRole)
+    pane.target_memory = int(mid)
+    pane._update_why()
+    assert f"sharing its place in the top k with m{other}" in pane.why_text.text()
 
 
 def test_what_if_off_the_gui_thread(qtbot, engine):

@@ -154,16 +154,19 @@ class TraceCandidatesModel(RowTableModel):
                 ("fate", "Rank / dropped at"), ("reason", "Reason"), ("detail", "Detail"), ("tokens", "Tokens"))
 
     def set_trace(self, candidates: list[dict[str, Any]], briefs: dict[int, dict[str, Any]] | None = None,
-                  gold: set[int] | frozenset[int] | None = None) -> None:
-        """candidates: MemoryEngine.trace()["candidates"]; briefs: GraphReads.memory_briefs."""
+                  gold: set[int] | frozenset[int] | None = None, shared: dict[str, int] | None = None) -> None:
+        """candidates: MemoryEngine.trace()["candidates"]; briefs: GraphReads.memory_briefs; shared:
+        the trace's params["shared_places"] (memory -> the memory whose place in the top k it shares)."""
         briefs = briefs or {}
+        shared = {int(m): int(o) for m, o in (shared or {}).items()}
         present = {ch for c in candidates for ch in c.get("channels", {})}
         channels = [c for c in CHANNEL_ORDER if c in present] + sorted(present - set(CHANNEL_ORDER))
         rows = []
         for c in candidates:
             b = briefs.get(int(c["memory_id"]), {})
             rows.append({**c, "kind": b.get("kind") or "?", "text": b.get("text"), "trust": b.get("trust"),
-                         "fact_status": b.get("status"), "in_scope": bool(b)})
+                         "fact_status": b.get("status"), "in_scope": bool(b),
+                         "shares_place_with": shared.get(int(c["memory_id"]))})
         self.beginResetModel()
         self.channels = channels
         self.columns = self._columns()
@@ -210,7 +213,8 @@ class TraceCandidatesModel(RowTableModel):
             return float(row["score"]) if row.get("score") is not None else None
         if key == "fate":
             if row.get("rank") is not None:
-                return f"rank {row['rank']}"
+                with_ = row.get("shares_place_with")
+                return f"rank {row['rank']}" + (f" · with m{with_}" if with_ is not None else "")
             d = row.get("dropped")
             return f"dropped: {d['stage']}" if d else ""
         if key == "reason":
@@ -242,6 +246,9 @@ class TraceCandidatesModel(RowTableModel):
         if key == "detail":
             d = row.get("dropped")
             return d.get("detail") if d else None
+        if key == "fate" and row.get("shares_place_with") is not None:
+            return (f"shares its place in the top k with memory {row['shares_place_with']}: both were read from "
+                    "the same turn, so together they count as one source")
         if key.startswith("ch:"):
             ch = row.get("channels", {}).get(key[3:])
             if ch and ch.get("via") is not None:

@@ -352,7 +352,8 @@ class TracesPane(PaneBase):
             self.timings.setText("")
             self.sigTraceShown.emit(None)
             return
-        self.candidates.set_trace(trace["candidates"], briefs or {}, self.gold)
+        self.candidates.set_trace(trace["candidates"], briefs or {}, self.gold,
+                                  shared=(trace.get("params") or {}).get("shared_places"))
         self.filter_stage(None)
         self.candidate_view.sortByColumn(self.candidates.columns.index(("fate", "Rank / dropped at")),
                                          Qt.SortOrder.AscendingOrder)
@@ -553,7 +554,9 @@ class TracesPane(PaneBase):
         row = self.candidates.row(i)
         if row.get("rank") is not None:
             score = f"score {float(row['score']):.4f}" if row.get("score") is not None else "no score recorded"
-            self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} ({score}).")  # imported traces: no score
+            with_ = row.get("shares_place_with")
+            shares = f", sharing its place in the top k with m{with_} (read from the same turn)" if with_ is not None else ""
+            self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} ({score}){shares}.")  # imported: no score
         else:
             d = row["dropped"]
             self.why_text.setText(f"m{mid} was dropped at <b>{d['stage']}</b> — {d['reason']}: {d.get('detail') or ''}")
