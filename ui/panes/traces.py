@@ -368,7 +368,7 @@ class TracesPane(PaneBase):
         gold = (f"; {len(self.candidates.gold_rows())}/{len(self.gold)} gold memories among candidates"
                 if self.gold else "")
         self.header.setText(f"<b>Trace {trace['id']}</b> · {trace['origin']} · recipe {trace['recipe']} · "
-                            f"k {trace['k']}"
+                            f"k {trace['k']} sources"
                             f"{' · as of ' + trace['as_of'] if trace['as_of'] else ''} · {trace['created_at']}<br>"
                             f"“{query}” — {len(trace['candidates'])} candidates{gold}{where}")
         self._draw_funnel(trace["stages"])
@@ -398,16 +398,20 @@ class TracesPane(PaneBase):
         ax = self.funnel.getPlotItem().getAxis("bottom")
         ax.setTicks([[(float(i), s["name"]) for i, s in enumerate(stages)], []])
         _bg, fg = plot_colors()
+        lines = 1
         for i, s in enumerate(stages):
             dropped = len(self.candidates.dropped_at(s["name"]))
             label = f"{s.get('in', 0)}→{s.get('out', 0)}" + (f"\n−{dropped}" if dropped else "")
+            if s.get("places") is not None and s["places"] != s.get("out"):
+                label += f"\nin {s['places']} places"  # facts share their turn's place in the top k
+            lines = max(lines, label.count("\n") + 1)
             t = pg.TextItem(label, color=fg, anchor=(0.5, 1.0))
             t.setPos(float(i), float(max(s.get("in", 0), s.get("out", 0))))
             self.funnel.addItem(t, ignoreBounds=True)
             self._funnel_labels.append(t)
         if stages:
             top = float(max(n_in.max(), n_out.max(), 1.0))
-            self.funnel.setYRange(0, top * 1.3, padding=0)
+            self.funnel.setYRange(0, top * (1.1 + 0.15 * lines), padding=0)  # room for the labels over the bars
             self.funnel.setXRange(-0.6, len(stages) - 0.4, padding=0)
 
     def _funnel_scene_clicked(self, ev) -> None:
