@@ -237,6 +237,11 @@ def test_a_memory_sharing_a_place_says_with_which(pane):
     pane.target_memory = int(mid)
     pane._update_why()
     assert f"sharing its place in the top k with m{other}" in pane.why_text.text()
+    rank = next(s for s in pane.trace["stages"] if s["name"] == "rank")
+    assert rank["places"] == 5 < rank["out"]
+    labels = [t.textItem.toPlainText() for t in pane._funnel_labels]
+    assert any(label.endswith("in 5 places") for label in labels)
+    assert "k 5 sources" in pane.header.text()
 
 
 def test_what_if_off_the_gui_thread(qtbot, engine):
