@@ -351,6 +351,33 @@ def _execute_dask(specs: list[dict], address: str, should_stop):
         client.close()
 
 
+_SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
+          ("k_values", "k"), ("embedder", "embedder"), ("extract", "extraction"), ("limit", "question limit"),
+          ("models", "models"), ("prompt_hashes", "prompts"), ("git_commit", "commit"))
+
+
+def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
+    """What two runs did differently, beside the code under test: a delta between runs that used
+    different data, extraction or models says nothing about retrieval. [{"field", "label", "run", "other"}]"""
+    def value(r: dict, key: str):
+        cfg = r.get("config") or {}
+        return cfg.get(key) if key in ("extract", "limit") else r.get(key)
+
+    return [{"field": key, "label": label, "run": value(run, key), "other": value(other, key)}
+            for key, label in _SETUP if value(run, key) != value(other, key)]
+
+
+def describe_differences(diffs: list[dict[str, Any]]) -> str:
+    """One line: "extraction heuristic vs none; commit 9bd9ad8bb6c7 vs 2c92f2c0e1a3"."""
+    def show(field: str, v) -> str:
+        if v is None or v == {} or v == []:
+            return "none" if field in ("extract", "limit") else "-"
+        if field in ("git_commit", "sha256"):
+            return str(v)[:12]
+        return ",".join(map(str, v)) if isinstance(v, list) else str(v)
+    return "; ".join(f"{d['label']} {show(d['field'], d['run'])} vs {show(d['field'], d['other'])}" for d in diffs)
+
+
 def report(engine, run_id: int, against: int | None = None) -> dict[str, Any]:
     """A stored run (and its delta against another) as JSON, plus Markdown text."""
     from ..store import bench as bench_sql
@@ -365,22 +392,26 @@ def report(engine, run_id: int, against: int | None = None) -> dict[str, Any]:
         if other is None:
             raise BadInput(f"no benchmark run {against}")
         out["against"] = other
+        out["setup_differences"] = setup_differences(run, other)
         out["delta"] = {k: (None if v is None or other["metrics"].get(k) is None else round(v - other["metrics"][k], 4))
                         for k, v in (run["metrics"] or {}).items()}
         out["delta_by_category"] = {
             cat: {k: (None if v is None or (other["by_category"] or {}).get(cat, {}).get(k) is None
                       else round(v - other["by_category"][cat][k], 4)) for k, v in vals.items()}
             for cat, vals in (run["by_category"] or {}).items()}
-    out["markdown"] = _markdown(run, other, out.get("delta"))
+    out["markdown"] = _markdown(run, other, out.get("delta"), out.get("setup_differences"))
     return out
 
 
-def _markdown(run: dict, other: dict | None, delta: dict | None) -> str:
+def _markdown(run: dict, other: dict | None, delta: dict | None, diffs: list[dict] | None = None) -> str:
+    extract = (run.get("config") or {}).get("extract") or "none"
     lines = [f"# Benchmark run {run['id']}: {run['dataset']} ({run['split']})", "",
              f"- file sha256 `{run['sha256']}`", f"- recipe `{run['recipe']}`, k {run['k_values']}, embedder "
-             f"`{run['embedder']}`, commit `{(run['git_commit'] or 'unknown')[:12]}`",
+             f"`{run['embedder']}`, extraction `{extract}`, commit `{(run['git_commit'] or 'unknown')[:12]}`",
              f"- {run['sample_count']} questions, {run['failures']} failed, status {run['status']}",
-             f"- latency ms {run['latency_ms']}", f"- context tokens {run['context_tokens']}", "",
+             f"- latency ms {run['latency_ms']}", f"- context tokens {run['context_tokens']}",
+             *([f"- compared with run {other['id']}, which differs in: {describe_differences(diffs)}"] if other and diffs
+               else [f"- compared with run {other['id']}, same setup"] if other else []), "",
              "| metric | value |" + (f" run {other['id']} | delta |" if other else ""),
              "|---|---|" + ("---|---|" if other else "")]
     for key, value in sorted((run["metrics"] or {}).items()):

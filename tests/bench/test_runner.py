@@ -72,6 +72,12 @@ def test_limit_resume_and_compare(engine):
     assert resumed["status"] == "done" and resumed["questions"] > done_before
     rep = report(engine, resumed["run_id"], against=first["run_id"])
     assert "delta" in rep and "delta_by_category" in rep and rep["markdown"].startswith("# Benchmark run")
+    # the first run stopped at three questions: the comparison says so
+    assert [d["field"] for d in rep["setup_differences"]] == ["limit"]
+    assert f"compared with run {first['run_id']}, which differs in: question limit none vs 3" in rep["markdown"]
+    assert "extraction `none`" in rep["markdown"]
+    same = report(engine, first["run_id"], against=first["run_id"])
+    assert same["setup_differences"] == [] and "same setup" in same["markdown"]
     with pytest.raises(BadInput):
         run_benchmark(engine, "locomo", DATA / "bench_longmemeval_s_tiny.json", resume_run=resumed["run_id"])
 

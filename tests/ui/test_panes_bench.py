@@ -167,6 +167,10 @@ def test_compare_two_runs(panes, seeded):
     assert rows[("single-hop", "turn_recall_any@5")]["delta"] == pytest.approx(0.2)
     assert "recall_any (run" in " ".join(b.curve_items)  # the compared run's curves, dashed
     assert len(b.category_bars_b.opts["height"]) == 2
+    # the two runs used different recipes: the compare tab says it is not like for like
+    assert "Not like for like" in b.compare_note.text() and "recipe rrf vs default" in b.compare_note.text()
+    b.compare.setCurrentIndex(b.compare.findData(None))
+    assert b.compare_note.text().startswith("Pick a run")
 
 
 def test_clicking_a_question_opens_its_trace_with_gold(panes, seeded, qtbot):

@@ -12,6 +12,7 @@ New runs go through engine/bench/runner.run_benchmark in the task runner, with p
 
 from __future__ import annotations
 
+import html
 import importlib
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -37,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.bench.metrics import AT_K_METRICS
+from engine.bench.runner import describe_differences, setup_differences
 from engine.retrieve.recipes import RECIPES
 from engine.store import bench as bench_sql
 from ui.models.bench_models import (
@@ -192,7 +195,11 @@ class BenchPane(PaneBase):
         plot_item.legend = self.curve_legend  # curves added with a name register themselves
         self.category_plot = styled_plot(dash)
         self.category_plot.setTitle("by category")
-        self.category_plot.getPlotItem().getAxis("bottom").setHeight(38)  # room for two-line category names
+        cat_axis = self.category_plot.getPlotItem().getAxis("bottom")
+        cat_font = cat_axis.font()  # category names are long ("single-session-preference"): a size smaller
+        cat_font.setPointSizeF(max(6.0, cat_font.pointSizeF() - 1.5))
+        cat_axis.setStyle(tickFont=cat_font)
+        cat_axis.setHeight(38)
         self.category_bars = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38, brush="#2563eb")
         self.category_bars_b = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38,
                                                brush=pg.mkBrush(148, 163, 184, 200))
@@ -233,9 +240,17 @@ class BenchPane(PaneBase):
         self.items_view = row_table(qpage, self.items_model)
         qv.addWidget(self.items_view, 1)
         self.compare_model = BenchCompareModel(self)
-        self.compare_view = row_table(tabs, self.compare_model)
+        cpage = QWidget(tabs)
+        cv = QVBoxLayout(cpage)
+        cv.setContentsMargins(0, 0, 0, 0)
+        self.compare_note = QLabel("", cpage)  # what else the two runs did differently
+        self.compare_note.setWordWrap(True)
+        self.compare_note.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        cv.addWidget(self.compare_note)
+        self.compare_view = row_table(cpage, self.compare_model)
+        cv.addWidget(self.compare_view, 1)
         tabs.addTab(qpage, "Questions")
-        tabs.addTab(self.compare_view, "Compare")
+        tabs.addTab(cpage, "Compare")
         self.tabs = tabs
         outer.addWidget(top)
         outer.addWidget(tabs)
@@ -438,8 +453,11 @@ class BenchPane(PaneBase):
             ob = self.other.get("by_category") or {}
             self.category_bars_b.setOpts(x=x + 0.2, height=np.array([float((ob.get(c) or {}).get(key) or 0.0)
                                                                     for c in cats]), width=0.38)
-        names = [c.replace("-", "-\n", 1) for c in cats]  # on two lines, long names do not run together
-        self.category_plot.getPlotItem().getAxis("bottom").setTicks([list(enumerate(names)), []])
+        names = [c.replace("-", "-\n") for c in cats]  # a line per part: long names do not run together
+        axis = self.category_plot.getPlotItem().getAxis("bottom")
+        lines = max((n.count("\n") + 1 for n in names), default=1)
+        axis.setHeight(8 + lines * (QFontMetrics(axis.style["tickFont"] or axis.font()).height()))
+        axis.setTicks([list(enumerate(names)), []])
         self.category_plot.setTitle(f"by category: {key}" + (f" (grey: run {self.other['id']})" if self.other else ""))
         self.category_plot.setYRange(0, 1.02, padding=0)
         if cats:
@@ -473,6 +491,18 @@ class BenchPane(PaneBase):
                 self._marks.append((self.tokens_plot, line))
         self.compare_model.set_rows(delta_rows(run, self.other, level=level))
         self.compare_view.resizeColumnsToContents()
+        self.compare_note.setText(self._compare_text(run, self.other))
+
+    @staticmethod
+    def _compare_text(run: dict[str, Any], other: dict[str, Any] | None) -> str:
+        if other is None:
+            return "Pick a run to compare with (left)."
+        diffs = setup_differences(run, other)
+        if not diffs:
+            return f"Run {run['id']} − run {other['id']}: same setup."
+        warn = any(d["field"] not in ("git_commit",) for d in diffs)
+        return (f"Run {run['id']} − run {other['id']}. " + ("<b>Not like for like</b>: " if warn else "")
+                + "they differ in " + html.escape(describe_differences(diffs)) + ".")
 
     # questions ------------------------------------------------------------------------------------------------
     def _fill_items(self) -> None:
