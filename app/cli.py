@@ -412,7 +412,9 @@ def cmd_recall(args: argparse.Namespace) -> int:
         result = engine.recall(args.query, scope=scope, **kwargs)
     d = result.as_dict()
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
-    text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}" for r in d["results"]]
+    text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
+             + (f"  (with m{r['shares_place_with']}: same turn)" if r.get("shares_place_with") else "")
+             for r in d["results"]]
     _emit(args, d, "\n".join(text))
     return 0
 

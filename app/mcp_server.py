@@ -108,7 +108,8 @@ class MemoryTools:
         d = self.engine.recall(query, scope=self.scope, k=k, as_of=as_of or None, origin="agent").as_dict()
         return {"trace_id": d["trace_id"], "context": d["context"]["text"], "tokens": d["context"]["tokens"],
                 "results": [{key: r[key] for key in ("memory_id", "rank", "score", "text", "kind", "trust", "fact",
-                                                     "history", "source")} for r in d["results"]],
+                                                     "history", "source", "shares_place_with")}
+                            for r in d["results"]],
                 "timings_ms": d["timings_ms"]}
 
     def profile(self) -> dict[str, Any]:

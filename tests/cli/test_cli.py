@@ -194,3 +194,19 @@ def test_version_flag(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.startswith("memlens ")
+
+
+def test_recall_marks_a_fact_sharing_its_turns_place(tmp_path, capsys):
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps([{"id": "c", "messages": [
+        {"role": "user", "content": "I live in Berlin.", "timestamp": "2024-03-01T10:00:00Z"}]}]), encoding="utf-8")
+    db = tmp_path / "m.db"
+    code, _, err = run(capsys, "ingest", src, "--db", db, "--extract", "heuristic", "--json")
+    assert code == 0, err
+    code, out, err = run(capsys, "recall", "Where do I live?", "--db", db, "--k", "1", "--json")
+    assert code == 0, err
+    results = json.loads(out)["results"]
+    assert len(results) == 2 and {r["kind"] for r in results} == {"episode", "fact"}
+    assert results[1]["shares_place_with"] == results[0]["memory_id"]
+    code, out, _ = run(capsys, "recall", "Where do I live?", "--db", db, "--k", "1")
+    assert f"(with m{results[0]['memory_id']}: same turn)" in out.splitlines()[2]

@@ -163,6 +163,7 @@ def test_add_recall_profile_explain_forget(tmp_path):
     assert [h["object"] for h in top["history"]] == ["Berlin"]
     assert top["source"]["document_id"] == one["document_id"]  # the citation: the turn it came from
     assert f"m{top['memory_id']}" in recall["context"]
+    assert all("shares_place_with" in r for r in recall["results"])  # k counts sources: says which share one
 
     profile = out["profile"]
     assert any("Lisbon" in line["text"] and line["fact_ids"] for line in profile["static"] + profile["dynamic"])

@@ -261,6 +261,7 @@ def test_a_fact_and_the_turn_it_was_read_from_share_one_place_in_the_top_k(engin
     # the fact says what the turn says: it joins the turn's place instead of needing a second one,
     # and nothing from another turn gets in
     assert res.trace.params["shared_places"] == {str(fact["memory_id"]): turn["memory_id"]}
+    assert fact["shares_place_with"] == turn["memory_id"] and turn["shares_place_with"] is None
     assert next(s for s in res.trace.stages if s["name"] == "rank")["places"] == 1
     below = [c for c in res.trace.candidates.values() if c.dropped and c.dropped["reason"] == DropReason.BELOW_CUT]
     assert below and all("k = 1 sources" in c.dropped["detail"] for c in below)
