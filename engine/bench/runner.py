@@ -146,8 +146,12 @@ def run_container(spec: dict) -> list[dict]:
                               "status": "failed", "error": f"{exc.__class__.__name__}: {exc}"})
                 continue
             latency = (time.perf_counter() - t0) * 1000.0
-            msgs = engine.store.message_ids(scope, res.ranked_ids)
-            turns = [m for mid in res.ranked_ids for m in msgs.get(mid, [])]
+            # Metrics read the whole ranking, not only the top k memories: a level's top k is its first
+            # k distinct ids, and k sessions may need more than k turns (LongMemEval's
+            # turn-to-session evaluation widens k the same way). Candidates never proposed rank nowhere.
+            order = res.ordered_ids or res.ranked_ids
+            msgs = engine.store.message_ids(scope, order)
+            turns = [m for mid in order for m in msgs.get(mid, [])]
             sessions = [_session_of(spec["format"], m) for m in turns]
             metrics: dict[str, float] = {}
             for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):

@@ -49,6 +49,9 @@ class RecallResult:
     trace: Trace
     results: list[dict[str, Any]] = field(default_factory=list)
     ranked_ids: list[int] = field(default_factory=list)  # the top k before the budget (retrieval metrics)
+    # every candidate that passed the filters, best first: the top k, then those below the cut. A
+    # ranking deeper than k, for metrics that widen k (LongMemEval's turn-to-session evaluation)
+    ordered_ids: list[int] = field(default_factory=list)
     context_text: str = ""
     context_tokens: int = 0
 
@@ -111,8 +114,9 @@ class Recall:
             self._plan(trace, query, query_vector, as_of)
         if self._weak(trace) and self.llm is not None and r.reranker:
             self._rerank(trace, query)
-        ranked = self._rank(trace, k)
+        ranked, order = self._rank(trace, k)
         result = self._budget(trace, ranked, budget or r.budget_tokens)
+        result.ordered_ids = order
         return result
 
     # candidates -------------------------------------------------------------------------------
@@ -498,7 +502,8 @@ class Recall:
                     fallback=None if outcome.get("ok") else "fused order kept")
 
     # rank and budget --------------------------------------------------------------------------
-    def _rank(self, trace: Trace, k: int) -> list[CandidateTrace]:
+    def _rank(self, trace: Trace, k: int) -> tuple[list[CandidateTrace], list[int]]:
+        """(the top k, every alive candidate's id in ranked order)."""
         t0 = time.perf_counter()
         alive = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))
         cap, why = self.recipe.per_document_cap, "the recipe's per-document cap"
@@ -544,7 +549,7 @@ class Recall:
         if shared:  # memory -> the higher-ranked memory whose place it shares
             trace.params["shared_places"] = shared
         trace.stage("rank", len(alive), len(kept), _ms(t0), places=len(place_of))
-        return kept
+        return kept, [c.memory_id for c in alive]
 
     def _budget(self, trace: Trace, ranked: list[CandidateTrace], budget: int) -> RecallResult:
         t0 = time.perf_counter()

@@ -171,3 +171,28 @@ def test_an_in_process_run_uses_the_engines_own_model_when_it_is_the_same(tmp_pa
         used = runner._EMBEDDERS["hashing"]
         assert (used is own) is shared  # a different model is never passed off as the one named
         assert used.dims == HashingEmbedder().dims
+
+
+def test_session_metrics_read_past_the_top_k_memories(engine, tmp_path):
+    """k sessions may need more than k turns: LongMemEval's turn-to-session evaluation widens k
+    until k distinct sessions are in, and so does the runner (the whole ranking, not the top k)."""
+    talk = [{"role": "user", "content": f"The quince jam batch {i} needed more quince and lemon."} for i in range(4)]
+    data = [{
+        "question_id": "q_widen", "question_type": "multi-session", "answer": "twice",
+        "question": "How did the quince jam batches turn out?", "question_date": "2023/06/01 (Thu) 10:00",
+        "haystack_dates": ["2023/05/01 (Mon) 10:00", "2023/05/02 (Tue) 10:00", "2023/05/03 (Wed) 10:00"],
+        "haystack_session_ids": ["answer_widen_1", "answer_widen_2", "other_1"],
+        "haystack_sessions": [
+            [dict(t, has_answer=True) for t in talk],
+            [{"role": "user", "content": "Another quince jam: it set well this time.", "has_answer": True}],
+            [{"role": "user", "content": "My bike needs a new chain."}]],
+        "answer_session_ids": ["answer_widen_1", "answer_widen_2"]}]
+    path = tmp_path / "widen.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    out = run_benchmark(engine, "longmemeval", path, k_values=(1, 2), embedder="hashing")
+    item = bench_sql.items(engine.store, out["run_id"])[0]
+    retrieved_sessions = {m.rsplit(":", 1)[0] for r in item["retrieved"] for m in r["message_ids"]}
+    assert retrieved_sessions == {"answer_widen_1"}  # the top 2 memories are two turns of one session...
+    # ...but the first two distinct sessions of the ranking are both gold ones
+    assert item["metrics"]["session_recall_all@2"] == 1.0
+    assert item["metrics"]["turn_recall_all@2"] == 0.0

@@ -217,6 +217,10 @@ def test_every_candidate_has_a_rank_or_a_drop_and_budget_holds(engine, query, k,
     places = {m.get("chunk_id") or ("memory", mid) for mid, m in ((r["memory_id"], res.trace.candidates[r["memory_id"]].meta)
                                                                for r in res.results)}
     assert len(places) <= k  # k counts sources: a fact shares its place with the turn it was read from
+    # the whole ranking: the top k first, then every candidate below the cut, best first
+    assert res.ordered_ids[:len(res.ranked_ids)] == res.ranked_ids
+    below = {c.memory_id for c in res.trace.candidates.values() if c.dropped and c.dropped["reason"] == "below_cut"}
+    assert set(res.ordered_ids[len(res.ranked_ids):]) == below
     assert [r["rank"] for r in res.results] == list(range(1, len(res.results) + 1))
 
 
