@@ -22,6 +22,13 @@ Conventions, all per question, k >= 1:
 - f1@k           harmonic mean of precision@k and evidence_recall@k (0 when both are 0).
 - mrr            1 / rank of the first gold id in the whole ranking, 0 if none (no cut-off).
 
+Session level: the ranking is the induced ranking of distinct sessions (each at the rank of its
+best turn), so the top k are the first k distinct sessions, the k that LongMemEval's
+turn-to-session evaluation widens its turn cut-off to reach; recall_any / recall_all then agree
+with it. NDCG is computed on that session ranking, as for a session-granular retriever; the
+turn-to-session script instead scores the widened list of turns, where every turn of a gold
+session counts, which gives a different number.
+
 With empty gold every metric is 0.0: the question is unanswerable by retrieval, and summarise()
 leaves it out of the means and reports how many there were.
 """
