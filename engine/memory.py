@@ -44,7 +44,7 @@ from .errors import BadInput
 from .extract.canonical import subject_key as canonical_subject
 from .extract.runner import ExtractReport, Extractor
 from .ingest.model import ParsedDocument
-from .ingest.pipeline import Ingestor, IngestReport, vector_text
+from .ingest.pipeline import VECTOR_TEXT_VERSION, Ingestor, IngestReport, vector_text
 from .llm import LLMClient, LLMConfig
 from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
@@ -183,11 +183,22 @@ class MemoryEngine:
         recorded = self.store.get_meta("embedder")
         if self.store.db.readonly:
             return
+        stale = 0
         if recorded != json.dumps(current, sort_keys=True):
             self.store.set_meta("embedder", json.dumps(current, sort_keys=True))
-            if recorded is not None and self.store.mark_stale_embeddings(emb.provider, emb.model):
-                if self._background_reembed:
-                    self._start_reembed()
+            if recorded is not None:
+                stale += self.store.mark_stale_embeddings(emb.provider, emb.model)
+        # Vectors written before a change of what memories are embedded from (VECTOR_TEXT_VERSION):
+        # version 1 embedded a fact's text alone, version 2 adds its evidence. Old vectors still
+        # work, so without a background re-embed they stay until an engine that re-embeds opens it.
+        if self.store.get_meta("vector_text") != str(VECTOR_TEXT_VERSION):
+            if not self.store.has_facts():  # nothing was embedded the old way
+                self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
+            elif self._background_reembed:
+                self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
+                stale += self.store.mark_fact_embeddings_stale()
+        if stale and self._background_reembed:
+            self._start_reembed()
 
     def _start_reembed(self) -> None:
         if self._reembed_thread is not None and self._reembed_thread.is_alive():

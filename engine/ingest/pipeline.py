@@ -66,6 +66,11 @@ def contextual_text(text: str, kind: str, prev_text: str | None, prev_kind: str 
     return text
 
 
+# Bump when vector_text changes what a stored memory is embedded from: opening a database written
+# under an older version re-embeds what changed (2: facts gained their evidence quote).
+VECTOR_TEXT_VERSION = 2
+
+
 def fact_vector_text(text: str, evidence: str | None) -> str:
     """A fact is embedded with the words it was read from. Alone, "Nate likes helping people." is
     a few words and a name, and sits closer to any short question about Nate than the turns that

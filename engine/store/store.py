@@ -367,6 +367,17 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads):
                          (provider, model))
             return conn.changes()
 
+    def has_facts(self) -> bool:
+        """Any fact in any scope."""
+        return self.conn.execute("SELECT EXISTS (SELECT 1 FROM facts)").fetchone()[0] == 1
+
+    def mark_fact_embeddings_stale(self) -> int:
+        """Every fact's vector is stale (what a fact is embedded from changed); returns how many."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE embeddings SET stale = 1 WHERE stale = 0 AND owner_type = 'memory'"
+                         " AND owner_id IN (SELECT memory_id FROM facts)")
+            return conn.changes()
+
     def stale_embedding_batch(self, limit: int) -> list[tuple[Scope, str, int, str]]:
         """(scope, owner_type, owner_id, text) of stale vectors, any scope (maintenance task)."""
         rows = self.conn.execute(

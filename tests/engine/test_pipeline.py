@@ -261,3 +261,38 @@ def test_fact_vector_text():
     assert fact_vector_text("Ana likes tea.", "  ") == "Ana likes tea."
     assert fact_vector_text("Ana is allergic to peanuts.", "allergic to peanuts") == "Ana is allergic to peanuts."
     assert fact_vector_text("Ana likes tea.", "I  love\ntea!") == "Ana likes tea.\n(from: I love tea!)"
+
+
+def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
+    """A database from before facts carried their evidence (vector_text version 1): the first
+    engine that can re-embed in the background redoes the fact vectors; one that cannot leaves
+    the old ones in use."""
+    import apsw
+
+    from engine.ingest.pipeline import VECTOR_TEXT_VERSION, fact_vector_text
+
+    path = tmp_path / "m.db"
+    emb = HashingEmbedder(384)
+    with MemoryEngine(path, embedder=emb) as eng:
+        eng.ingest_documents([chat_doc([("Ana", "Honestly, I love hiking."), ("Ben", "Same!")])], scope=ALICE,
+                             extract="heuristic")
+        fact = eng.export(ALICE)["facts"][0]
+        mem = eng.store.memory(ALICE, fact["memory_id"])
+        assert eng.store.get_meta("vector_text") == str(VECTOR_TEXT_VERSION)
+    conn = apsw.Connection(str(path))  # what version 1 wrote: the fact's text alone, no marker
+    conn.execute("UPDATE embeddings SET vector = ? WHERE owner_type = 'memory' AND owner_id = ?",
+                 (emb.embed([mem.text])[0].tobytes(), mem.id))
+    conn.execute("DELETE FROM meta WHERE key = 'vector_text'")
+    conn.close()
+    with MemoryEngine(path, embedder=emb, background_reembed=False) as eng:
+        _ = eng.embedder
+        row = eng.store.embedding_of(ALICE, "memory", mem.id)
+        assert not row["stale"] and np.allclose(row["vector"], emb.embed([mem.text])[0])
+        assert eng.store.get_meta("vector_text") is None
+    with MemoryEngine(path, embedder=emb) as eng:
+        _ = eng.embedder
+        eng.wait_for_background()
+        row = eng.store.embedding_of(ALICE, "memory", mem.id)
+        assert not row["stale"]
+        assert np.allclose(row["vector"], emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
+        assert eng.store.get_meta("vector_text") == str(VECTOR_TEXT_VERSION)
