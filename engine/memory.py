@@ -196,7 +196,7 @@ class MemoryEngine:
                 self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
             elif self._background_reembed:
                 self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
-                stale += self.store.mark_fact_embeddings_stale()
+                stale += self.store.mark_fact_embeddings_outdated()
         if stale and self._background_reembed:
             self._start_reembed()
 
@@ -463,7 +463,7 @@ class MemoryEngine:
         rec = get_recipe(result.trace.recipe)
         reasons = []
         emb = self.store.embedding_of(scope, "memory", memory_id)
-        if emb is None or emb["stale"] or emb["model"] != self.embedder.model:
+        if emb is None or emb["stale"] == 1 or emb["model"] != self.embedder.model:
             reasons.append("it has no current vector for this model")
         else:
             q = self.embedder.embed([query], kind="query")[0]

@@ -50,9 +50,10 @@ class VectorIndex:
         with self._lock:
             state = self.store.vector_state(self.scope, self.model)
             if state != self._state:
-                max_id, count, newest = state
+                max_id, count, newest, outdated = state
+                # rows only added: load those; anything else (re-embedded in place, removed) reloads all
                 if self._state is not None and count >= self._n and newest >= self._state[2] and \
-                        count - self._n == self._count_after(self._last_row):
+                        outdated == self._state[3] and count - self._n == self._count_after(self._last_row):
                     ids, mat, last = self.store.load_vectors(self.scope, self.model, self.dims, self._last_row)
                     self._append(ids, mat)
                     self._last_row = last

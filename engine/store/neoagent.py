@@ -846,7 +846,7 @@ def memories_needing_vectors(store: Store, user_id: str, agent_id: str, model: s
         "SELECT m.user_id, m.agent_id, m.scope_type, m.scope_id, m.id, m.text FROM memories m"
         " LEFT JOIN embeddings e ON e.owner_type = 'memory' AND e.owner_id = m.id"
         " WHERE m.id > ? AND m.user_id = ? AND m.agent_id = ? AND m.external_ref LIKE 'neoagent:%'"
-        " AND (e.id IS NULL OR e.stale = 1 OR e.model != ?) ORDER BY m.id LIMIT ?",
+        " AND (e.id IS NULL OR e.stale != 0 OR e.model != ?) ORDER BY m.id LIMIT ?",
         (after_id, user_id, agent_id, model, limit))
     return [(Scope(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
 

@@ -32,15 +32,19 @@ class RecallReads:
     db: Any
 
     # vectors ----------------------------------------------------------------------------------
-    def vector_state(self, scope: Scope, model: str) -> tuple[int, int, str]:
+    # embeddings.stale: 0 current, 1 unusable (another model wrote it), 2 outdated (this model, an
+    # older definition of the text it embeds: searchable until the background re-embed redoes it)
+    def vector_state(self, scope: Scope, model: str) -> tuple[int, int, str, int]:
+        """(max row id, rows, newest created_at, outdated rows) of the vectors search may use."""
         row = self.conn.execute(
-            f"SELECT coalesce(max(id), 0), count(*), coalesce(max(created_at), '') FROM embeddings WHERE {_SCOPE_WHERE}"
-            " AND owner_type = 'memory' AND stale = 0 AND model = ?", (*scope.as_params(), model)).fetchone()
-        return int(row[0]), int(row[1]), row[2]
+            f"SELECT coalesce(max(id), 0), count(*), coalesce(max(created_at), ''), coalesce(sum(stale = 2), 0)"
+            f" FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1 AND model = ?",
+            (*scope.as_params(), model)).fetchone()
+        return int(row[0]), int(row[1]), row[2], int(row[3])
 
     def vector_count_after(self, scope: Scope, model: str, after_id: int) -> int:
         return self.conn.execute(
-            f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale = 0"
+            f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1"
             " AND model = ? AND id > ?", (*scope.as_params(), model, after_id)).fetchone()[0]
 
     def load_vectors(self, scope: Scope, model: str, dims: int, after_id: int = 0
@@ -57,7 +61,7 @@ class RecallReads:
         i = 0
         for rid, owner, blob in self.conn.execute(
                 f"SELECT id, owner_id, vector FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory'"
-                " AND stale = 0 AND model = ? AND dims = ? AND id > ? ORDER BY id",
+                " AND stale != 1 AND model = ? AND dims = ? AND id > ? ORDER BY id",
                 (*scope.as_params(), model, dims, after_id)):
             if i == n:  # a writer added rows since the count: the next refresh takes them
                 break

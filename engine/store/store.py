@@ -347,7 +347,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads):
             ("facts", f"SELECT count(*) FROM facts WHERE {_SCOPE_WHERE}"),
             ("open_conflicts", f"SELECT count(*) FROM conflicts WHERE {_SCOPE_WHERE} AND status = 'open'"),
             ("embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE}"),
-            ("stale_embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND stale = 1"),
+            ("stale_embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND stale != 0"),
         ):
             out[key] = self.conn.execute(sql, sp).fetchone()[0]
         return out
@@ -371,21 +371,29 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads):
         """Any fact in any scope."""
         return self.conn.execute("SELECT EXISTS (SELECT 1 FROM facts)").fetchone()[0] == 1
 
-    def mark_fact_embeddings_stale(self) -> int:
-        """Every fact's vector is stale (what a fact is embedded from changed); returns how many."""
+    def mark_fact_embeddings_outdated(self) -> int:
+        """Every fact's vector is outdated (stale = 2): what a fact is embedded from changed. Search
+        keeps using it until the re-embed redoes it. Returns how many were marked."""
         with self.db.write() as conn:
-            conn.execute("UPDATE embeddings SET stale = 1 WHERE stale = 0 AND owner_type = 'memory'"
+            conn.execute("UPDATE embeddings SET stale = 2 WHERE stale = 0 AND owner_type = 'memory'"
                          " AND owner_id IN (SELECT memory_id FROM facts)")
             return conn.changes()
 
     def stale_embedding_batch(self, limit: int) -> list[tuple[Scope, str, int, str]]:
-        """(scope, owner_type, owner_id, text) of stale vectors, any scope (maintenance task)."""
-        rows = self.conn.execute(
+        """(scope, owner_type, owner_id, text) of vectors to redo, any scope (maintenance task):
+        unusable ones first (the partial index finds them), then outdated facts."""
+        rows = list(self.conn.execute(
             "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id,"
             " COALESCE(m.text, c.text) FROM embeddings e"
             " LEFT JOIN memories m ON e.owner_type = 'memory' AND m.id = e.owner_id"
             " LEFT JOIN chunks c ON e.owner_type = 'chunk' AND c.id = e.owner_id"
-            " WHERE e.stale = 1 ORDER BY e.id LIMIT ?", (limit,))
+            " WHERE e.stale = 1 ORDER BY e.id LIMIT ?", (limit,)))
+        if len(rows) < limit:  # only facts are ever outdated: reach them through the facts table
+            rows += self.conn.execute(
+                "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id, m.text"
+                " FROM facts f JOIN embeddings e ON e.owner_type = 'memory' AND e.owner_id = f.memory_id"
+                " JOIN memories m ON m.id = f.memory_id WHERE e.stale = 2 ORDER BY f.memory_id LIMIT ?",
+                (limit - len(rows),))
         return [(Scope(r[0], r[1], r[2], r[3]), r[4], r[5], r[6] or "") for r in rows]
 
     # export --------------------------------------------------------------------------------

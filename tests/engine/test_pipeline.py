@@ -296,3 +296,34 @@ def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
         assert not row["stale"]
         assert np.allclose(row["vector"], emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
         assert eng.store.get_meta("vector_text") == str(VECTOR_TEXT_VERSION)
+
+
+def test_outdated_fact_vectors_stay_searchable_until_redone(tmp_path):
+    from engine.index.vectors import VectorIndex
+    from engine.ingest.pipeline import fact_vector_text
+
+    emb = HashingEmbedder(384)
+    with MemoryEngine(tmp_path / "m.db", embedder=emb, background_reembed=False) as eng:
+        eng.ingest_documents([chat_doc([("Ana", "Honestly, I love hiking."), ("Ben", "Same!")])], scope=ALICE,
+                             extract="heuristic")
+        fact = eng.export(ALICE)["facts"][0]
+        mid = fact["memory_id"]
+        text = eng.store.memory(ALICE, mid).text
+        old = emb.embed([text])[0]
+        with eng.store.writer(ALICE) as w:  # a vector written under the older definition
+            w.put_embeddings("memory", [(mid, old)], provider=emb.provider, model=emb.model, dims=emb.dims,
+                             embed_ms=None)
+        index = VectorIndex(eng.store, ALICE, emb.model, emb.dims)
+        index.refresh()
+        assert eng.store.mark_fact_embeddings_outdated() == 1
+        assert eng.store.mark_fact_embeddings_outdated() == 0  # already marked
+        index.refresh()
+        ids, _ = index.search(old, 5)
+        assert ids[0] == mid  # still found while it waits
+        assert [row[2] for row in eng.store.stale_embedding_batch(10)] == [mid]
+        assert eng.reembed_stale() == 1
+        index.refresh()  # redone in place: the index reloads it
+        new = emb.embed([fact_vector_text(text, fact["evidence"])])[0]
+        ids, scores = index.search(new, 1)
+        assert ids[0] == mid and scores[0] == pytest.approx(1.0, abs=1e-5)
+        assert eng.store.stale_embedding_batch(10) == []
