@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _scoped(p)
     p.add_argument("query")
-    p.add_argument("--k", type=int, default=None, help="sources (default: the recipe's, 10); a fact and the turn it was read from share one")
+    p.add_argument("--k", type=int, default=None,
+                   help="sources (default: the recipe's, 10); a fact and the turn it was read from share one")
     p.add_argument("--as-of", default=None, metavar="TIME", help="answer as of this ISO-8601 world and belief time")
     p.add_argument("--recipe", default=None, help="default, offline, lexical, vector, rrf")
     p.add_argument("--budget", type=int, default=None, help="context token budget (default 800)")
@@ -413,7 +414,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     d = result.as_dict()
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
     text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
-             + (f"  (with m{r['shares_place_with']}: same turn)" if r.get("shares_place_with") else "")
+             + (f"  (with m{r['shares_place_with']}: same source)" if r.get("shares_place_with") else "")
              for r in d["results"]]
     _emit(args, d, "\n".join(text))
     return 0

@@ -444,7 +444,8 @@ class MemoryEngine:
             out["detail"] = f"ranked {cand.rank} of {len(result.results)}"
             other = (result.trace.params.get("shared_places") or {}).get(str(memory_id))
             if other is not None:
-                out["detail"] += f", sharing its place in the top k with memory {other} (read from the same turn)"
+                out["detail"] += (f", sharing its place in the top k with memory {other} "
+                                  "(read from the same source chunk)")
         elif cand.dropped["reason"] == "below_cut":
             out["verdict"] = "below_cut"
             out["detail"] = cand.dropped["detail"]

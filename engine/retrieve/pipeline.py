@@ -590,7 +590,7 @@ class Recall:
                 "source": None if src is None else {k: src[k] for k in ("document_id", "chunk_id", "start", "end")}
                 | {"title": src["title"], "source_type": src["source_type"], "message_id": src["message_id"]},
                 "tokens": cost,
-                "shares_place_with": m.get("shares_place_with"),  # the memory read from the same turn, ranked higher
+                "shares_place_with": m.get("shares_place_with"),  # the higher-ranked memory with the same source chunk
             })
         result.context_text = "\n".join(lines)
         result.context_tokens = used

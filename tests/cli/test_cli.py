@@ -209,4 +209,4 @@ def test_recall_marks_a_fact_sharing_its_turns_place(tmp_path, capsys):
     assert len(results) == 2 and {r["kind"] for r in results} == {"episode", "fact"}
     assert results[1]["shares_place_with"] == results[0]["memory_id"]
     code, out, _ = run(capsys, "recall", "Where do I live?", "--db", db, "--k", "1")
-    assert f"(with m{results[0]['memory_id']}: same turn)" in out.splitlines()[2]
+    assert f"(with m{results[0]['memory_id']}: same source)" in out.splitlines()[2]

@@ -247,8 +247,8 @@ class TraceCandidatesModel(RowTableModel):
             d = row.get("dropped")
             return d.get("detail") if d else None
         if key == "fate" and row.get("shares_place_with") is not None:
-            return (f"shares its place in the top k with memory {row['shares_place_with']}: both were read from "
-                    "the same turn, so together they count as one source")
+            return (f"shares its place in the top k with memory {row['shares_place_with']}: both come from the "
+                    "same source chunk (a turn, a message or a passage), so together they count as one source")
         if key.startswith("ch:"):
             ch = row.get("channels", {}).get(key[3:])
             if ch and ch.get("via") is not None:

@@ -559,7 +559,8 @@ class TracesPane(PaneBase):
         if row.get("rank") is not None:
             score = f"score {float(row['score']):.4f}" if row.get("score") is not None else "no score recorded"
             with_ = row.get("shares_place_with")
-            shares = f", sharing its place in the top k with m{with_} (read from the same turn)" if with_ is not None else ""
+            shares = (f", sharing its place in the top k with m{with_} (read from the same source chunk)"
+                      if with_ is not None else "")
             self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} ({score}){shares}.")  # imported: no score
         else:
             d = row["dropped"]
