@@ -112,6 +112,11 @@ def test_stored_runs_are_listed_newest_first_with_their_dashboards(panes, seeded
     view = b.curve_plot.getPlotItem().vb
     assert view.sceneBoundingRect().height() > 20
     assert not view.sceneBoundingRect().intersects(b.curve_legend.sceneBoundingRect())
+    ticks = lambda: [v for v, _ in b.curve_plot.getPlotItem().getAxis("left")._tickLevels[0]]  # noqa: E731
+    assert ticks() == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    b.resize(1024, 420)  # short: six labels would overlap, three do not
+    QApplication.processEvents()
+    assert view.sceneBoundingRect().height() < 100 and ticks() == [0.0, 0.5, 1.0]
     # per-category bars for the chosen metric
     b.k.setCurrentText("1")
     assert b.metric_key() == "turn_recall_any@1"

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from tests.ui.memdb_scenarios import ANA, BOB, build, mounted, open_engine
 from ui.context import AppContext
@@ -242,6 +243,20 @@ def test_a_memory_sharing_a_place_says_with_which(pane):
     labels = [t.textItem.toPlainText() for t in pane._funnel_labels]
     assert any(label.endswith("in 5 places") for label in labels)
     assert "k 5 sources" in pane.header.text()
+
+
+@pytest.mark.qt_log_ignore("This plugin does not support")  # shown offscreen, to lay the plot out
+@pytest.mark.parametrize("size", [(1280, 800), (1000, 520)])
+def test_funnel_labels_fit_over_their_bars_at_any_height(pane, size):
+    """The room over the bars is set in pixels: a short pane must not cut the top label line off."""
+    pane.trace_view.selectRow(1)
+    pane.resize(*size)
+    pane.show()
+    QApplication.processEvents()
+    view = pane.funnel.getPlotItem().getViewBox().sceneBoundingRect()
+    assert view.height() > 20
+    for label in pane._funnel_labels:
+        assert label.sceneBoundingRect().top() >= view.top() - 1, label.textItem.toPlainText()
 
 
 def test_what_if_off_the_gui_thread(qtbot, engine):

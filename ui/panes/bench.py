@@ -187,11 +187,15 @@ class BenchPane(PaneBase):
         self.curve_plot = styled_plot(dash)
         self.curve_plot.setTitle("metric@k")
         self.curve_plot.setLabel("bottom", "k")
+        self.curve_plot.getPlotItem().getViewBox().sigResized.connect(self._fit_curve_ticks)
         self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
-        # The legend sits in its own row under the axis, not over the curves (there are up to seven).
-        self.curve_legend = pg.LegendItem(labelTextSize="7pt", colCount=3, verSpacing=-8, horSpacing=6)
+        # The legend sits in its own column right of the curves, not over them (there are up to
+        # seven): the dashboard is wider than tall, and a row under the axis left the curves ~25 px
+        # on a 1024 x 640 window.
+        self.curve_legend = pg.LegendItem(labelTextSize="7pt", colCount=1, verSpacing=-8, horSpacing=6)
         plot_item = self.curve_plot.getPlotItem()
-        plot_item.layout.addItem(self.curve_legend, 4, 1)
+        plot_item.layout.addItem(self.curve_legend, 2, 3)
+        plot_item.layout.setColumnMinimumWidth(2, 8)  # the (hidden) right axis' column: a gap before it
         plot_item.legend = self.curve_legend  # curves added with a name register themselves
         self.category_plot = styled_plot(dash)
         self.category_plot.setTitle("by category")
@@ -442,7 +446,7 @@ class BenchPane(PaneBase):
             self.curve_plot.setXRange(min(ks_all) - 0.5, max(ks_all) + 0.5, padding=0)
         # values live in [0, 1]; a little room above 1 keeps the markers of a perfect score whole
         self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
-        self.curve_plot.getPlotItem().getAxis("left").setTicks([[(v / 5, f"{v / 5:.1f}") for v in range(6)], []])
+        self._fit_curve_ticks()
 
         key = self.metric_key()
         cats = sorted((run.get("by_category") or {}).keys())
@@ -492,6 +496,13 @@ class BenchPane(PaneBase):
         self.compare_model.set_rows(delta_rows(run, self.other, level=level))
         self.compare_view.resizeColumnsToContents()
         self.compare_note.setText(self._compare_text(run, self.other))
+
+    def _fit_curve_ticks(self, *_args) -> None:
+        """Ticks every 0.2 when the plot is tall enough for six labels, else 0, 0.5 and 1."""
+        height = self.curve_plot.getPlotItem().getViewBox().height()
+        step = 0.2 if height >= 6 * (QFontMetrics(self.curve_plot.font()).height() + 2) else 0.5
+        ticks = [round(i * step, 1) for i in range(int(round(1 / step)) + 1)]
+        self.curve_plot.getPlotItem().getAxis("left").setTicks([[(v, f"{v:.1f}") for v in ticks], []])
 
     @staticmethod
     def _compare_text(run: dict[str, Any], other: dict[str, Any] | None) -> str:

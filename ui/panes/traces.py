@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -119,6 +119,8 @@ class TracesPane(PaneBase):
         self.funnel.addItem(self.funnel_in)
         self.funnel.addItem(self.funnel_out)
         self._funnel_labels: list[pg.TextItem] = []
+        self._funnel_top = (1.0, 1)  # (tallest bar, label lines over it): the y range follows the height
+        self.funnel.getPlotItem().getViewBox().sigResized.connect(self._fit_funnel)
         self.funnel.scene().sigMouseClicked.connect(self._funnel_scene_clicked)
         self.components = styled_plot(plots)
         self.components.setMenuEnabled(False)
@@ -410,9 +412,18 @@ class TracesPane(PaneBase):
             self.funnel.addItem(t, ignoreBounds=True)
             self._funnel_labels.append(t)
         if stages:
-            top = float(max(n_in.max(), n_out.max(), 1.0))
-            self.funnel.setYRange(0, top * (1.1 + 0.15 * lines), padding=0)  # room for the labels over the bars
+            self._funnel_top = (float(max(n_in.max(), n_out.max(), 1.0)), lines)
+            self._fit_funnel()
             self.funnel.setXRange(-0.6, len(stages) - 0.4, padding=0)
+
+    def _fit_funnel(self, *_args) -> None:
+        """Room over the tallest bar for its label, in pixels: the labels keep their size when the
+        plot gets short, so a share of the range is not enough."""
+        top, lines = self._funnel_top
+        height = self.funnel.getPlotItem().getViewBox().height()
+        need = lines * QFontMetrics(self.funnel.font()).height() + 6
+        share = need / height if height > 0 else 0.5
+        self.funnel.setYRange(0, top / (1.0 - min(0.75, max(0.15, share))), padding=0)
 
     def _funnel_scene_clicked(self, ev) -> None:
         vb = self.funnel.getPlotItem().getViewBox()
