@@ -421,7 +421,9 @@ class TracesPane(PaneBase):
         plot gets short, so a share of the range is not enough."""
         top, lines = self._funnel_top
         height = self.funnel.getPlotItem().getViewBox().height()
-        need = lines * QFontMetrics(self.funnel.font()).height() + 6
+        # the labels' own height (a TextItem ignores the view's scale: its rect is in pixels)
+        need = max((t.textItem.boundingRect().height() for t in self._funnel_labels),
+                   default=lines * QFontMetrics(self.funnel.font()).height()) + 4
         share = need / height if height > 0 else 0.5
         self.funnel.setYRange(0, top / (1.0 - min(0.75, max(0.15, share))), padding=0)
 
