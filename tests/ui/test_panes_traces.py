@@ -241,7 +241,7 @@ def test_a_memory_sharing_a_place_says_with_which(pane):
     rank = next(s for s in pane.trace["stages"] if s["name"] == "rank")
     assert rank["places"] == 5 < rank["out"]
     labels = [t.textItem.toPlainText() for t in pane._funnel_labels]
-    assert any(label.endswith("in 5 places") for label in labels)
+    assert any(label.endswith("\n5 places") for label in labels)
     assert "k 5 sources" in pane.header.text()
 
 

@@ -405,7 +405,7 @@ class TracesPane(PaneBase):
             dropped = len(self.candidates.dropped_at(s["name"]))
             label = f"{s.get('in', 0)}→{s.get('out', 0)}" + (f"\n−{dropped}" if dropped else "")
             if s.get("places") is not None and s["places"] != s.get("out"):
-                label += f"\nin {s['places']} places"  # facts share their turn's place in the top k
+                label += f"\n{s['places']} places"  # facts share their turn's place in the top k
             lines = max(lines, label.count("\n") + 1)
             t = pg.TextItem(label, color=fg, anchor=(0.5, 1.0))
             t.setPos(float(i), float(max(s.get("in", 0), s.get("out", 0))))
