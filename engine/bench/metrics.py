@@ -43,6 +43,9 @@ from typing import Any
 import numpy as np
 
 LEVELS = ("turn", "session")
+# Recorded with every run; bump when a definition changes what a run scores. 1: a level's ids
+# came from the top k memories only. 2: from the whole ranking (the first k distinct ids).
+METRICS_VERSION = 2
 AT_K_METRICS = ("recall_any", "recall_all", "ndcg_any", "evidence_recall", "hit", "precision", "f1")
 METRICS = (*AT_K_METRICS, "mrr")
 

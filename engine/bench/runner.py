@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import BadInput, Cancelled
 from ..timeutil import now_iso
 from . import datasets as ds
-from .metrics import LEVELS, percentiles, score_ranking, summarise
+from .metrics import LEVELS, METRICS_VERSION, percentiles, score_ranking, summarise
 
 DEFAULT_KS = (1, 3, 5, 10)
 BENCH_SCOPE = ("bench", "bench")
@@ -245,13 +245,17 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             raise BadInput(f"no benchmark run {resume_run}")
         if prior["sha256"] != loaded.sha256:
             raise BadInput(f"run {resume_run} used a different file (sha256 {prior['sha256'][:12]}...)")
+        version = (prior.get("config") or {}).get("metrics_version", 1)
+        if version != METRICS_VERSION:
+            raise BadInput(f"run {resume_run} was scored with metric definitions {version}, this memlens uses "
+                           f"{METRICS_VERSION}: start a new run")
         run_id = resume_run
         done = bench_sql.done_question_ids(store, run_id)
         specs = [s for s in specs if not all(q["question_id"] in done for q in s["questions"])]
     else:
         config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe,
                   "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
-                  "levels": list(LEVELS), "quirks": loaded.quirks.as_dict()}
+                  "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "quirks": loaded.quirks.as_dict()}
         if qa:
             from . import qa_v1
 
@@ -357,7 +361,8 @@ def _execute_dask(specs: list[dict], address: str, should_stop):
 
 _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
           ("k_values", "k"), ("embedder", "embedder"), ("extract", "extraction"), ("limit", "question limit"),
-          ("models", "models"), ("prompt_hashes", "prompts"), ("git_commit", "commit"))
+          ("models", "models"), ("prompt_hashes", "prompts"), ("metrics_version", "metric definitions"),
+          ("git_commit", "commit"))
 
 
 def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
@@ -365,6 +370,8 @@ def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
     different data, extraction or models says nothing about retrieval. [{"field", "label", "run", "other"}]"""
     def value(r: dict, key: str):
         cfg = r.get("config") or {}
+        if key == "metrics_version":
+            return cfg.get(key, 1)  # runs from before the version was recorded used the first
         return cfg.get(key) if key in ("extract", "limit") else r.get(key)
 
     return [{"field": key, "label": label, "run": value(run, key), "other": value(other, key)}

@@ -196,3 +196,21 @@ def test_session_metrics_read_past_the_top_k_memories(engine, tmp_path):
     # ...but the first two distinct sessions of the ranking are both gold ones
     assert item["metrics"]["session_recall_all@2"] == 1.0
     assert item["metrics"]["turn_recall_all@2"] == 0.0
+
+
+def test_runs_scored_under_other_metric_definitions_are_flagged(engine):
+    from engine.bench.metrics import METRICS_VERSION
+
+    first = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", limit=2, embedder="hashing")
+    second = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", limit=2, embedder="hashing")
+    assert bench_sql.run(engine.store, first["run_id"])["config"]["metrics_version"] == METRICS_VERSION
+    with engine.store.db.write() as conn:  # a run recorded before the version was (the first definitions)
+        conn.execute("UPDATE bench_runs SET config = json_remove(config, '$.metrics_version') WHERE id = ?",
+                     (first["run_id"],))
+    rep = report(engine, second["run_id"], against=first["run_id"])
+    flag = {"field": "metrics_version", "label": "metric definitions", "run": METRICS_VERSION, "other": 1}
+    assert flag in rep["setup_differences"]
+    assert f"metric definitions {METRICS_VERSION} vs 1" in rep["markdown"]
+    with pytest.raises(BadInput, match="metric definitions 1"):
+        run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing",
+                      resume_run=first["run_id"])
