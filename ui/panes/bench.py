@@ -499,10 +499,12 @@ class BenchPane(PaneBase):
 
     def _fit_curve_ticks(self, *_args) -> None:
         """Ticks every 0.2 when the plot is tall enough for six labels, else 0, 0.5 and 1."""
+        axis = self.curve_plot.getPlotItem().getAxis("left")
         height = self.curve_plot.getPlotItem().getViewBox().height()
-        step = 0.2 if height >= 6 * (QFontMetrics(self.curve_plot.font()).height() + 2) else 0.5
+        line = QFontMetrics(axis.style["tickFont"] or axis.font()).height()
+        step = 0.2 if height >= 6 * (line + 2) else 0.5
         ticks = [round(i * step, 1) for i in range(int(round(1 / step)) + 1)]
-        self.curve_plot.getPlotItem().getAxis("left").setTicks([[(v, f"{v:.1f}") for v in ticks], []])
+        axis.setTicks([[(v, f"{v:.1f}") for v in ticks], []])
 
     @staticmethod
     def _compare_text(run: dict[str, Any], other: dict[str, Any] | None) -> str:
