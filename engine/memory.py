@@ -188,17 +188,21 @@ class MemoryEngine:
             self.store.set_meta("embedder", json.dumps(current, sort_keys=True))
             if recorded is not None:
                 stale += self.store.mark_stale_embeddings(emb.provider, emb.model)
-        # Vectors written before a change of what memories are embedded from (VECTOR_TEXT_VERSION):
-        # version 1 embedded a fact's text alone, version 2 adds its evidence. Old vectors still
-        # work, so without a background re-embed they stay until an engine that re-embeds opens it.
-        if self.store.get_meta("vector_text") != str(VECTOR_TEXT_VERSION):
-            if not self.store.has_facts():  # nothing was embedded the old way
-                self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
-            elif self._background_reembed:
-                self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
-                stale += self.store.mark_fact_embeddings_outdated()
+        # Old vectors of a changed text definition still work: without a background re-embed they
+        # stay until something re-embeds (reembed_stale upgrades first).
+        if self._background_reembed or not self.store.has_facts():
+            stale += self._upgrade_vector_text()
         if stale and self._background_reembed:
             self._start_reembed()
+
+    def _upgrade_vector_text(self) -> int:
+        """Vectors written before a change of what memories are embedded from (VECTOR_TEXT_VERSION;
+        version 1 embedded a fact's text alone, version 2 adds its evidence) become outdated:
+        searchable until redone. Returns how many were marked."""
+        if self.store.db.readonly or self.store.get_meta("vector_text") == str(VECTOR_TEXT_VERSION):
+            return 0
+        self.store.set_meta("vector_text", str(VECTOR_TEXT_VERSION))
+        return self.store.mark_fact_embeddings_outdated()
 
     def _start_reembed(self) -> None:
         if self._reembed_thread is not None and self._reembed_thread.is_alive():
@@ -220,6 +224,7 @@ class MemoryEngine:
     def reembed_stale(self, *, progress: Progress | None = None, should_stop: ShouldStop | None = None) -> int:
         """Re-embed every stale vector with the current model, one batch per transaction."""
         emb = self._embedder if self._embedder is not None else self.embedder
+        self._upgrade_vector_text()  # about to re-embed: outdated definitions are redone too
         done = 0
         total = None
         while not (should_stop and should_stop()):

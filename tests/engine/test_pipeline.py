@@ -284,11 +284,19 @@ def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
                  (emb.embed([mem.text])[0].tobytes(), mem.id))
     conn.execute("DELETE FROM meta WHERE key = 'vector_text'")
     conn.close()
+    import shutil
+
+    foreground = tmp_path / "copy.db"
+    shutil.copy(path, foreground)
     with MemoryEngine(path, embedder=emb, background_reembed=False) as eng:
         _ = eng.embedder
         row = eng.store.embedding_of(ALICE, "memory", mem.id)
         assert not row["stale"] and np.allclose(row["vector"], emb.embed([mem.text])[0])
         assert eng.store.get_meta("vector_text") is None
+    with MemoryEngine(foreground, embedder=emb, background_reembed=False) as eng:  # `memlens reembed`
+        assert eng.reembed_stale() == 1
+        row = eng.store.embedding_of(ALICE, "memory", mem.id)
+        assert np.allclose(row["vector"], emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
     with MemoryEngine(path, embedder=emb) as eng:
         _ = eng.embedder
         eng.wait_for_background()
