@@ -24,12 +24,23 @@ STOP_WORDS = frozenset(
 )
 
 _TOKEN = re.compile(r"[\w][\w'’-]*", re.UNICODE)
+# "How old", "how long", "how many": the word after "how" names the kind of answer (an age, a
+# duration, a count), and the answer rarely repeats it ("I just turned 32", "it took three
+# hours"). Alone it matches any "old" or "long"; it is searched as the phrase "how old", which
+# still finds the turn where someone asked the same thing ("How long have you had them?").
+HOW_ANSWER_TYPE = frozenset("old long many much often far big large tall soon late early".split())
 
 
 def content_terms(text: str) -> list[str]:
     terms: list[str] = []
+    prev = ""
     for raw in _TOKEN.findall(text):
         tok = raw.casefold().replace("’", "'").strip("'-")
+        after_how, prev = prev == "how", tok
+        if after_how and tok in HOW_ANSWER_TYPE:
+            if f"how {tok}" not in terms:
+                terms.append(f"how {tok}")
+            continue
         if len(tok) < 2 or tok in STOP_WORDS:
             continue
         base = tok.split("'")[0]

@@ -78,18 +78,20 @@ class RecallReads:
         tok = getattr(local, "fts_tokenizer", None)
         if tok is None:
             tok = local.fts_tokenizer = self.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
-        stems: dict[str, str] = {}
+        stems: dict[str, list[str]] = {}
         for term in terms:
             toks = tok(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
                        include_colocated=False)
             if toks:
-                stems[term] = toks[0]
+                stems[term] = [t[0] if isinstance(t, (list, tuple)) else t for t in toks]
         if not stems:
             return {}
-        marks = ",".join("?" * len(set(stems.values())))
+        wanted = sorted({s for parts in stems.values() for s in parts})
+        marks = ",".join("?" * len(wanted))
         df = {r[0]: r[1] for r in self.conn.execute(
-            f"SELECT term, doc FROM memories_fts_vocab WHERE term IN ({marks})", tuple(set(stems.values())))}
-        return {term: df.get(stem, 0) for term, stem in stems.items()}
+            f"SELECT term, doc FROM memories_fts_vocab WHERE term IN ({marks})", tuple(wanted))}
+        # a phrase ("how old", "art-related") is in at most as many memories as its rarest word
+        return {term: min(df.get(s, 0) for s in parts) for term, parts in stems.items()}
 
     def memory_count_estimate(self) -> int:
         row = self.conn.execute("SELECT max(id) FROM memories").fetchone()

@@ -208,3 +208,21 @@ def test_the_gathering_cap_holds_back_turns_never_facts(tmp_path):
     assert res.trace.params["per_document_cap"]["cap"] == 2
     assert not [c for c in facts if c.dropped and "held back" in (c.dropped.get("detail") or "")]
     eng.close()
+
+
+def test_the_word_after_how_is_searched_only_as_the_phrase(engine):
+    """"How old", "how long", "how many": the answer ("I just turned 32") rarely repeats the
+    adjective, which alone finds any "old" or "long"; the phrase still finds the turn where
+    someone asked the same thing."""
+    from engine.retrieve.query import content_terms, fts_query
+
+    assert content_terms("How old was I when Alex was born?") == ["how old", "alex", "born"]
+    assert content_terms("How long did the old bridge stand?") == ["how long", "old", "bridge", "stand"]
+    assert content_terms("Where is the long table?") == ["long", "table"]
+    assert fts_query("how many hikes") == '"how many" OR "hikes"'
+    session(engine, 5, "2023-10-01T10:00:00Z", [("Nate", "My niece is five years old and loves old cartoons."),
+                                               ("Joanna", "How old is she now, exactly?")])
+    res = engine.recall("How old is the red car?", scope=SCOPE, k=5, origin="bench", weights={"fts": 1.0})
+    fts = {by for by, c in by_message(engine, res).items() if "fts" in c.channels}
+    assert "D5:2" in fts and "D5:1" not in fts
+    assert "how old" in res.trace.params["fts_terms"]
