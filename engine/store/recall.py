@@ -167,15 +167,15 @@ class RecallReads:
                     " f.id AS fact_id, f.subject, f.predicate, f.object, f.subject_key, f.predicate_key, f.status,"
                     " f.relation, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at, f.forget_after,"
                     " f.supersedes_fact_id, f.confidence AS fact_confidence, f.evidence_unverified,"
-                    " (SELECT c.speaker FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
-                    "   WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1) AS speaker,"
-                    " (SELECT s.document_id FROM memory_sources s WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)"
-                    "   AS document_id,"
-                    " (SELECT s.chunk_id FROM memory_sources s WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)"
-                    "   AS chunk_id,"
+                    # the first source, looked up once: its chunk's speaker, its document, the chunk
+                    " c.speaker, fs.document_id, fs.chunk_id,"
                     # an episode whose turn supported a fact since replaced, and supports no current one
                     f" (m.kind = 'episode' AND {_SUPPORTS_REPLACED} AND NOT {_SUPPORTS_CURRENT}) AS outdated"
-                    f" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id WHERE m.id IN ({marks}) AND {_M}",
+                    " FROM memories m LEFT JOIN facts f ON f.memory_id = m.id"
+                    " LEFT JOIN memory_sources fs ON fs.id = (SELECT min(s.id) FROM memory_sources s"
+                    "   WHERE s.memory_id = m.id)"
+                    " LEFT JOIN chunks c ON c.id = fs.chunk_id"
+                    f" WHERE m.id IN ({marks}) AND {_M}",
                     (*part, *scope.as_params())):
                 out[row["id"]] = row
         return out
