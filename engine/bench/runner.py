@@ -149,7 +149,7 @@ def run_container(spec: dict) -> list[dict]:
             # Metrics read the whole ranking, not only the top k memories: a level's top k is its first
             # k distinct ids, and k sessions may need more than k turns (LongMemEval's
             # turn-to-session evaluation widens k the same way). Candidates never proposed rank nowhere.
-            order = res.ordered_ids or res.ranked_ids
+            order = res.ordered_ids
             msgs = engine.store.message_ids(scope, order)
             turns = [m for mid in order for m in msgs.get(mid, [])]
             sessions = [_session_of(spec["format"], m) for m in turns]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -119,7 +119,7 @@ class TracesPane(PaneBase):
         self.funnel.addItem(self.funnel_in)
         self.funnel.addItem(self.funnel_out)
         self._funnel_labels: list[pg.TextItem] = []
-        self._funnel_top = (1.0, 1)  # (tallest bar, label lines over it): the y range follows the height
+        self._funnel_top = 1.0  # the tallest bar: the y range over it follows the plot's height
         self.funnel.getPlotItem().getViewBox().sigResized.connect(self._fit_funnel)
         self.funnel.scene().sigMouseClicked.connect(self._funnel_scene_clicked)
         self.components = styled_plot(plots)
@@ -400,30 +400,27 @@ class TracesPane(PaneBase):
         ax = self.funnel.getPlotItem().getAxis("bottom")
         ax.setTicks([[(float(i), s["name"]) for i, s in enumerate(stages)], []])
         _bg, fg = plot_colors()
-        lines = 1
         for i, s in enumerate(stages):
             dropped = len(self.candidates.dropped_at(s["name"]))
             label = f"{s.get('in', 0)}→{s.get('out', 0)}" + (f"\n−{dropped}" if dropped else "")
             if s.get("places") is not None and s["places"] != s.get("out"):
                 label += f"\n{s['places']} places"  # facts share their turn's place in the top k
-            lines = max(lines, label.count("\n") + 1)
             t = pg.TextItem(label, color=fg, anchor=(0.5, 1.0))
             t.setPos(float(i), float(max(s.get("in", 0), s.get("out", 0))))
             self.funnel.addItem(t, ignoreBounds=True)
             self._funnel_labels.append(t)
         if stages:
-            self._funnel_top = (float(max(n_in.max(), n_out.max(), 1.0)), lines)
+            self._funnel_top = float(max(n_in.max(), n_out.max(), 1.0))
             self._fit_funnel()
             self.funnel.setXRange(-0.6, len(stages) - 0.4, padding=0)
 
     def _fit_funnel(self, *_args) -> None:
         """Room over the tallest bar for its label, in pixels: the labels keep their size when the
         plot gets short, so a share of the range is not enough."""
-        top, lines = self._funnel_top
+        top = self._funnel_top
         height = self.funnel.getPlotItem().getViewBox().height()
         # the labels' own height (a TextItem ignores the view's scale: its rect is in pixels)
-        need = max((t.textItem.boundingRect().height() for t in self._funnel_labels),
-                   default=lines * QFontMetrics(self.funnel.font()).height()) + 4
+        need = max((t.textItem.boundingRect().height() for t in self._funnel_labels), default=0.0) + 4
         share = need / height if height > 0 else 0.5
         self.funnel.setYRange(0, top / (1.0 - min(0.75, max(0.15, share))), padding=0)
 
