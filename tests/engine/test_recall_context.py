@@ -70,8 +70,16 @@ def session(engine, n: int, when: str, turns: list[tuple[str, str]]) -> None:
 
 
 @pytest.fixture
-def engine(tmp_path):
+def empty(tmp_path):
+    """A fresh engine, closed afterwards even when the test fails."""
     eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(256), llm=False)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def engine(empty):
+    eng = empty
     session(eng, 1, "2023-05-09T10:00:00Z", [
         ("Joanna", "Your turtles look adorable in that tank!"),
         ("Joanna", "How long have you had them?"),
@@ -86,8 +94,7 @@ def engine(tmp_path):
         ("Nate", "I cooked a coconut curry again tonight."),
         ("Joanna", "Curry twice in a month, nice."),
     ])
-    yield eng
-    eng.close()
+    return eng
 
 
 def by_message(engine, res) -> dict[str, dict]:
@@ -169,8 +176,8 @@ def test_a_hyphenated_word_also_searches_its_parts(engine):
     assert "D4:1" in fts  # the phrase "art related" alone is in no turn
 
 
-def test_questions_that_count_or_order_gather_from_several_sessions(tmp_path):
-    eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(256), llm=False)
+def test_questions_that_count_or_order_gather_from_several_sessions(empty):
+    eng = empty
     session(eng, 1, "2023-05-09T10:00:00Z", [
         ("Nate", "The graduation ceremony for my cousin was long."),
         ("Nate", "At the graduation ceremony the speeches went on and on."),
@@ -193,11 +200,10 @@ def test_questions_that_count_or_order_gather_from_several_sessions(tmp_path):
     assert len(held) == 2  # the first session's other turns, with the reason in the trace
     _, where = sessions("Which graduation ceremony did Nate attend first?")
     assert set(where) == {"D1", "D2", "D3"}
-    eng.close()
 
 
-def test_the_gathering_cap_holds_back_turns_never_facts(tmp_path):
-    eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(256), llm=False)
+def test_the_gathering_cap_holds_back_turns_never_facts(empty):
+    eng = empty
     eng.add_turns([{"role": "user", "content": "I have a dog named Rex."},
                    {"role": "user", "content": "I also have a cat named Miso."},
                    {"role": "user", "content": "I live in Munich and I work at BMW."},
@@ -207,7 +213,6 @@ def test_the_gathering_cap_holds_back_turns_never_facts(tmp_path):
     assert len(facts) >= 3  # several facts from the one conversation
     assert res.trace.params["per_document_cap"]["cap"] == 2
     assert not [c for c in facts if c.dropped and "held back" in (c.dropped.get("detail") or "")]
-    eng.close()
 
 
 def test_the_word_after_how_is_searched_only_as_the_phrase(engine):
