@@ -83,7 +83,7 @@ class RecallReads:
             toks = tok(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
                        include_colocated=False)
             if toks:
-                stems[term] = [t[0] if isinstance(t, (list, tuple)) else t for t in toks]
+                stems[term] = list(toks)
         if not stems:
             return {}
         wanted = sorted({s for parts in stems.values() for s in parts})
@@ -213,16 +213,15 @@ class RecallReads:
         out: dict[int, tuple] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
-            for mid, mkind, evidence in self.conn.execute(
-                    f"SELECT m.id, m.kind, f.evidence FROM memories m LEFT JOIN facts f ON f.memory_id = m.id"
-                    f" WHERE m.id IN ({marks})", tuple(part)):
-                out[mid] = (mkind, evidence, "", None, None)
-            for mid, kind, prev_text, prev_kind in self.conn.execute(
-                    "SELECT s.memory_id, c.kind, p.text, p.kind FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
+            for mid, mkind, evidence, kind, prev_text, prev_kind in self.conn.execute(
+                    "SELECT m.id, m.kind, f.evidence, c.kind, p.text, p.kind FROM memories m"
+                    " LEFT JOIN facts f ON f.memory_id = m.id"
+                    " LEFT JOIN memory_sources fs ON fs.id = (SELECT min(s.id) FROM memory_sources s"
+                    "   WHERE s.memory_id = m.id)"
+                    " LEFT JOIN chunks c ON c.id = fs.chunk_id"
                     " LEFT JOIN chunks p ON p.document_id = c.document_id AND p.ordinal = c.ordinal - 1"
-                    f" WHERE s.memory_id IN ({marks}) ORDER BY s.id DESC", tuple(part)):
-                if mid in out:
-                    out[mid] = (*out[mid][:2], kind, prev_text, prev_kind)
+                    f" WHERE m.id IN ({marks})", tuple(part)):
+                out[mid] = (mkind, evidence, kind or "", prev_text, prev_kind)
         return out
 
     def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict]:
