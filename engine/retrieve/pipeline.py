@@ -333,7 +333,9 @@ class Recall:
         named = self._named_people(trace)
         frame = timeframe.window(trace.query, ref)
         if frame is not None:
-            trace.params["timeframe"] = [to_iso(frame[0]), to_iso(frame[1])]
+            trace.params["timeframe"] = [to_iso(frame.start), to_iso(frame.end)]
+            if frame.fade:
+                trace.params["timeframe_fade_days"] = round(frame.fade.total_seconds() / 86400.0, 2)
         for cand in alive:
             m = cand.meta
             comp = {"fusion": round(fused[cand.memory_id], 6)}
@@ -359,8 +361,7 @@ class Recall:
             comp["timeframe"] = 0.0
             if frame is not None and when:
                 try:
-                    if frame[0] <= parse_iso(when) < frame[1]:
-                        comp["timeframe"] = r.timeframe_weight
+                    comp["timeframe"] = r.timeframe_weight * timeframe.closeness(frame, parse_iso(when))
                 except ValueError:
                     pass
             score = sum(comp.values())

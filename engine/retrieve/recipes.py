@@ -36,7 +36,8 @@ class Recipe:
     trust_penalty: dict[str, float] = field(default_factory=lambda: {
         "user": 0.0, "assistant": 0.02, "tool": 0.04, "external": 0.03})
     speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
-    timeframe_weight: float = 0.3  # memories inside the window a time in the query names ("on 9 May", "two weeks ago")
+    # memories inside the window a time in the query names ("on 9 May"; "two weeks ago" also fades out)
+    timeframe_weight: float = 0.3
     per_document_cap: int = 0  # >0: at most this many turns from one document before the others
     aggregate_cap: int = 2  # the same, only for questions that gather across sessions ("how many", "which first")
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn

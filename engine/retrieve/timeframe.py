@@ -4,7 +4,8 @@ Absolute dates ("on 9 November, 2022", "December 8th", "in January 2024", "betwe
 and August 15 2023", "in 2023") and relative ones ("two weeks ago", "last month", "yesterday").
 Time-aware scoring: memories from inside the window the question points at get a prior. The
 window is widened by a slack (people say "two weeks ago" for ten days ago too, and a remark made
-on a date is often stored a day either side of it), and nothing is filtered out by it.
+on a date is often stored a day either side of it), a relative one also fades out beyond that,
+and nothing is filtered out by it.
 An absolute date wins over a relative phrase: in "last week, as mentioned on November 6" the
 remark, and so the memory, is from November 6.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 _NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3, "several": 3}
@@ -40,9 +42,31 @@ _M_ONLY = re.compile(rf"\b(?:in|during|since|this|last)\s+{_FULL_MONTH}\b")
 _Y_ONLY = re.compile(rf"\b(?:in|during|of|since|throughout)\s+{_YEAR}\b")
 DAY_SLACK = timedelta(days=1)
 MONTH_SLACK = timedelta(days=3)
+# "N units ago" is said loosely: full weight within AGO_SLACK of N units either side of the
+# date it names, then fading linearly to nothing over another N units. LongMemEval's "two weeks
+# ago" questions hold the event asked about and the one it must be told apart from, a week or so
+# further back, and a hard edge at 19 days ranked the second below unrelated in-window sessions.
+AGO_SLACK = 0.35
+AGO_FADE = 1.0
 
 
-def window(query: str, now: datetime | None) -> tuple[datetime, datetime] | None:
+class Window(NamedTuple):
+    start: datetime
+    end: datetime
+    fade: timedelta = timedelta(0)  # how far outside [start, end) the prior fades to nothing; 0: a hard edge
+
+
+def closeness(frame: Window, when: datetime) -> float:
+    """1.0 inside the window, falling linearly to 0.0 over its fade outside it."""
+    if frame.start <= when < frame.end:
+        return 1.0
+    if frame.fade <= timedelta(0):
+        return 0.0
+    off = (frame.start - when) if when < frame.start else (when - frame.end)
+    return max(0.0, 1.0 - off / frame.fade)
+
+
+def window(query: str, now: datetime | None) -> Window | None:
     """The [start, end) window of world time the question refers to, or None."""
     if now is None:
         return None
@@ -53,23 +77,23 @@ def window(query: str, now: datetime | None) -> tuple[datetime, datetime] | None
     if m:
         n = int(m.group(1)) if m.group(1).isdigit() else _NUM[m.group(1).lower()]
         days = n * _UNIT_DAYS[m.group(2).lower()]
-        slack = max(2.0, days * 0.35)
+        slack = max(2.0, days * AGO_SLACK)
         centre = now - timedelta(days=days)
-        return centre - timedelta(days=slack), centre + timedelta(days=slack)
+        return Window(centre - timedelta(days=slack), centre + timedelta(days=slack), timedelta(days=days * AGO_FADE))
     m = _LAST.search(query)
     if m:
         unit = m.group(2).lower()
         days = 3 if unit == "weekend" else _UNIT_DAYS[unit]
-        return now - timedelta(days=2 * days), now
+        return Window(now - timedelta(days=2 * days), now)
     m = _DAYWORD.search(query)
     if m:
         word = m.group(1).lower()
         back = 0 if word in ("today", "this morning", "tonight") else 1
-        return now - timedelta(days=back + 1), now + timedelta(hours=1)
+        return Window(now - timedelta(days=back + 1), now + timedelta(hours=1))
     return None
 
 
-def _absolute(query: str, now: datetime) -> tuple[datetime, datetime] | None:
+def _absolute(query: str, now: datetime) -> Window | None:
     days = []  # (position, day) for every full or partial date, in the order written
     for rx, order in ((_DMY, "dmy"), (_MDY, "mdy")):
         for m in rx.finditer(query):
@@ -81,8 +105,8 @@ def _absolute(query: str, now: datetime) -> tuple[datetime, datetime] | None:
         days.sort(key=lambda x: x[0])
         first, last = days[0][1], days[-1][1]
         if len(days) > 1 and re.search(r"\b(between|from)\b", query, re.IGNORECASE) and last >= first:
-            return first - DAY_SLACK, last + timedelta(days=1) + DAY_SLACK
-        return first - DAY_SLACK, first + timedelta(days=1) + DAY_SLACK
+            return Window(first - DAY_SLACK, last + timedelta(days=1) + DAY_SLACK)
+        return Window(first - DAY_SLACK, first + timedelta(days=1) + DAY_SLACK)
     m = _MY.search(query)
     if m:
         return _month_window(int(m.group(2)), _MONTHS[m.group(1)])
@@ -94,7 +118,7 @@ def _absolute(query: str, now: datetime) -> tuple[datetime, datetime] | None:
     m = _Y_ONLY.search(query)
     if m:
         year = int(m.group(1))
-        return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+        return Window(datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc))
     return None
 
 
@@ -108,7 +132,7 @@ def _date(year: int | None, month: int, day: int, now: datetime) -> datetime | N
         return None
 
 
-def _month_window(year: int, month: int) -> tuple[datetime, datetime]:
+def _month_window(year: int, month: int) -> Window:
     start = datetime(year, month, 1, tzinfo=timezone.utc)
     end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
-    return start - MONTH_SLACK, end + MONTH_SLACK
+    return Window(start - MONTH_SLACK, end + MONTH_SLACK)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -36,7 +36,7 @@ def day(y, m, d):
     ("What went wrong last week, as mentioned on 6 November, 2023?", day(2023, 11, 5), day(2023, 11, 8)),
 ])
 def test_absolute_times_become_windows(query, start, end):
-    assert timeframe.window(query, NOW) == (start, end)
+    assert timeframe.window(query, NOW) == (start, end, timedelta(0))  # a date is a hard edge
 
 
 @pytest.mark.parametrize("query", [
@@ -50,10 +50,22 @@ def test_no_time_no_window(query):
 
 
 def test_relative_times_still_work_and_need_a_reference():
-    start, end = timeframe.window("What did I buy two weeks ago?", NOW)
+    start, end, fade = timeframe.window("What did I buy two weeks ago?", NOW)
     assert start < day(2024, 1, 6) < end and end < NOW
+    assert fade == timedelta(days=14)  # "two weeks ago" is loose: the prior fades out over two more weeks
     assert timeframe.window("What did I buy yesterday?", NOW)[0] == day(2024, 1, 18) + (NOW - day(2024, 1, 20))
     assert timeframe.window("What did I buy two weeks ago?", None) is None
+
+
+def test_a_loose_time_fades_out_and_a_date_does_not():
+    frame = timeframe.window("What did I buy two weeks ago?", NOW)  # full weight 9.1 to 18.9 days back
+    weight = {days: timeframe.closeness(frame, NOW - timedelta(days=days)) for days in (14, 18, 21, 26, 33, 40)}
+    assert weight[14] == weight[18] == 1.0
+    assert 1.0 > weight[21] > weight[26] > 0.0  # an event a week further back still counts, less
+    assert weight[33] == weight[40] == 0.0
+    date = timeframe.window("What did I buy on 6 January?", NOW)
+    assert timeframe.closeness(date, day(2024, 1, 6)) == 1.0
+    assert timeframe.closeness(date, day(2024, 1, 8)) == 0.0
 
 
 def session(engine, n: int, when: str, turns: list[tuple[str, str]]) -> None:
@@ -127,6 +139,24 @@ def test_a_date_in_the_question_ranks_that_session_first(engine):
     # without the date the August party (more words in common) comes first
     res = engine.recall("What did Nate cook for the turtles' birthday party?", scope=SCOPE, k=3, origin="bench")
     assert list(by_message(engine, res))[0] == "D2:1"
+
+
+def test_an_event_a_week_beyond_two_weeks_ago_still_outranks_an_unrelated_one_inside(empty):
+    # LongMemEval's shape: the question's event, the one it must be told apart from a week
+    # further back, and in the window a session sharing only a word or two with the question.
+    session(empty, 1, "2023-01-15T10:00:00Z", [("user", "I saw the art exhibit at the Met today.")])
+    session(empty, 2, "2023-01-08T10:00:00Z", [("user", "I went on a guided art tour at MoMA today.")])
+    session(empty, 3, "2023-01-16T10:00:00Z", [("user", "I fixed the lamp in the hall.")])
+    session(empty, 4, "2022-11-20T10:00:00Z", [("user", "I went to an art fair in Boston.")])
+    res = empty.recall("Where was the art event I went to two weeks ago?", scope=SCOPE, k=4, origin="bench",
+                       now="2023-02-01T08:00:00Z")
+    found = by_message(empty, res)
+    weight = {m: c.components["timeframe"] for m, c in found.items()}
+    assert weight["D1:1"] == weight["D3:1"] == pytest.approx(0.3)  # 17 and 16 days back: inside
+    assert 0.0 < weight["D2:1"] < 0.3  # 24 days back: fading
+    assert weight["D4:1"] == 0.0  # 10 weeks back: nothing
+    assert res.trace.params["timeframe_fade_days"] == 14
+    assert list(found).index("D2:1") < list(found).index("D3:1")
 
 
 def test_turns_of_the_best_matching_session_gain_its_context(engine):

@@ -18,7 +18,7 @@ from ui.models.trace_models import (
     TraceContextModel,
     split_context,
 )
-from ui.panes.traces import TracesPane, parse_extra
+from ui.panes.traces import TracesPane, parse_extra, window_text
 from ui.tasks import InlineRunner, TaskRunner
 
 
@@ -201,6 +201,17 @@ def test_scopes_stay_apart(qtbot, engine):
     p.set_context(AppContext(engine=engine, scope=BOB, runner=InlineRunner()))
     assert p.trace_list.rowCount() == 0
     p.shutdown()
+
+
+def test_the_header_names_the_time_window_a_question_named(pane):
+    pane.query.setText("Where did Ana live on 2 January, 2024?")
+    pane.query.returnPressed.emit()
+    assert pane.trace["query"].startswith("Where did Ana live on 2 January")
+    assert "time window 2024-01-01 – 2024-01-04" in pane.header.text()  # the day, a day of slack either side
+    assert "fading" not in pane.header.text()  # a date is a hard edge
+    loose = {"timeframe": ["2023-01-13T08:00:00Z", "2023-01-23T08:00:00Z"], "timeframe_fade_days": 14.0}
+    assert window_text(loose) == " · time window 2023-01-13 – 2023-01-23, fading over 14 more days"
+    assert window_text({}) == ""
 
 
 def test_parse_extra():

@@ -55,6 +55,16 @@ def component_color(name: str) -> QColor:
     return series_color(len(COMPONENT_ORDER) + sum(map(ord, name)))  # stable for components added later
 
 
+def window_text(params: dict[str, Any]) -> str:
+    """The time window a question named, as the header shows it ("" when it named none)."""
+    frame = params.get("timeframe")
+    if not frame:
+        return ""
+    text = f" · time window {frame[0][:10]} – {frame[1][:10]}"
+    fade = params.get("timeframe_fade_days")
+    return text + (f", fading over {fade:g} more days" if fade else "")
+
+
 def parse_extra(extra: tuple) -> dict[str, Any]:
     """Selection extras are flat key/value pairs: ("gold", (1, 2), "trace_db", "/x.db")."""
     out: dict[str, Any] = {}
@@ -370,7 +380,7 @@ class TracesPane(PaneBase):
         gold = (f"; {len(self.candidates.gold_rows())}/{len(self.gold)} gold memories among candidates"
                 if self.gold else "")
         self.header.setText(f"<b>Trace {trace['id']}</b> · {trace['origin']} · recipe {trace['recipe']} · "
-                            f"k {trace['k']} sources"
+                            f"k {trace['k']} sources{window_text(trace.get('params') or {})}"
                             f"{' · as of ' + trace['as_of'] if trace['as_of'] else ''} · {trace['created_at']}<br>"
                             f"“{query}” — {len(trace['candidates'])} candidates{gold}{where}")
         self._draw_funnel(trace["stages"])
