@@ -226,13 +226,9 @@ class MemoryEngine:
         emb = self._embedder if self._embedder is not None else self.embedder
         self._upgrade_vector_text()  # about to re-embed: outdated definitions are redone too
         done = 0
-        total = None
-        while not (should_stop and should_stop()):
-            batch = self.store.stale_embedding_batch(REEMBED_BATCH)
-            if not batch:
+        for batch in self.store.stale_embedding_batches(REEMBED_BATCH):
+            if should_stop and should_stop():
                 break
-            if total is None:
-                total = len(batch)
             context = self.store.embedding_context([oid for _, otype, oid, _ in batch if otype == "memory"])
             texts = []
             for _, otype, oid, text in batch:  # the same text ingestion embedded (engine.ingest.pipeline)

@@ -379,22 +379,31 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads):
                          " AND owner_id IN (SELECT memory_id FROM facts)")
             return conn.changes()
 
-    def stale_embedding_batch(self, limit: int) -> list[tuple[Scope, str, int, str]]:
-        """(scope, owner_type, owner_id, text) of vectors to redo, any scope (maintenance task):
-        unusable ones first (the partial index finds them), then outdated facts."""
-        rows = list(self.conn.execute(
-            "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id,"
-            " COALESCE(m.text, c.text) FROM embeddings e"
-            " LEFT JOIN memories m ON e.owner_type = 'memory' AND m.id = e.owner_id"
-            " LEFT JOIN chunks c ON e.owner_type = 'chunk' AND c.id = e.owner_id"
-            " WHERE e.stale = 1 ORDER BY e.id LIMIT ?", (limit,)))
-        if len(rows) < limit:  # only facts are ever outdated: reach them through the facts table
-            rows += self.conn.execute(
-                "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id, m.text"
-                " FROM facts f JOIN embeddings e ON e.owner_type = 'memory' AND e.owner_id = f.memory_id"
-                " JOIN memories m ON m.id = f.memory_id WHERE e.stale = 2 ORDER BY f.memory_id LIMIT ?",
-                (limit - len(rows),))
-        return [(Scope(r[0], r[1], r[2], r[3]), r[4], r[5], r[6] or "") for r in rows]
+    def stale_embedding_batches(self, limit: int) -> Iterator[list[tuple[Scope, str, int, str]]]:
+        """Batches of (scope, owner_type, owner_id, text) whose vectors to redo, any scope
+        (maintenance task): unusable ones first (the partial index finds them), then outdated
+        facts, reached through the facts table from where the last batch stopped. Each batch is
+        read when the previous one has been handled, so redone vectors do not come back."""
+        after = 0  # outdated facts up to this memory id have been handed out
+        while True:
+            rows = list(self.conn.execute(
+                "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id,"
+                " COALESCE(m.text, c.text) FROM embeddings e"
+                " LEFT JOIN memories m ON e.owner_type = 'memory' AND m.id = e.owner_id"
+                " LEFT JOIN chunks c ON e.owner_type = 'chunk' AND c.id = e.owner_id"
+                " WHERE e.stale = 1 ORDER BY e.id LIMIT ?", (limit,)))
+            if len(rows) < limit:  # only facts are ever outdated
+                outdated = list(self.conn.execute(
+                    "SELECT e.user_id, e.agent_id, e.scope_type, e.scope_id, e.owner_type, e.owner_id, m.text"
+                    " FROM facts f JOIN embeddings e ON e.owner_type = 'memory' AND e.owner_id = f.memory_id"
+                    " JOIN memories m ON m.id = f.memory_id WHERE f.memory_id > ? AND e.stale = 2"
+                    " ORDER BY f.memory_id LIMIT ?", (after, limit - len(rows))))
+                if outdated:
+                    after = outdated[-1][5]
+                rows += outdated
+            if not rows:
+                return
+            yield [(Scope(r[0], r[1], r[2], r[3]), r[4], r[5], r[6] or "") for r in rows]
 
     # export --------------------------------------------------------------------------------
     def export(self, scope: Scope) -> dict[str, list[dict[str, Any]]]:

@@ -328,10 +328,23 @@ def test_outdated_fact_vectors_stay_searchable_until_redone(tmp_path):
         index.refresh()
         ids, _ = index.search(old, 5)
         assert ids[0] == mid  # still found while it waits
-        assert [row[2] for row in eng.store.stale_embedding_batch(10)] == [mid]
+        assert [row[2] for row in next(eng.store.stale_embedding_batches(10))] == [mid]
         assert eng.reembed_stale() == 1
         index.refresh()  # redone in place: the index reloads it
         new = emb.embed([fact_vector_text(text, fact["evidence"])])[0]
         ids, scores = index.search(new, 1)
         assert ids[0] == mid and scores[0] == pytest.approx(1.0, abs=1e-5)
-        assert eng.store.stale_embedding_batch(10) == []
+        assert list(eng.store.stale_embedding_batches(10)) == []
+
+
+def test_outdated_fact_vectors_are_handed_out_once_each_in_order(tmp_path):
+    emb = HashingEmbedder(64)
+    with MemoryEngine(tmp_path / "m.db", embedder=emb, llm=False, background_reembed=False) as eng:
+        eng.ingest_documents([chat_doc([("Ana", "Honestly, I love hiking."), ("Ana", "I love chess."),
+                                        ("Ana", "I love tea.")])], scope=ALICE, extract="heuristic")
+        facts = sorted(f["memory_id"] for f in eng.export(ALICE)["facts"])
+        assert len(facts) == 3
+        assert eng.store.mark_fact_embeddings_outdated() == 3
+        # a batch left unhandled (its vectors still outdated) is not handed out again: the pass
+        # moves on from where it stopped rather than rescanning the facts from the start
+        assert [[row[2] for row in batch] for batch in eng.store.stale_embedding_batches(2)] == [facts[:2], facts[2:]]
