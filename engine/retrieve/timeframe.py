@@ -4,7 +4,7 @@ Absolute dates ("on 9 November, 2022", "December 8th", "in January 2024", "betwe
 and August 15 2023", "in 2023") and relative ones ("two weeks ago", "last month", "yesterday").
 Time-aware scoring: memories from inside the window the question points at get a prior. The
 window is widened by a slack (people say "two weeks ago" for ten days ago too, and a remark made
-on a date is often stored a day either side of it), a relative one also fades out beyond that,
+on a date is often stored a day either side of it), a relative one also fades out further back,
 and nothing is filtered out by it.
 An absolute date wins over a relative phrase: in "last week, as mentioned on November 6" the
 remark, and so the memory, is from November 6.
@@ -42,10 +42,13 @@ _M_ONLY = re.compile(rf"\b(?:in|during|since|this|last)\s+{_FULL_MONTH}\b")
 _Y_ONLY = re.compile(rf"\b(?:in|during|of|since|throughout)\s+{_YEAR}\b")
 DAY_SLACK = timedelta(days=1)
 MONTH_SLACK = timedelta(days=3)
-# "N units ago" is said loosely: full weight within AGO_SLACK of N units either side of the
-# date it names, then fading linearly to nothing over another N units. LongMemEval's "two weeks
-# ago" questions hold the event asked about and the one it must be told apart from, a week or so
-# further back, and a hard edge at 19 days ranked the second below unrelated in-window sessions.
+# "N units ago" is said loosely, and more often of something longer ago than stated than of
+# something more recent (forward telescoping: people remember past events as nearer than they
+# were). So the prior is full within AGO_SLACK x N units (at least two days) either side of the
+# date named, and before that fades linearly to nothing over another N units; after it, it
+# stops. LongMemEval's "two weeks ago" questions hold the event asked about and the one it must
+# be told apart from, a week or so further back; a hard edge at 19 days ranked that one below
+# unrelated sessions that merely fell inside.
 AGO_SLACK = 0.35
 AGO_FADE = 1.0
 
@@ -53,17 +56,16 @@ AGO_FADE = 1.0
 class Window(NamedTuple):
     start: datetime
     end: datetime
-    fade: timedelta = timedelta(0)  # how far outside [start, end) the prior fades to nothing; 0: a hard edge
+    fade: timedelta = timedelta(0)  # how far before start the prior fades to nothing; 0: a hard edge
 
 
 def closeness(frame: Window, when: datetime) -> float:
-    """1.0 inside the window, falling linearly to 0.0 over its fade outside it."""
+    """1.0 inside the window, 0.0 after it, and before it falling linearly to 0.0 over its fade."""
     if frame.start <= when < frame.end:
         return 1.0
-    if frame.fade <= timedelta(0):
+    if when >= frame.end or frame.fade <= timedelta(0):
         return 0.0
-    off = (frame.start - when) if when < frame.start else (when - frame.end)
-    return max(0.0, 1.0 - off / frame.fade)
+    return max(0.0, 1.0 - (frame.start - when) / frame.fade)
 
 
 def window(query: str, now: datetime | None) -> Window | None:

@@ -52,17 +52,18 @@ def test_no_time_no_window(query):
 def test_relative_times_still_work_and_need_a_reference():
     start, end, fade = timeframe.window("What did I buy two weeks ago?", NOW)
     assert start < day(2024, 1, 6) < end and end < NOW
-    assert fade == timedelta(days=14)  # "two weeks ago" is loose: the prior fades out over two more weeks
+    assert fade == timedelta(days=14)  # "two weeks ago" is loose: further back the prior fades over two weeks
     assert timeframe.window("What did I buy yesterday?", NOW)[0] == day(2024, 1, 18) + (NOW - day(2024, 1, 20))
     assert timeframe.window("What did I buy two weeks ago?", None) is None
 
 
 def test_a_loose_time_fades_out_and_a_date_does_not():
     frame = timeframe.window("What did I buy two weeks ago?", NOW)  # full weight 9.1 to 18.9 days back
-    weight = {days: timeframe.closeness(frame, NOW - timedelta(days=days)) for days in (14, 18, 21, 26, 33, 40)}
+    weight = {days: timeframe.closeness(frame, NOW - timedelta(days=days)) for days in (5, 8, 14, 18, 21, 26, 33, 40)}
     assert weight[14] == weight[18] == 1.0
     assert 1.0 > weight[21] > weight[26] > 0.0  # an event a week further back still counts, less
     assert weight[33] == weight[40] == 0.0
+    assert weight[5] == weight[8] == 0.0  # people place the past too near, not too far: no fade this side
     date = timeframe.window("What did I buy on 6 January?", NOW)
     assert timeframe.closeness(date, day(2024, 1, 6)) == 1.0
     assert timeframe.closeness(date, day(2024, 1, 8)) == 0.0

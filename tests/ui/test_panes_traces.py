@@ -210,7 +210,7 @@ def test_the_header_names_the_time_window_a_question_named(pane):
     assert "time window 2024-01-01 – 2024-01-04" in pane.header.text()  # the day, a day of slack either side
     assert "fading" not in pane.header.text()  # a date is a hard edge
     loose = {"timeframe": ["2023-01-13T08:00:00Z", "2023-01-23T08:00:00Z"], "timeframe_fade_days": 14.0}
-    assert window_text(loose) == " · time window 2023-01-13 – 2023-01-23, fading over 14 more days"
+    assert window_text(loose) == " · time window 2023-01-13 – 2023-01-23, fading out over the 14 days before"
     assert window_text({}) == ""
 
 

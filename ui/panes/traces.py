@@ -62,7 +62,7 @@ def window_text(params: dict[str, Any]) -> str:
         return ""
     text = f" · time window {frame[0][:10]} – {frame[1][:10]}"
     fade = params.get("timeframe_fade_days")
-    return text + (f", fading over {fade:g} more days" if fade else "")
+    return text + (f", fading out over the {fade:g} days before" if fade else "")
 
 
 def parse_extra(extra: tuple) -> dict[str, Any]:
