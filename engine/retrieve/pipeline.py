@@ -33,9 +33,13 @@ FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
 AGGREGATE = re.compile(
     r"\b(how many|how much|in total|total|altogether|combined|the number of"
     r"|which\b.{0,60}\b(first|last|earlier|later|sooner))\b", re.IGNORECASE)
+# Asks about the past, so turns whose facts were replaced are evidence too. Not "in the past two
+# weeks" (a recent span) nor "how old" (an age).
 HISTORICAL = re.compile(
-    r"\b(before|previously|used to|formerly|originally|earlier|in the past|prior to|no longer|anymore|"
-    r"first|old|history|had been|back then|at the time)\b", re.IGNORECASE)
+    r"\b(before|previously|used to|formerly|originally|earlier|prior to|no longer|anymore|"
+    r"in the past(?!\s+(?:(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|few|"
+    r"couple of|several)\s+)?(?:hour|day|week|month|year)s?\b)|"
+    r"first|(?<!how )old|history|had been|back then|at the time)\b", re.IGNORECASE)
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost
 # tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).

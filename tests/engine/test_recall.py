@@ -79,6 +79,17 @@ def test_historical_question_sees_the_old_value_but_never_above_the_current(engi
     assert "Berlin" in objs and objs.index("Munich") < objs.index("Berlin")
 
 
+@pytest.mark.parametrize("query, intent", [
+    ("where did Ana live in the past?", "historical"),
+    ("what was Ana's old address?", "historical"),
+    ("where has Ana lived in the past two weeks?", "current"),  # a recent span, not the past
+    ("what did Ana do in the past few days?", "current"),
+    ("how old is Ana?", "current"),  # an age
+])
+def test_intent_reads_the_past_and_not_a_recent_span(engine, query, intent):
+    assert engine.recall(query, scope=ANA, now="2024-06-01T00:00:00Z").trace.intent == intent
+
+
 def test_a_turn_whose_facts_were_all_replaced_ranks_below_current_ones(engine):
     def turn(res, start):
         return next(c for c in res.trace.candidates.values()
