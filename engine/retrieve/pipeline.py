@@ -33,6 +33,12 @@ FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
 AGGREGATE = re.compile(
     r"\b(how many|how much|in total|total|altogether|combined|the number of"
     r"|which\b.{0,60}\b(first|last|earlier|later|sooner))\b", re.IGNORECASE)
+# A question about what the assistant said ("you mentioned ...", "what did you suggest ..."),
+# and one that asks to be reminded without saying who said it.
+_SAID = "mentioned|said|told|recommended|suggested|gave|provided|listed|shared|explained|described|wrote|named"
+_SAY = "mention|say|tell|recommend|suggest|give|provide|list|share|explain|describe|write|name"
+SECOND_PERSON_SAID = re.compile(rf"\b(?:you\s+(?:\w+\s+){{0,2}}?(?:{_SAID})|did\s+you\s+(?:{_SAY}))\b", re.IGNORECASE)
+REMIND = re.compile(r"\bremind\s+me\b", re.IGNORECASE)
 # Asks about the past, so turns whose facts were replaced are evidence too. Not "in the past two
 # weeks" (a recent span) nor "how old" (an age).
 HISTORICAL = re.compile(
@@ -384,8 +390,13 @@ class Recall:
         if not names:
             for word in re.findall(r"\b[A-Z][a-z]+", trace.query):
                 names.add(canonical_name(word))
+        if SECOND_PERSON_SAID.search(trace.query):
+            names.add("assistant")  # "you recommended ...": the assistant's own turns, not the user's
+            return names
         if FIRST_PERSON.search(trace.query):
             names.add("user")  # "what did I say..." is about the user's own turns
+            if REMIND.search(trace.query):
+                names.add("assistant")  # "remind me ...": either side may have said it
         return names
 
     @staticmethod

@@ -160,6 +160,24 @@ def test_an_event_a_week_beyond_two_weeks_ago_still_outranks_an_unrelated_one_in
     assert list(found).index("D2:1") < list(found).index("D3:1")
 
 
+@pytest.mark.parametrize("query, favoured", [
+    ("You recommended a place in Trastevere, what was it?", {"assistant"}),  # what the assistant said
+    ("What did you suggest for dinner in Trastevere?", {"assistant"}),
+    ("What did I eat in Trastevere?", {"user"}),  # what the user said
+    ("Can you remind me what I ate in Trastevere?", {"user", "assistant"}),  # either side may have
+    ("Can you suggest a place in Trastevere for me?", {"user"}),  # a request, not about what was said
+])
+def test_the_speaker_prior_follows_who_the_question_says_spoke(empty, query, favoured):
+    session(empty, 1, "2023-05-01T10:00:00Z", [
+        ("user", "Where should I eat in Trastevere tonight?"),
+        ("assistant", "Try Da Enzo in Trastevere, the cacio e pepe is famous."),
+        ("user", "I ate pasta in Trastevere last year."),
+    ])
+    res = empty.recall(query, scope=SCOPE, k=3, origin="bench")
+    prior = {c.meta["speaker"]: c.components["speaker"] for c in res.trace.candidates.values() if c.components}
+    assert {who for who, v in prior.items() if v > 0} == favoured
+
+
 def test_turns_of_the_best_matching_session_gain_its_context(engine):
     res = engine.recall("turtles tank adorable", scope=SCOPE, k=10, origin="bench")
     found = by_message(engine, res)
