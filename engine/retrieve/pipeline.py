@@ -43,8 +43,7 @@ REMIND = re.compile(r"\bremind\s+me\b", re.IGNORECASE)
 # weeks" (a recent span) nor "how old" (an age).
 HISTORICAL = re.compile(
     r"\b(before|previously|used to|formerly|originally|earlier|prior to|no longer|anymore|"
-    r"in the past(?!\s+(?:(?:\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|few|"
-    r"couple of|several)\s+)?(?:hour|day|week|month|year)s?\b)|"
+    rf"in the past(?!\s+(?:(?:{timeframe.COUNT})\s+)?(?:hour|day|week|month|year)s?\b)|"
     r"first|(?<!how )old|history|had been|back then|at the time)\b", re.IGNORECASE)
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost

@@ -19,8 +19,9 @@ from typing import NamedTuple
 _NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3, "several": 3}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
-_AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|couple of|few|several)"
-                  r"\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
+# A count of time units as people write it: "3", "two", "a couple of" (a regex alternation).
+COUNT = r"\d+|" + "|".join(sorted(_NUM, key=len, reverse=True))
+_AGO = re.compile(rf"\b({COUNT})\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(last|past|previous)\s+(week|month|year|weekend)\b", re.IGNORECASE)
 _DAYWORD = re.compile(r"\b(yesterday|today|this morning|tonight|last night)\b", re.IGNORECASE)
 
