@@ -65,7 +65,7 @@ from ..store.neoagent import (
     put_vectors,
 )
 from ..timeutil import normalise_stored_time, now_iso
-from .neoagent_spans import Unfit, locate_chunk
+from .neoagent_spans import EXPLAINED, Unfit, locate_chunk
 
 Progress = Callable[[float, str], None]
 ShouldStop = Callable[[], bool]
@@ -493,6 +493,7 @@ class OwnerPlanner:
                 # What NeoAgent stored, beside the exact span memlens keeps (the source pane shows both).
                 info["offsets"] = [row["char_start"], row["char_end"]]
                 chunk_meta["stored_as"] = {"by": "NeoAgent", "text": stored, "how": list(span.how),
+                                           "explained": [EXPLAINED[h] for h in span.how],
                                            "header": span.header}
             out[f"neoagent:chunk:{rid}"] = {
                 "document_key": doc_key, "neoagent_document_id": str(row.get("document_id")), "stored": stored,

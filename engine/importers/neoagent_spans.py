@@ -29,6 +29,13 @@ TRIMMED = "offsets_in_trimmed_content"
 COMPACTED = "offsets_in_compacted_content"
 HEADER = "message_header"
 WHITESPACE = "whitespace_between_blocks"
+EXPLAINED = {  # each difference in words (the source pane shows these beside the stored text)
+    UTF16: "offsets counted in UTF-16 units",
+    TRIMMED: "offsets counted in the trimmed text",
+    COMPACTED: "offsets counted in a whitespace-compacted copy",
+    HEADER: "a header line before the body",
+    WHITESPACE: "other whitespace between words or blocks",
+}
 
 
 class Unfit(Exception):
@@ -174,5 +181,5 @@ def locate_chunk(doc: str, start: object, end: object, stored: str) -> ChunkSpan
     raise Unfit("bad_span", f"[{start}, {end}) reads {doc[s:e][:40]!r}, the chunk says {stored[:40]!r}")
 
 
-__all__ = ["ChunkSpan", "Unfit", "locate_chunk", "utf16_to_index", "UTF16", "TRIMMED", "COMPACTED", "HEADER",
+__all__ = ["ChunkSpan", "Unfit", "locate_chunk", "utf16_to_index", "EXPLAINED", "UTF16", "TRIMMED", "COMPACTED", "HEADER",
            "WHITESPACE"]
