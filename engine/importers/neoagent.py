@@ -420,6 +420,7 @@ class OwnerPlanner:
         memories = self._memories()
         facts_by_memory = self._facts(memories)
         links = self._links(memories, chunks)
+        self._windows(memories, docs, chunks, links)
         self._layout(memories, facts_by_memory, links, chunks)
         self._place_documents(docs, chunks, links)
         self._relations(memories, chunks, links)
@@ -557,7 +558,7 @@ class OwnerPlanner:
                 "pinned": int(bool(pinned)), "content_hash": _sha(text),
                 "extraction_method": f"neoagent:{row.get('source_type') or 'unknown'}",
             }
-            out[rid] = {"key": f"neoagent:memory:{rid}", "scope": scope, "values": values}
+            out[rid] = {"key": f"neoagent:memory:{rid}", "scope": scope, "values": values, "meta": meta}
         return out
 
     def _facts(self, memories: dict[str, dict]) -> dict[str, list[dict]]:
@@ -663,6 +664,56 @@ class OwnerPlanner:
             out.setdefault(mid, []).append((f"neoagent:chunk:{cid}", {"time": t["source_timestamp"],
                                                                        "relevance": relevance}))
         return out
+
+    def _windows(self, memories: dict[str, dict], docs: dict[str, dict], chunks: dict[str, dict],
+                 links: dict[str, list[tuple[str, dict]]]) -> None:
+        """Overlap-window memories of older NeoAgents (NEOAGENT-SCHEMA.md 2.3) have no source link,
+        only their document and span in metadata. A window that is really there (the two chunks it
+        joins, or its text at its span) becomes a memlens chunk of kind "window", linked to it."""
+        by_index = {(c["document_key"], c["values"]["ordinal"]): c for c in chunks.values()}
+        for rid, mem in memories.items():
+            meta = mem["meta"]
+            span = meta.get("sourceSpan") if isinstance(meta.get("sourceSpan"), dict) else None
+            doc = docs.get(f"neoagent:document:{meta.get('ingestionDocumentId')}")
+            if rid in links or not meta.get("isOverlapWindow") or span is None or doc is None:
+                continue
+            what = f"overlap window {rid}"
+            text = mem["values"]["text"]
+            title = doc["title"] or ""
+            stored = text[len(title) + 1:] if title and text.startswith(f"{title}\n") else text
+            doc_key = f"neoagent:document:{meta['ingestionDocumentId']}"
+            index = meta.get("chunkIndex")
+            base = -index - 1 if isinstance(index, int) and not isinstance(index, bool) and index < 0 else None
+            first, second = by_index.get((doc_key, base)), by_index.get((doc_key, (base or 0) + 1))
+            if first is not None and second is not None and \
+                    f"{first['stored']}\n\n{second['stored']}".startswith(stored):
+                start, end, how = first["values"]["start"], second["values"]["end"], ["the two chunks it joins"]
+            else:
+                try:
+                    found = locate_chunk(doc["text"], span.get("charStart"), span.get("charEnd"), stored)
+                except Unfit as exc:
+                    self.report.problem("memories", "window_not_at_span", "imported without a source",
+                                        f"{what}: {exc.detail}")
+                    continue
+                start, end, how = found.start, found.end, [EXPLAINED[h] for h in found.how]
+            key = f"neoagent:window:{rid}"
+            body = doc["text"][start:end]
+            chunks[key] = {
+                "document_key": doc_key, "neoagent_document_id": str(meta["ingestionDocumentId"]), "stored": stored,
+                "title": doc["title"], "document_external_id": doc["meta"]["neoagent"].get("external_object_id"),
+                "values": {
+                    "ordinal": base if base is not None else 0, "kind": "window", "start": start, "end": end,
+                    "text": body, "content_hash": _sha(body), "speaker": None, "role": None, "message_id": None,
+                    "source_time": doc["source_time"], "trust": doc["trust"],
+                    "meta": {"neoagent": {"window_of_memory": rid, "offsets": [span.get("charStart"),
+                                                                               span.get("charEnd")]},
+                             "stored_as": {"by": "NeoAgent", "text": stored, "how": ["overlap_window"],
+                                           "explained": ["an overlap window (NeoAgent kept it as a memory, not a chunk)", *how],
+                                           "header": None}},
+                },
+            }
+            links[rid] = [(key, {"time": None, "relevance": 1.0})]
+            self.report.note("overlap_window_linked", f"{what}: [{start}, {end}) of {doc_key}")
 
     def _layout(self, memories: dict[str, dict], facts: dict[str, list[dict]],
                 links: dict[str, list[tuple[str, dict]]], chunks: dict[str, dict]) -> None:

@@ -152,6 +152,16 @@ def test_message_chunks_keep_their_speaker_and_time_and_mail_dates_are_read(engi
     assert mems["neoagent:memory:m-porto"]["trust"] == "user"  # user_or_verified_conversation
 
 
+def test_an_overlap_window_gets_the_span_of_the_two_chunks_it_joins(engine, neo):
+    report = import_neoagent(engine, neo.path).as_dict()
+    window = _by_ref(engine, A)["neoagent:memory:m-window"]
+    shown = engine.show("memory", window["id"], scope=A)
+    (source,) = shown["sources"]
+    # from the first chunk's body to the second's, exactly as in the document
+    assert source["text"].startswith(neo.linked["m-doc-notes-0"]) and source["text"].endswith(neo.linked["m-doc-notes-1"])
+    assert window["kind"] == "episode" and report["notes"]["overlap_window_linked"]["count"] == 1
+
+
 def test_duplicates_line_up_behind_the_fact_neoagent_kept(engine, neo):
     import_neoagent(engine, neo.path)
     facts = _by_ref(engine, A, "facts")

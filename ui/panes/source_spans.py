@@ -284,9 +284,11 @@ class SourceSpansPane(PaneBase):
         label_chars.setFont(label_font)
         label_chars.setForeground(QColor(theme.chunk_rule))
 
-        chunks = sorted(view["chunks"], key=lambda c: (c["start"], -c["end"]))
+        # Nested or overlapping chunks are shown inside the chunk that contains them; a window (it
+        # joins chunks, e.g. an imported overlap window) yields to the chunks it joins.
+        chunks = sorted(view["chunks"], key=lambda c: (c["start"], c["kind"] == "window", -c["end"]))
         outer: list[dict[str, Any]] = []
-        for c in chunks:  # nested or overlapping chunks are shown inside the chunk that contains them
+        for c in chunks:
             if outer and c["start"] < outer[-1]["end"]:
                 continue
             outer.append(c)
@@ -481,8 +483,8 @@ class SourceSpansPane(PaneBase):
             self.stored_box.hide()
             return
         what = "; ".join(stored.get("explained") or stored.get("how") or ())
-        self.stored_title.setText(f"As stored by {stored.get('by', 'the source')} (chunk {chunk['id']}): it differs "
-                                  f"from the exact span at the left by {what}.")
+        self.stored_title.setText(f"As stored by {stored.get('by', 'the source')} (chunk {chunk['id']}), beside the exact"
+                                  f" span at the left. It differs by: {what}.")
         self.stored_text.setPlainText(stored.get("text") or "")
         self.stored_box.show()
 
