@@ -6,7 +6,10 @@ always Python indices:
 - offsets count UTF-16 code units (JavaScript strings);
 - they may be computed on the trimmed content, or (layout segments) on a whitespace-compacted copy;
 - a message chunk stores "<timestamp> <speaker>\\n<body>" while the span covers the body only;
-- structural chunks re-join trimmed blocks with "\\n\\n", whatever separated them in the source.
+- structural chunks re-join trimmed blocks with "\\n\\n", whatever separated them in the source;
+- with CRLF line ends a block that spans lines is not found verbatim (NeoAgent splits the text
+  with "\\r\\n" made "\\n"), so it is placed where the search stood: its offsets fall behind the
+  real ones by at most the number of carriage returns before it.
 
 `locate_chunk` tries each reading of the offsets and each shape of the text, and returns the
 exact span of the chunk's body in the document (so memlens keeps `text[start:end] == chunk
@@ -29,12 +32,14 @@ TRIMMED = "offsets_in_trimmed_content"
 COMPACTED = "offsets_in_compacted_content"
 HEADER = "message_header"
 WHITESPACE = "whitespace_between_blocks"
+CRLF = "offsets_short_by_carriage_returns"
 EXPLAINED = {  # each difference in words (the source pane shows these beside the stored text)
     UTF16: "offsets counted in UTF-16 units",
     TRIMMED: "offsets counted in the trimmed text",
     COMPACTED: "offsets counted in a whitespace-compacted copy",
     HEADER: "a header line before the body",
     WHITESPACE: "other whitespace between words or blocks",
+    CRLF: "offsets that fell behind by the carriage returns NeoAgent dropped",
 }
 
 
@@ -170,9 +175,18 @@ def locate_chunk(doc: str, start: object, end: object, stored: str) -> ChunkSpan
         for text, head, how in shapes:
             if doc[s:e] == text:
                 return ChunkSpan(s, e, (*tags, *how), head)
-    for s, _e, tags in readings:  # the same words from the span's start, other whitespace
+    # The same words from the span's start with other whitespace, then a little later (offsets that
+    # fell behind by dropped carriage returns); the compacted reading last, as it only stands for
+    # layout segments and would otherwise explain CRLF drift by accident.
+    plain = [r for r in readings if COMPACTED not in r[2]]
+    drifts = [(at, tags + (CRLF,)) for s, _e, tags in plain if "\r" in doc
+              for at in range(s + 1, min(len(doc), s + doc.count("\r") + 1))
+              if doc[at - 1].isspace() and not doc[at].isspace()]
+    starts = [(s, tags) for s, _e, tags in plain] + drifts + \
+        [(s, tags) for s, _e, tags in readings if COMPACTED in tags]
+    for at, tags in starts:
         for text, head, how in shapes:
-            hit = _walk(doc, s, text)
+            hit = _walk(doc, at, text)
             if hit is not None:
                 return ChunkSpan(hit[0], hit[1], (*tags, *how, WHITESPACE), head)
     if not readings:
@@ -181,5 +195,5 @@ def locate_chunk(doc: str, start: object, end: object, stored: str) -> ChunkSpan
     raise Unfit("bad_span", f"[{start}, {end}) reads {doc[s:e][:40]!r}, the chunk says {stored[:40]!r}")
 
 
-__all__ = ["ChunkSpan", "Unfit", "locate_chunk", "utf16_to_index", "EXPLAINED", "UTF16", "TRIMMED", "COMPACTED", "HEADER",
+__all__ = ["ChunkSpan", "Unfit", "locate_chunk", "utf16_to_index", "EXPLAINED", "CRLF", "UTF16", "TRIMMED", "COMPACTED", "HEADER",
            "WHITESPACE"]

@@ -130,7 +130,7 @@ def test_nothing_real_is_skipped_and_every_linked_memory_keeps_its_span(engine, 
             if shape:  # what NeoAgent stored is kept beside the exact span
                 assert chunk["meta"]["stored_as"]["text"] == stored.content
             checked += 1
-    assert checked == len(neo.linked) == 14
+    assert checked == len(neo.linked) == 17
 
 
 def test_message_chunks_keep_their_speaker_and_time_and_mail_dates_are_read(engine, neo):
