@@ -12,15 +12,14 @@ import time
 import pytest
 
 from app.cli import main
-from engine.embed.hashing import HashingEmbedder
 from engine.errors import BadInput, Cancelled
 from engine.importers.neoagent import (
     NO_AGENT, import_neoagent, map_category, norm_time, parse_object, row_scope,
 )
 from engine.importers.neoagent_spans import locate_chunk, utf16_to_index
-from engine.memory import MemoryEngine
 from engine.scope import Scope
 from engine.store.neoagent import file_sha256
+from tests.engine.neoagent_common import by_ref, engine  # noqa: F401
 from tests.fixtures.neoagent_db import DOC_A, build_large_db, build_quirky_db
 
 A = Scope("1", "agent-a", "agent", "agent-a")
@@ -33,18 +32,6 @@ B_CONV = Scope("2", "agent-b", "conversation", "c-77")
 @pytest.fixture
 def quirky(tmp_path):
     return build_quirky_db(tmp_path / "neoagent.db")
-
-
-@pytest.fixture
-def engine(tmp_path):
-    eng = MemoryEngine(tmp_path / "memlens.db", embedder=HashingEmbedder(), llm=None, background_reembed=False)
-    yield eng
-    eng.close()
-
-
-def _by_ref(engine, scope, table="memories"):
-    rows = engine.export(scope)[table]
-    return {r["external_ref"]: r for r in rows if r.get("external_ref")}
 
 
 def _dir_listing(path):
@@ -145,14 +132,14 @@ def test_spans_are_exact_in_memlens(engine, quirky):
             assert (s["start"], s["end"], s["document_id"]) == (ch["start"], ch["end"], ch["document_id"])
     assert checked == 7
     # the chunk NeoAgent stored with UTF-16 offsets lands on the right Python span
-    rita = engine.show("memory", _by_ref(engine, A)["neoagent:memory:m-rita"]["id"], scope=A)
+    rita = engine.show("memory", by_ref(engine, A)["neoagent:memory:m-rita"]["id"], scope=A)
     assert [s["text"] for s in rita["sources"]] == ["Ana: My sister Rita works at Acme as a nurse."]
     assert DOC_A.index("Ana: My sister") == rita["sources"][0]["start"]
 
 
 def test_supersession_validity_and_review_carry_over(engine, quirky):
     import_neoagent(engine, quirky.path)
-    facts = _by_ref(engine, A, "facts")
+    facts = by_ref(engine, A, "facts")
     lisbon, porto = facts["neoagent:fact:f-lisbon"], facts["neoagent:fact:f-porto"]
     assert lisbon["status"] == "superseded"
     assert (lisbon["valid_from"], lisbon["valid_to"], lisbon["invalidated_at"], lisbon["learned_at"]) == (
@@ -175,7 +162,7 @@ def test_supersession_validity_and_review_carry_over(engine, quirky):
 
 def test_memory_layout_and_fields(engine, quirky):
     import_neoagent(engine, quirky.path)
-    mems = _by_ref(engine, A)
+    mems = by_ref(engine, A)
     lisbon = mems["neoagent:memory:m-lisbon"]
     assert (lisbon["kind"], lisbon["category"], lisbon["trust"]) == ("fact", "identity", "user")
     assert (lisbon["created_at"], lisbon["updated_at"]) == ("2024-03-01T09:00:00Z", "2024-03-05T12:30:00Z")
@@ -190,9 +177,9 @@ def test_memory_layout_and_fields(engine, quirky):
     assert mems["neoagent:memory:m-weird-scope"]["scope_type"] == "agent"
     bad_time = mems["neoagent:memory:m-bad-time"]  # created_at 'yesterday-ish': the other time stands in
     assert bad_time["created_at"] == bad_time["updated_at"] == "2024-03-01T09:00:00Z"
-    assert _by_ref(engine, A, "facts")["neoagent:fact:f-tea"]["valid_from"] is None
-    assert set(_by_ref(engine, A_CONV)) == {"neoagent:memory:m-conv"}
-    bo = _by_ref(engine, B)
+    assert by_ref(engine, A, "facts")["neoagent:fact:f-tea"]["valid_from"] is None
+    assert set(by_ref(engine, A_CONV)) == {"neoagent:memory:m-conv"}
+    bo = by_ref(engine, B)
     assert bo["neoagent:memory:m-bo-bike"]["kind"] == "episode"  # verbatim the text of the chunk it cites
     # a document cited from a conversation scope is copied there, with the chunks
     conv = engine.export(B_CONV)
@@ -233,12 +220,12 @@ def test_reimport_is_idempotent_and_changes_update(engine, quirky, tmp_path):
     third = import_neoagent(engine, quirky.path).as_dict()
     assert third["updated"] == {"facts": 1, "memories": 1}
     assert third["imported"] == {} and third["retired"] == {"memories": 1} and third["gone_from_source"] == {}
-    mems = _by_ref(engine, A)
+    mems = by_ref(engine, A)
     assert mems["neoagent:memory:m-porto"]["text"] == "Ana moved to Porto in March."
-    fact = _by_ref(engine, A, "facts")["neoagent:fact:f-porto"]
+    fact = by_ref(engine, A, "facts")["neoagent:fact:f-porto"]
     assert (fact["status"], fact["invalidated_at"]) == ("expired", "2024-03-07T00:00:00Z")
     assert third["embedded"] == 1  # the changed text got a new vector
-    gone = _by_ref(engine, A_CONV)["neoagent:memory:m-conv"]  # deleted in NeoAgent: forgotten here, not deleted
+    gone = by_ref(engine, A_CONV)["neoagent:memory:m-conv"]  # deleted in NeoAgent: forgotten here, not deleted
     assert gone["forgotten_at"] is not None and "deleted in NeoAgent" in gone["forget_reason"]
     (entry,) = engine.store.curation_log(A_CONV)
     assert (entry["command"], entry["actor"]) == ("retire", "neoagent-import")
@@ -246,7 +233,7 @@ def test_reimport_is_idempotent_and_changes_update(engine, quirky, tmp_path):
 
 def test_operator_curation_survives_a_reimport_of_unchanged_rows(engine, quirky):
     import_neoagent(engine, quirky.path)
-    mid = _by_ref(engine, A)["neoagent:memory:m-lisbon"]["id"]
+    mid = by_ref(engine, A)["neoagent:memory:m-lisbon"]["id"]
     engine.curator(A).forget(mid, reason="operator says no")
     again = import_neoagent(engine, quirky.path).as_dict()
     assert again["updated"] == {}
@@ -364,7 +351,7 @@ def test_a_copy_in_use_by_neoagent_is_read_through_its_wal(tmp_path, engine):
     try:
         report = import_neoagent(engine, path)
         assert set(report.snapshot["sha256"]) == {"live.db", "live.db-wal"}  # the WAL was copied and recovered
-        assert "neoagent:memory:m-live" in _by_ref(engine, A)
+        assert "neoagent:memory:m-live" in by_ref(engine, A)
     finally:
         writer.close()
 
@@ -387,5 +374,5 @@ def test_an_older_neoagent_schema_is_read_with_what_it_has(tmp_path, engine):
     assert report["imported"] == {"memories": 2, "relations": 1}
     assert "memory_facts" in report["missing_tables"] and report["skipped"] == {}
     scope = Scope("3", NO_AGENT, "agent", NO_AGENT)
-    mems = _by_ref(engine, scope)
+    mems = by_ref(engine, scope)
     assert mems["neoagent:memory:a"]["category"] == "preferences" and mems["neoagent:memory:a"]["trust"] == "external"

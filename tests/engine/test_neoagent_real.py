@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 
 from app.cli import EX_TEMPFAIL, main
-from engine.embed.hashing import HashingEmbedder
 from engine.errors import Busy
 from engine.importers.neoagent import NO_AGENT, import_neoagent, in_sentence, open_source
-from engine.memory import MemoryEngine
 from engine.scope import Scope
 from engine.store import snapshot
+from tests.engine.neoagent_common import by_ref, engine  # noqa: F401
 from tests.fixtures.neoagent_db import LIVE_BATCH, MAIN, build_neoagent_db, seed_live_db
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,17 +35,6 @@ B_CONV = Scope("2", "agent-bo", "conversation", "c-77")
 @pytest.fixture
 def neo(tmp_path):
     return build_neoagent_db(tmp_path / "neoagent.db")
-
-
-@pytest.fixture
-def engine(tmp_path):
-    eng = MemoryEngine(tmp_path / "memlens.db", embedder=HashingEmbedder(), llm=None, background_reembed=False)
-    yield eng
-    eng.close()
-
-
-def _by_ref(engine, scope, table="memories"):
-    return {r["external_ref"]: r for r in engine.export(scope)[table] if r.get("external_ref")}
 
 
 def _file_set(path: Path) -> dict[str, str]:
@@ -146,7 +134,7 @@ def test_message_chunks_keep_their_speaker_and_time_and_mail_dates_are_read(engi
     assert chat[0]["text"] == "I moved to Porto last week \U0001F3E0. The flat is small but bright."
     assert chat[0]["meta"]["stored_as"]["header"] == "2026-03-30T18:01:00.000Z Ana"
     # an ingested memory is its chunk ("<title>\n<chunk text>"): an episode
-    mems = _by_ref(engine, A)
+    mems = by_ref(engine, A)
     assert {mems[f"neoagent:memory:m-doc-chat-{i}"]["kind"] for i in range(4)} == {"episode"}
     assert mems["neoagent:memory:m-doc-mail-0"]["trust"] == "external"
     assert mems["neoagent:memory:m-porto"]["trust"] == "user"  # user_or_verified_conversation
@@ -154,7 +142,7 @@ def test_message_chunks_keep_their_speaker_and_time_and_mail_dates_are_read(engi
 
 def test_an_overlap_window_gets_the_span_of_the_two_chunks_it_joins(engine, neo):
     report = import_neoagent(engine, neo.path).as_dict()
-    window = _by_ref(engine, A)["neoagent:memory:m-window"]
+    window = by_ref(engine, A)["neoagent:memory:m-window"]
     shown = engine.show("memory", window["id"], scope=A)
     (source,) = shown["sources"]
     # from the first chunk's body to the second's, exactly as in the document
@@ -164,7 +152,7 @@ def test_an_overlap_window_gets_the_span_of_the_two_chunks_it_joins(engine, neo)
 
 def test_duplicates_line_up_behind_the_fact_neoagent_kept(engine, neo):
     import_neoagent(engine, neo.path)
-    facts = _by_ref(engine, A, "facts")
+    facts = by_ref(engine, A, "facts")
     kept, dup = facts["neoagent:fact:f-flat"], facts["neoagent:fact:f-flat-dup"]
     assert kept["status"] == "active" and dup["status"] == "superseded"
     assert kept["supersedes_fact_id"] == dup["id"] and dup["supersedes_fact_id"] is None
@@ -203,7 +191,7 @@ def test_reimport_is_a_no_op(engine, neo):
 
 def test_deleted_rows_retire_with_an_audit_entry_unless_the_operator_curated_them(engine, neo):
     import_neoagent(engine, neo.path)
-    mems = _by_ref(engine, A)
+    mems = by_ref(engine, A)
     engine.curator(A).pin(mems["neoagent:memory:m-flat"]["id"])  # the operator curates this one
     con = sqlite3.connect(neo.path)
     con.execute("PRAGMA foreign_keys = ON")  # as NeoAgent's driver has it: deletes cascade
@@ -220,12 +208,12 @@ def test_deleted_rows_retire_with_an_audit_entry_unless_the_operator_curated_the
     # m-flat (two facts: a summary and a fact memory per fact) was curated by the operator: all of it is kept
     assert report["gone_from_source"] == {"facts": 2, "memories": 3}
     assert report["problems"]["curated_in_memlens"]["count"] == 4
-    facts = _by_ref(engine, A, "facts")
+    facts = by_ref(engine, A, "facts")
     old = facts["neoagent:fact:f-porto"]
     assert (old["status"], old["rule"]) == ("retracted", "neoagent_deleted") and old["invalidated_at"]
     assert facts["neoagent:fact:f-porto-2"]["status"] == "active"
     assert facts["neoagent:fact:f-flat"]["status"] == "active"  # the operator's
-    mems = _by_ref(engine, A)
+    mems = by_ref(engine, A)
     assert mems["neoagent:memory:m-rita"]["forgotten_at"] and mems["neoagent:memory:m-flat"]["forgotten_at"] is None
     assert engine.conflicts(A) == []  # the review of the deleted fact is dismissed with it
     entry = next(e for e in engine.store.curation_log(A) if e["command"] == "retire")
