@@ -100,7 +100,7 @@ EXAMPLES = 5
 class ImportReport:
     source: str
     source_mode: str = "private_copy"
-    snapshot: dict[str, Any] = field(default_factory=dict)  # attempts, seconds waited, sha256 of each file copied
+    snapshot: dict[str, Any] = field(default_factory=dict)  # attempts, seconds, sha256 of each file copied
     owners: list[dict[str, Any]] = field(default_factory=list)
     imported: dict[str, int] = field(default_factory=dict)
     updated: dict[str, int] = field(default_factory=dict)
@@ -382,7 +382,7 @@ class OwnerPlanner:
 
     def _times(self, record: str, row: dict, cols: tuple[str, ...], what: str) -> dict[str, Any]:
         """The row's times, canonical. One that is not a time is unknown (None): the row keeps its
-        data, the raw value goes to `out["unparsed"]` (kept in the row's meta) and is reported."""
+        data, the raw value goes to `out["unparsed"]` (a document keeps it in its meta) and is reported."""
         out: dict[str, Any] = {"unparsed": {}}
         for c in cols:
             try:
@@ -488,7 +488,7 @@ class OwnerPlanner:
             speaker = meta.get("speaker") if isinstance(meta.get("speaker"), str) else said_by
             role = next((r for r in (meta.get("role"), said_by) if r in ("user", "assistant", "system", "tool")), None)
             ordinal = row.get("chunk_index")
-            info: dict[str, Any] = {"id": rid, "chunk_index": ordinal, "metadata": meta}
+            info = {k: v for k, v in (("id", rid), ("chunk_index", ordinal), ("metadata", meta)) if v not in (None, {})}
             chunk_meta: dict[str, Any] = {"neoagent": info}
             if not span.exact:
                 # What NeoAgent stored, beside the exact span memlens keeps (the source pane shows both).
@@ -504,8 +504,7 @@ class OwnerPlanner:
                     "kind": kind, "start": span.start, "end": span.end, "text": text, "content_hash": _sha(text),
                     "speaker": speaker, "role": role, "message_id": str(message_id) if message_id else None,
                     "source_time": said_at or doc["source_time"], "trust": doc["trust"],
-                    "meta": {k: ({kk: vv for kk, vv in v.items() if vv not in (None, {})} if k == "neoagent" else v)
-                             for k, v in chunk_meta.items()},
+                    "meta": chunk_meta,
                 },
             }
         return out
@@ -964,7 +963,7 @@ def import_neoagent(engine, source: NeoAgentSource | str | os.PathLike[str], *, 
         if str(engine.path) != ":memory:" and Path(engine.path).resolve() == src.path.resolve():
             raise BadInput(f"{src.path}: cannot import a database into itself")
         report = ImportReport(source=str(src.path), source_mode=src.mode, snapshot={
-            "attempts": src.snapshot.attempts, "waited_s": src.snapshot.waited_s, "sha256": src.snapshot.sha256})
+            "attempts": src.snapshot.attempts, "seconds": src.snapshot.seconds, "sha256": src.snapshot.sha256})
         owners = [o for o in src.owners() if _matches(o, user, agent)]
         if not owners:
             who = " ".join(x for x in (f"--user {user}" if user is not None else "",

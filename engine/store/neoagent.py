@@ -910,21 +910,26 @@ class OwnerWrite:
                                actor=IMPORT_ACTOR, note=f"gone from NeoAgent: {len(done)} rows retired")
 
     def _curated(self) -> set[tuple[str, int]]:
-        """(table, id) of every row of this owner an operator (anyone but the importer) changed in
-        memlens with a curation command that is not undone."""
+        """(table, id) of every row of this owner that an operator (anyone but the importer) changed in
+        memlens with a curation command that is not undone, or brought back by undoing a retirement."""
         out: set[tuple[str, int]] = set()
         targets = {"memory": "memories", "fact": "facts"}
-        for target_type, target_id, before in self.conn.execute(
-                "SELECT target_type, target_id, before FROM curation_log WHERE user_id = ? AND agent_id = ?"
-                " AND actor != ? AND undone_at IS NULL", (self.plan.user_id, self.plan.agent_id, IMPORT_ACTOR)):
+        owner = (self.plan.user_id, self.plan.agent_id)
+        rows = self.conn.execute(
+            "SELECT target_type, target_id, before FROM curation_log WHERE user_id = ? AND agent_id = ?"
+            " AND actor != ? AND undone_at IS NULL", (*owner, IMPORT_ACTOR)).fetchall()
+        rows += self.conn.execute(  # the import's own retirements that an operator undid
+            "SELECT NULL, NULL, r.before FROM curation_log r WHERE r.user_id = ? AND r.agent_id = ?"
+            " AND r.actor = ? AND r.undone_at IS NOT NULL", (*owner, IMPORT_ACTOR)).fetchall()
+        for target_type, target_id, before in rows:
             if target_type in targets and target_id is not None:
                 out.add((targets[target_type], target_id))
             try:
-                rows = json.loads(before).get("rows", {})
+                images = json.loads(before).get("rows", {})
             except (ValueError, AttributeError):
                 continue
             for table in ("memories", "facts"):
-                out.update((table, int(rid)) for rid in (rows.get(table) or {}))
+                out.update((table, int(rid)) for rid in (images.get(table) or {}))
         return out
 
 

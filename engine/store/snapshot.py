@@ -18,7 +18,8 @@ image. Otherwise the attempt is thrown away and retried until `wait` seconds hav
 Before each attempt the main file's SQLite lock bytes are probed the way a reader would take
 its shared lock (POSIX only; nothing is held while copying, so a writer is never delayed): a
 writer holding PENDING or EXCLUSIVE means "locked", and after `wait` seconds of that the copy
-gives up with `SourceBusy` ("locked, try again").
+gives up with `SourceBusy` ("locked, try again"). POSIX locks belong to a process, so this must
+not run in a process that itself has the source open through SQLite (memlens never does).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Snapshot:
     path: Path
     attempts: int
     sha256: dict[str, str] = field(default_factory=dict)  # source file name -> sha256 of what was copied
-    waited_s: float = 0.0
+    seconds: float = 0.0  # copying and verifying, retries and waits included
 
     def discard(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -103,15 +104,31 @@ def _locked_by_writer(fd: int) -> bool:
     return False
 
 
+def _read_at(fd: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, BLOCK, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows; the descriptor is ours alone
+    return os.read(fd, BLOCK)
+
+
 def _copy_fd(fd: int, dest: Path) -> str:
+    """Copy what fd reads into dest; its sha256. A source read error is an OSError (a busy source);
+    one writing the copy is BadInput (no room for the private copy: retrying will not help)."""
     h = hashlib.sha256()
     offset = 0
-    with open(dest, "wb") as out:
+    try:
+        out = open(dest, "wb")
+    except OSError as exc:
+        raise BadInput(f"cannot make a private copy in {dest.parent}: {exc.strerror or exc}") from None
+    with out:
         while True:
-            block = os.pread(fd, BLOCK, offset)
+            block = _read_at(fd, offset)
             if not block:
                 break
-            out.write(block)
+            try:
+                out.write(block)
+            except OSError as exc:
+                raise BadInput(f"cannot make a private copy in {dest.parent}: {exc.strerror or exc}") from None
             h.update(block)
             offset += len(block)
     return h.hexdigest()
@@ -121,7 +138,7 @@ def _hash_fd(fd: int) -> str:
     h = hashlib.sha256()
     offset = 0
     while True:
-        block = os.pread(fd, BLOCK, offset)
+        block = _read_at(fd, offset)
         if not block:
             return h.hexdigest()
         h.update(block)
@@ -187,7 +204,11 @@ def private_copy(source: str | os.PathLike[str], *, wait: float = 5.0,
     seconds raises SourceBusy. `on_copied(file name, attempt)` runs after each file is copied
     (the tests use it to let a writer in at the worst moment)."""
     source = Path(source)
-    directory = Path(tempfile.mkdtemp(prefix="memlens-copy-"))  # 0700: the copy holds someone's memories
+    try:
+        directory = Path(tempfile.mkdtemp(prefix="memlens-copy-"))  # 0700: the copy holds someone's memories
+    except OSError as exc:
+        raise BadInput(f"cannot make a private copy of {source} in {tempfile.gettempdir()}: "
+                       f"{exc.strerror or exc} (set TMPDIR to a writable folder)") from None
     t0 = time.monotonic()
     deadline = t0 + max(0.0, wait)
     attempt = 0

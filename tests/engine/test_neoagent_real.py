@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import EX_TEMPFAIL, main
-from engine.errors import Busy
+from engine.errors import BadInput, Busy
 from engine.importers.neoagent import NO_AGENT, import_neoagent, in_sentence, open_source
 from engine.scope import Scope
 from engine.store import snapshot
@@ -222,6 +222,13 @@ def test_deleted_rows_retire_with_an_audit_entry_unless_the_operator_curated_the
     assert str(old["id"]) in images["facts"] and images["facts"][str(old["id"])]["status"] == "active"
     again = import_neoagent(engine, neo.path).as_dict()
     assert again["retired"] == {} and again["imported"] == {} and again["updated"] == {}
+    # the operator undoes the retirement: the rows are back, and the next import leaves them so
+    engine.curator(A).undo(entry["id"])
+    assert by_ref(engine, A, "facts")["neoagent:fact:f-porto"]["status"] == "active"
+    assert by_ref(engine, A)["neoagent:memory:m-rita"]["forgotten_at"] is None
+    after_undo = import_neoagent(engine, neo.path).as_dict()
+    assert after_undo["retired"] == {} and after_undo["problems"]["curated_in_memlens"]["count"] == 7
+    assert by_ref(engine, A, "facts")["neoagent:fact:f-porto"]["status"] == "active"
 
 
 # --- the source: never touched, one consistent state --------------------------------------------------------
@@ -330,3 +337,11 @@ def test_a_locked_source_is_a_temporary_failure(tmp_path, engine, capsys, monkey
     assert engine.store.scopes() == []
     assert import_neoagent(engine, path).as_dict()["imported"]["memories"] == 150  # once released, it works
     assert {k: v for k, v in _file_set(path).items()} == before
+
+
+def test_no_room_for_the_private_copy_is_bad_input_not_busy(tmp_path, neo, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing" / "dir"))
+    with pytest.raises(BadInput, match="cannot make a private copy"):
+        open_source(neo.path, wait=0)
