@@ -231,12 +231,18 @@ class SourceSpansPane(PaneBase):
     # rendering -------------------------------------------------------------------------------------------
     @staticmethod
     def _label(chunk: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
+        own = SourceSpansPane._kind_label(chunk, previous)
+        stored = (chunk.get("meta") or {}).get("stored_as")
+        if not stored:
+            return own
+        what = "; ".join(stored.get("explained") or stored.get("how") or ())
+        note = f"▸ {stored.get('by', 'the source')} stored this chunk differently ({what})"
+        return f"{own}   {note}" if own else note
+
+    @staticmethod
+    def _kind_label(chunk: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
         meta = chunk.get("meta") or {}
         kind = chunk["kind"]
-        stored = meta.get("stored_as")
-        if stored:
-            what = "; ".join(stored.get("explained") or stored.get("how") or ())
-            return f"▸ {stored.get('by', 'the source')} stored this chunk differently ({what})"
         if kind == "code_symbol" or (kind == "split" and meta.get("symbol")):
             lines = ""
             if meta.get("line_start"):
