@@ -1,6 +1,7 @@
 """The memlens command line (ARCHITECTURE.md, "Command line contract").
 
-Exit status: 0 success, 2 bad input (one line on stderr, nothing written), 1 internal error.
+Exit status: 0 success, 2 bad input (one line on stderr, nothing written), 75 (EX_TEMPFAIL) a database
+locked by another program (one line, nothing written: try again), 1 internal error.
 With --json exactly one JSON document goes to stdout; progress and logs go to stderr.
 """
 
@@ -19,13 +20,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: one BL
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from engine import __version__  # noqa: E402
-from engine.errors import BadInput, MemlensError
+from engine.errors import BadInput, Busy, MemlensError
 from engine.scope import SCOPE_TYPES, Scope
 
 from .settings import default_db_path
 
 INGEST_FORMATS = ("auto", "chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
+EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, the caller may retry
 
 
 class _Parser(argparse.ArgumentParser):
@@ -201,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", default=None, help="only this NeoAgent user id (default: every user)")
     p.add_argument("--agent", default=None,
                    help="only this NeoAgent agent id; 'none' for rows without an agent (default: every agent)")
+    p.add_argument("--wait", type=float, default=5.0, metavar="SECONDS",
+                   help="how long to wait while NeoAgent holds the file locked or keeps changing it; then exit 75"
+                        " (default 5)")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
                    help="override $MEMLENS_EMBEDDER")
     return parser
@@ -565,7 +570,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from engine.importers.neoagent import import_neoagent, open_source
     from engine.memory import MemoryEngine
 
-    source = open_source(args.path)  # validated (BadInput) before the memlens DB is created or touched
+    source = open_source(args.path, wait=args.wait)  # validated before the memlens DB is created or touched
     try:
         embedder = make_embedder(args.embedder)
         with MemoryEngine(_db_path(args), embedder=embedder) as engine:
@@ -593,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as exc:
         sys.stderr.write(f"memlens: {exc}\n")
         return 2
+    except Busy as exc:
+        sys.stderr.write(f"memlens: {exc}\n")
+        return EX_TEMPFAIL
     except MemlensError as exc:
         sys.stderr.write(f"memlens: {exc}\n")
         return 1

@@ -146,11 +146,14 @@ def stage_selection(window) -> dict[str, int]:
         chosen["memory"], chosen["fact"] = fact["memory_id"], fact["id"]
         bus.select("memory", fact["memory_id"], source="snapshot")
         bus.select("fact", fact["id"], source="snapshot")
-    else:
-        page = store.browse_memories(scope, limit=1)
-        if page:
-            chosen["memory"] = page[0]["id"]
-            bus.select("memory", page[0]["id"], source="snapshot")
+    if fact is None or not store.sources_of(scope, fact["memory_id"]):
+        # The source pane follows the last selection: give it a memory that has a source span
+        # (an import's facts may have none, its episodes do).
+        page = store.browse_memories(scope, limit=50)
+        sourced = [m for m in page if store.sources_of(scope, m["id"])] or page
+        if sourced:
+            chosen["memory"] = sourced[0]["id"]
+            bus.select("memory", sourced[0]["id"], source="snapshot")
     return chosen
 
 

@@ -1,4 +1,4 @@
-"""One root exception for the engine; the CLI maps BadInput to exit status 2."""
+"""One root exception for the engine; the CLI maps BadInput to exit status 2 and Busy to 75."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ class ScopeError(MemlensError):
 
 class EmbedderError(MemlensError):
     """The embedder could not produce vectors (missing model file, endpoint failure)."""
+
+
+class Busy(MemlensError):
+    """A temporary failure: a database stayed locked by another program. Retry later; exit status 75
+    (EX_TEMPFAIL from sysexits.h), nothing written."""
 
 
 class Cancelled(MemlensError):

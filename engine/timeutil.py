@@ -5,6 +5,7 @@ A single fixed-width format keeps lexicographic order equal to time order in SQL
 
 from __future__ import annotations
 
+import email.utils
 from datetime import datetime, timezone
 
 FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -36,3 +37,23 @@ def normalise_iso(value: str | None) -> str | None:
     if value is None or value == "":
         return None
     return to_iso(parse_iso(value))
+
+
+def normalise_stored_time(value: str) -> str:
+    """A time as other programs store it -> the store's canonical form; ValueError if it is none.
+
+    ISO-8601 (JavaScript's toISOString, offsets, naive = UTC), SQLite's `datetime('now')` text
+    ('YYYY-MM-DD HH:MM:SS', UTC) and RFC 2822 mail dates ('Tue, 31 Mar 2026 09:12:44 +0200', as
+    a Date: header is copied verbatim; read by the standard library's email.utils)."""
+    text = value.strip()
+    try:
+        return to_iso(parse_iso(text))
+    except ValueError:
+        pass
+    try:
+        dt = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        dt = None
+    if dt is None:
+        raise ValueError(f"not a time: {value!r}")
+    return to_iso(dt)  # a zone-less mail date ('-0000') is read as UTC

@@ -12,20 +12,32 @@ The mapping, record by record (everything else is reported, never guessed):
 - A memory with one fact -> one memlens memory of kind "fact" hosting that fact. With two or more
   facts (memlens keeps one fact per memory) -> a "summary" memory plus one "fact" memory per fact
   (text "subject predicate object", the parent's sources, a `derives` relation to the parent). With
-  none -> kind "episode" if its text is verbatim the text of a chunk it cites, else "fact".
+  none -> kind "episode" if its text is verbatim a chunk it cites (NeoAgent stores ingested chunks
+  as "<title>\n<chunk text>"), else "fact".
 - Fact statuses: active, superseded, needs_review, expired as they are; review -> needs_review;
-  duplicate -> superseded (rule neoagent_duplicate). Facts held for review open a review item in the
-  conflicts queue (with the conflicting fact when metadata names it). Any other status: skipped.
-- Times: 'YYYY-MM-DD HH:MM:SS' (SQLite, UTC) and ISO-8601 from JS both -> 'YYYY-MM-DDTHH:MM:SSZ'.
-  A row with an unparseable time in any column it has is skipped (a wrong time would be a guess).
-- Spans: a chunk is kept only if document.text[char_start:char_end] is exactly its text; offsets
-  that count UTF-16 code units (JS strings) are converted to code points when that makes them exact.
+  duplicate -> superseded (rule neoagent_duplicate), lined up behind the fact NeoAgent kept (its
+  pointer goes duplicate -> kept; memlens chains new -> old). Facts held for review open a review
+  item in the conflicts queue (with the conflicting fact when metadata names it). Any other status:
+  skipped.
+- Times: SQLite text (UTC), ISO-8601 from JS and RFC 2822 mail dates (Gmail's Date: header) ->
+  'YYYY-MM-DDTHH:MM:SSZ'. A time that is none of these is unknown: the row keeps its data, the
+  time is left empty (or falls back to the row's other time) and the value is reported.
+- Spans: memlens keeps `document.text[start:end] == chunk text`, so each chunk gets the exact span
+  of its body, found at NeoAgent's offsets under each way NeoAgent writes them (neoagent_spans.py:
+  UTF-16 offsets, message headers, re-joined blocks, compacted offsets); what NeoAgent stored, and
+  how it differs, goes to the chunk's meta (`stored_as`), which the source pane shows beside it.
+  Only a chunk whose body is not at its span at all is skipped (bad_span).
+- Entity mentions NeoAgent marks (or would mark) as capitalised only at a sentence start are not
+  entities, as NeoAgent hides them.
 - JSON metadata that does not parse: the row is imported without it, and that is reported.
 - Archived memories -> forgotten (reason "archived in NeoAgent"); importance 1..10 -> 0.1..1.0.
+- Gone from NeoAgent on a re-import: its memories are forgotten and its current facts retracted
+  (engine/store/neoagent.py), with one curation_log entry per scope, unless the operator curated
+  the row in memlens; documents and chunks stay as the provenance of what was.
 
 Ids are kept as external refs ("neoagent:memory:<id>", "neoagent:fact:<id>", "neoagent:document:<id>",
 "neoagent:chunk:<id>", "neoagent:retrieval:<id>"), so re-importing inserts nothing twice, updates
-what NeoAgent changed, and counts what it no longer has. Imported memories get vectors from the
+what NeoAgent changed, and retires what it no longer has. Imported memories get vectors from the
 engine's embedder; their full-text rows come from the triggers.
 """
 
@@ -35,6 +47,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,13 +64,16 @@ from ..store.neoagent import (
     OwnerRows, OwnerWrite, RelationRow, ReviewRow, SourceRow, TraceRow, WriteCounts, memories_needing_vectors,
     put_vectors,
 )
-from ..timeutil import normalise_iso, now_iso
+from ..timeutil import normalise_stored_time, now_iso
+from .neoagent_spans import EXPLAINED, Unfit, locate_chunk
 
 Progress = Callable[[float, str], None]
 ShouldStop = Callable[[], bool]
 
 NO_AGENT = "none"  # the memlens agent id of NeoAgent rows with agent '' or NULL
 TRUST_LABELS = ("user", "assistant", "tool", "external")
+# NeoAgent's own trustLevel values (NEOAGENT-SCHEMA.md 2.10) -> memlens trust labels.
+TRUST_LEVELS = {"user_or_verified_conversation": "user", "external_source": "external"}
 CATEGORIES = ("identity", "preferences", "projects", "contacts", "events", "tasks", "episodic", "procedural",
               "assistant_self")
 CATEGORY_ALIASES = {"user_fact": "identity", "preference": "preferences", "personality": "assistant_self"}
@@ -68,20 +84,14 @@ FACT_RELATIONS = ("new", "updates", "extends", "derives")
 # Who said it, by NeoAgent source_type, when metadata carries no trustLevel memlens knows.
 TRUST_BY_SOURCE = {"conversation_consolidation": "user", "benchmark": "user", "memory_ingestion": "external",
                    "llm_import": "external", "memory_transfer": "external", "deliverable_run": "tool"}
+# NeoAgent's chunk boundaries (ingestion_chunking.js) and the older generic names -> memlens chunk kinds.
 BOUNDARY_KINDS = {"message": "message", "turn": "message", "paragraph": "paragraph", "heading": "heading",
                   "section": "heading", "quote": "quote", "code": "code_symbol", "code_symbol": "code_symbol",
-                  "window": "window", "split": "split"}
+                  "window": "window", "split": "split", "structural": "paragraph", "email_thread": "paragraph",
+                  "code_structure": "code_symbol", "layout_segments": "paragraph", "asset_caption_pair": "paragraph",
+                  "overlap_window": "window"}
 EMBED_BATCH = 256
 EXAMPLES = 5
-
-
-class Unfit(Exception):
-    """A source row that does not fit memlens: skipped and reported under `reason`."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -89,12 +99,14 @@ class Unfit(Exception):
 @dataclass
 class ImportReport:
     source: str
-    source_mode: str = "ro"
+    source_mode: str = "private_copy"
+    snapshot: dict[str, Any] = field(default_factory=dict)  # attempts, seconds, sha256 of each file copied
     owners: list[dict[str, Any]] = field(default_factory=list)
     imported: dict[str, int] = field(default_factory=dict)
     updated: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
     gone_from_source: dict[str, int] = field(default_factory=dict)
+    retired: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     problems: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -125,7 +137,7 @@ class ImportReport:
             n["examples"].append(example)
 
     def merge(self, counts: WriteCounts) -> None:
-        for which in ("imported", "updated", "unchanged", "gone_from_source"):
+        for which in ("imported", "updated", "unchanged", "gone_from_source", "retired"):
             mine = getattr(self, which)
             for k, v in getattr(counts, which).items():
                 mine[k] = mine.get(k, 0) + v
@@ -139,10 +151,11 @@ class ImportReport:
     def as_dict(self) -> dict[str, Any]:
         written = sum(self.imported.values()) + sum(self.updated.values())
         return {
-            "source": self.source, "source_mode": self.source_mode, "owners": self.owners,
+            "source": self.source, "source_mode": self.source_mode, "snapshot": self.snapshot, "owners": self.owners,
             "imported": dict(sorted(self.imported.items())), "updated": dict(sorted(self.updated.items())),
             "unchanged": dict(sorted(self.unchanged.items())),
             "gone_from_source": dict(sorted(self.gone_from_source.items())),
+            "retired": dict(sorted(self.retired.items())),
             "skipped": {k: dict(sorted(v.items())) for k, v in sorted(self.skipped.items())},
             "problems": dict(sorted(self.problems.items())), "notes": dict(sorted(self.notes.items())),
             "not_imported": self.not_imported, "missing_tables": self.missing_tables,
@@ -156,6 +169,8 @@ class ImportReport:
             return ", ".join(f"{v} {k}" for k, v in sorted(d.items()) if v) or "nothing"
         lines = [f"imported {fmt(self.imported)}", f"updated {fmt(self.updated)}",
                  f"unchanged {fmt(self.unchanged)}"]
+        if self.retired:
+            lines.append(f"deleted in NeoAgent, so retired here (see memlens log): {fmt(self.retired)}")
         if self.gone_from_source:
             lines.append(f"no longer in NeoAgent (kept): {fmt(self.gone_from_source)}")
         for reason, p in sorted(self.problems.items()):
@@ -174,11 +189,11 @@ class ImportReport:
 
 @functools.lru_cache(maxsize=65536)
 def _norm_text_time(text: str) -> str:
-    return normalise_iso(text)
+    return normalise_stored_time(text)
 
 
 def norm_time(value: Any) -> str | None:
-    """'YYYY-MM-DD HH:MM:SS' (UTC) or ISO-8601 -> 'YYYY-MM-DDTHH:MM:SSZ'; None/'' -> None.
+    """SQLite text (UTC), ISO-8601 or an RFC 2822 mail date -> 'YYYY-MM-DDTHH:MM:SSZ'; None/'' -> None.
 
     Raises ValueError for anything else (numbers included: seconds or milliseconds is a guess)."""
     if value is None:
@@ -212,34 +227,75 @@ def parse_list(value: Any) -> tuple[list[Any], bool]:
     return (obj, True) if isinstance(obj, list) else ([], False)
 
 
-def utf16_to_index(text: str, units: int) -> int | None:
-    """A UTF-16 code-unit offset (JS string index) -> a Python index, or None if it splits a pair."""
-    count = 0
-    for i, ch in enumerate(text):
-        if count == units:
-            return i
-        if count > units:
-            return None
-        count += 2 if ord(ch) > 0xFFFF else 1
-    return len(text) if count == units else None
+def _version_pointers(facts: list[dict]) -> dict[str, str | None]:
+    """NeoAgent fact id -> the id of the fact it supersedes (memlens: new -> old).
+
+    NeoAgent's pointers are new -> old except for duplicates, which point at the fact NeoAgent
+    kept. Reversed here: the kept fact stays the head and the duplicates line up behind it
+    (newest first), each taking the free pointer of the one before; when the kept fact already
+    supersedes an older version, its duplicates stay unlinked (their reason names it)."""
+    ids = {f["id"] for f in facts}
+    out: dict[str, str | None] = {f["id"]: None if f["duplicate"] else f["supersedes"] for f in facts}
+    behind: dict[str, list[dict]] = {}
+    for f in facts:
+        if f["duplicate"] and f["supersedes"] in ids and f["supersedes"] != f["id"]:
+            behind.setdefault(f["supersedes"], []).append(f)
+    for kept, dups in behind.items():
+        tail = kept
+        for d in sorted(dups, key=lambda d: (d["created_at"] or "", d["id"]), reverse=True):
+            if out.get(tail) is not None:
+                break
+            out[tail] = d["id"]
+            tail = d["id"]
+    return out
 
 
-def locate_span(doc_text: str, start: Any, end: Any, chunk_text: str) -> tuple[int, int, bool]:
-    """(start, end, converted from UTF-16) such that doc_text[start:end] == chunk_text, or Unfit."""
-    if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
-        raise Unfit("bad_span", f"offsets are not integers ({start!r}, {end!r})")
-    if not chunk_text:
-        raise Unfit("bad_span", "empty chunk text")
-    if 0 <= start < end <= len(doc_text) and doc_text[start:end] == chunk_text:
-        return start, end, False
-    if any(ord(c) > 0xFFFF for c in doc_text):
-        s, e = utf16_to_index(doc_text, start), utf16_to_index(doc_text, end)
-        if s is not None and e is not None and s < e and doc_text[s:e] == chunk_text:
-            return s, e, True
-    if not (0 <= start < end <= len(doc_text)):
-        raise Unfit("bad_span", f"[{start}, {end}) is outside the document ({len(doc_text)} chars)")
-    return_text = doc_text[start:end]
-    raise Unfit("bad_span", f"[{start}, {end}) reads {return_text[:40]!r}, the chunk says {chunk_text[:40]!r}")
+_SENTENCE_END = ".!?:;\n"
+_OPENERS = "\"'“‘([*-–—•> \t\r"
+
+
+def in_sentence(text: str, name: str, kind: str) -> bool:
+    """NeoAgent's in_sentence rule for a mention it has not backfilled: a structural entity (an
+    email, url, version, file, ...) always counts; a concept counts when some occurrence in the
+    memory is not at a sentence start, or when it cannot be found (nothing to go on)."""
+    if kind != "concept" or not name[:1].isupper():
+        return True
+    found = False
+    for m in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", text):
+        found = True
+        before = text[:m.start()].rstrip(_OPENERS)
+        if before and before[-1] not in _SENTENCE_END:
+            return True
+    return not found
+
+
+def _truthy(flag: Any) -> bool:
+    try:
+        return bool(int(flag))
+    except (TypeError, ValueError):
+        return bool(flag)
+
+
+def _chunk_texts(chunk: dict) -> set[str]:
+    """The texts a memory has when it is verbatim this chunk (NEOAGENT-SCHEMA.md 2.7)."""
+    texts = {chunk["values"]["text"], chunk["stored"]}
+    if chunk.get("title"):
+        texts |= {f"{chunk['title']}\n{t}" for t in list(texts)}
+    return texts
+
+
+def _message_header(header: str | None) -> tuple[str | None, str | None]:
+    """NeoAgent's message header "<timestamp> <speaker>" (either may be missing) -> (time, speaker)."""
+    if not header or not header.strip():
+        return None, None
+    words = header.split()
+    for cut in range(len(words), 0, -1):  # the longest leading run of words that is a time
+        try:
+            when = norm_time(" ".join(words[:cut]))
+        except ValueError:
+            continue
+        return when, " ".join(words[cut:]) or None
+    return None, header.strip()
 
 
 def owner_scope(user_id: Any, agent_id: str | None) -> Scope:
@@ -324,13 +380,18 @@ class OwnerPlanner:
     def _skip(self, record: str, exc: Unfit, what: str) -> None:
         self.report.problem(record, exc.reason, "skipped", f"{what}: {exc.detail}")
 
-    def _times(self, row: dict, cols: tuple[str, ...], what: str) -> dict[str, str | None]:
-        out = {}
+    def _times(self, record: str, row: dict, cols: tuple[str, ...], what: str) -> dict[str, Any]:
+        """The row's times, canonical. One that is not a time is unknown (None): the row keeps its
+        data, the raw value goes to `out["unparsed"]` (a document keeps it in its meta) and is reported."""
+        out: dict[str, Any] = {"unparsed": {}}
         for c in cols:
             try:
                 out[c] = norm_time(row.get(c))
             except ValueError:
-                raise Unfit("bad_timestamp", f"{c}={row.get(c)!r} is not a time") from None
+                out[c] = None
+                out["unparsed"][c] = row.get(c)
+                self.report.problem(record, "bad_timestamp", "imported with the time unknown",
+                                    f"{what}: {c}={row.get(c)!r} is not a time")
         return out
 
     def _meta(self, record: str, row: dict, what: str, col: str = "metadata_json") -> dict[str, Any]:
@@ -359,9 +420,10 @@ class OwnerPlanner:
         memories = self._memories()
         facts_by_memory = self._facts(memories)
         links = self._links(memories, chunks)
+        self._windows(memories, docs, chunks, links)
         self._layout(memories, facts_by_memory, links, chunks)
         self._place_documents(docs, chunks, links)
-        self._relations(memories, chunks)
+        self._relations(memories, chunks, links)
         self._entities(memories)
         self._events(memories)
         return self.plan
@@ -371,19 +433,17 @@ class OwnerPlanner:
         for row in self.rows.documents:
             rid = str(row["id"])
             what = f"document {rid}"
-            try:
-                text = row.get("content")
-                if not isinstance(text, str) or not text:
-                    raise Unfit("empty_document", "no content")
-                t = self._times(row, ("source_timestamp", "created_at", "updated_at"), what)
-            except Unfit as exc:
-                self._skip("documents", exc, what)
+            text = row.get("content")
+            if not isinstance(text, str) or not text:
+                self._skip("documents", Unfit("empty_document", "no content"), what)
                 continue
+            t = self._times("documents", row, ("source_timestamp", "created_at", "updated_at"), what)
             meta = self._meta("documents", row, what)
             source_type = row.get("source_type") or row.get("normalized_type") or "neoagent"
             info = {k: row.get(k) for k in ("normalized_type", "provider_key", "connection_id", "external_object_id",
                                              "source_account", "summary", "salience")}
-            info.update(id=rid, created_at=t["created_at"], updated_at=t["updated_at"], metadata=meta)
+            info.update(id=rid, created_at=t["created_at"], updated_at=t["updated_at"], metadata=meta,
+                        unparsed_times=t["unparsed"])
             provider = row.get("provider_key") or source_type
             ext = row.get("external_object_id")
             out[f"neoagent:document:{rid}"] = {
@@ -404,38 +464,47 @@ class OwnerPlanner:
             if doc is None:
                 self.report.problem("chunks", "reference_to_skipped_row", "skipped", f"{what}: its document was skipped")
                 continue
+            stored = row.get("content") if isinstance(row.get("content"), str) else ""
             try:
-                text = row.get("content") if isinstance(row.get("content"), str) else ""
-                start, end, converted = locate_span(doc["text"], row.get("char_start"), row.get("char_end"), text)
-                self._times(row, ("created_at", "updated_at"), what)
+                span = locate_chunk(doc["text"], row.get("char_start"), row.get("char_end"), stored)
             except Unfit as exc:
                 self._skip("chunks", exc, what)
                 continue
-            if converted:
-                self.report.note("utf16_offsets_converted",
-                                 f"{what}: [{row['char_start']}, {row['char_end']}) -> [{start}, {end})")
+            self._times("chunks", row, ("created_at", "updated_at"), what)
+            text = doc["text"][span.start:span.end]
+            for how in span.how:
+                self.report.note(f"chunk_{how}", f"{what}: [{row['char_start']}, {row['char_end']}) -> "
+                                                 f"[{span.start}, {span.end})")
             meta = self._meta("chunks", row, what)
-            if row.get("content_hash") and row["content_hash"] != _sha(text):
+            if row.get("content_hash") and row["content_hash"] != _sha(stored):
                 self.report.note("chunk_hash_mismatch", f"{what}: content_hash is not sha256 of its text")
             boundary = next((meta[k] for k in ("boundary", "boundaryKind", "boundary_kind", "kind")
                              if isinstance(meta.get(k), str)), None)
             kind = BOUNDARY_KINDS.get(boundary.lower()) if boundary else None
             message_id = meta.get("messageId")
             if kind is None:
-                kind = "message" if message_id else "split"
-            role = meta.get("role") if meta.get("role") in ("user", "assistant", "system", "tool") else None
-            speaker = meta.get("speaker") if isinstance(meta.get("speaker"), str) else None
+                kind = "message" if message_id or span.header else "split"
+            said_at, said_by = _message_header(span.header)
+            speaker = meta.get("speaker") if isinstance(meta.get("speaker"), str) else said_by
+            role = next((r for r in (meta.get("role"), said_by) if r in ("user", "assistant", "system", "tool")), None)
             ordinal = row.get("chunk_index")
+            info = {k: v for k, v in (("id", rid), ("chunk_index", ordinal), ("metadata", meta)) if v not in (None, {})}
+            chunk_meta: dict[str, Any] = {"neoagent": info}
+            if not span.exact:
+                # What NeoAgent stored, beside the exact span memlens keeps (the source pane shows both).
+                info["offsets"] = [row["char_start"], row["char_end"]]
+                chunk_meta["stored_as"] = {"by": "NeoAgent", "text": stored, "how": list(span.how),
+                                           "explained": [EXPLAINED[h] for h in span.how],
+                                           "header": span.header}
             out[f"neoagent:chunk:{rid}"] = {
-                "document_key": doc_key, "neoagent_document_id": str(row.get("document_id")),
+                "document_key": doc_key, "neoagent_document_id": str(row.get("document_id")), "stored": stored,
+                "title": doc["title"], "document_external_id": doc["meta"]["neoagent"].get("external_object_id"),
                 "values": {
                     "ordinal": ordinal if isinstance(ordinal, int) and not isinstance(ordinal, bool) else 0,
-                    "kind": kind, "start": start, "end": end, "text": text, "content_hash": _sha(text),
+                    "kind": kind, "start": span.start, "end": span.end, "text": text, "content_hash": _sha(text),
                     "speaker": speaker, "role": role, "message_id": str(message_id) if message_id else None,
-                    "source_time": doc["source_time"], "trust": doc["trust"],
-                    "meta": {"neoagent": {k: v for k, v in {"id": rid, "chunk_index": ordinal, "metadata": meta,
-                                                            "utf16_offsets": [row["char_start"], row["char_end"]]
-                                                            if converted else None}.items() if v not in (None, {})}},
+                    "source_time": said_at or doc["source_time"], "trust": doc["trust"],
+                    "meta": chunk_meta,
                 },
             }
         return out
@@ -449,7 +518,6 @@ class OwnerPlanner:
                 text = row.get("content")
                 if not isinstance(text, str) or not text.strip():
                     raise Unfit("empty_content", "no content")
-                t = self._times(row, ("created_at", "updated_at", "last_accessed_at", "embedded_at"), what)
                 importance = _number(row.get("importance"), 5.0, "importance")
                 confidence = _number(row.get("confidence"), 0.7, "confidence")
                 strength = _number(row.get("memory_strength"), 1.0, "memory_strength")
@@ -459,6 +527,7 @@ class OwnerPlanner:
             except Unfit as exc:
                 self._skip("memories", exc, what)
                 continue
+            t = self._times("memories", row, ("created_at", "updated_at", "last_accessed_at", "embedded_at"), what)
             if not 1 <= importance <= 10 or not 0 <= confidence <= 1:
                 self.report.note("clamped_to_range", f"{what}: importance {importance}, confidence {confidence}")
             importance = min(10.0, max(1.0, importance))
@@ -470,7 +539,8 @@ class OwnerPlanner:
             category, cnote = map_category(row.get("category"))
             if cnote:
                 self.report.note(cnote, f"{what}: category {row.get('category')!r} -> {category}")
-            trust = meta.get("trustLevel") if meta.get("trustLevel") in TRUST_LABELS else \
+            level = meta.get("trustLevel") if isinstance(meta.get("trustLevel"), str) else None
+            trust = TRUST_LEVELS.get(level) or (level if level in TRUST_LABELS else None) or \
                 TRUST_BY_SOURCE.get(str(row.get("source_type") or ""), "external")
             created = t["created_at"] or t["updated_at"]
             if created is None:
@@ -487,7 +557,7 @@ class OwnerPlanner:
                 "pinned": int(bool(pinned)), "content_hash": _sha(text),
                 "extraction_method": f"neoagent:{row.get('source_type') or 'unknown'}",
             }
-            out[rid] = {"key": f"neoagent:memory:{rid}", "scope": scope, "values": values}
+            out[rid] = {"key": f"neoagent:memory:{rid}", "scope": scope, "values": values, "meta": meta}
         return out
 
     def _facts(self, memories: dict[str, dict]) -> dict[str, list[dict]]:
@@ -511,12 +581,12 @@ class OwnerPlanner:
                 status = STATUS_MAP.get(str(raw_status).strip().lower())
                 if status is None:
                     raise Unfit("unknown_status", f"status {raw_status!r}")
-                t = self._times(row, ("event_time", "valid_from", "valid_to", "learned_at", "invalidated_at",
-                                      "created_at", "updated_at"), what)
                 confidence = _number(row.get("confidence"), 0.7, "confidence")
             except Unfit as exc:
                 self._skip("facts", exc, what)
                 continue
+            t = self._times("facts", row, ("event_time", "valid_from", "valid_to", "learned_at", "invalidated_at",
+                                           "created_at", "updated_at"), what)
             owner_cols = (row.get("user_id"), row.get("agent_id") or "")
             if row.get("user_id") is not None and (str(owner_cols[0]), owner_cols[1]) != (
                     str(self.rows.user_id), self.raw_agent):
@@ -535,9 +605,12 @@ class OwnerPlanner:
             category, _ = map_category(row.get("category") or mem["values"]["category"])
             subject, predicate, obj = triple
             sup = row.get("supersedes_fact_id")
+            sup = str(sup) if sup not in (None, "") else None
             reason = meta.get("reviewReason") if isinstance(meta.get("reviewReason"), str) else None
-            if str(raw_status).strip().lower() == "duplicate":
-                reason = reason or "NeoAgent marked it a duplicate of an equal fact"
+            duplicate = str(raw_status).strip().lower() == "duplicate"
+            if duplicate:  # its supersedes_fact_id names the fact NeoAgent kept (NEOAGENT-SCHEMA.md 2.2)
+                reason = reason or (f"NeoAgent marked it a duplicate of fact {sup}, which it kept" if sup
+                                    else "NeoAgent marked it a duplicate of an equal fact")
             evidence = meta.get("evidence")
             values = {
                 "subject": subject, "predicate": predicate, "object": obj,
@@ -545,19 +618,19 @@ class OwnerPlanner:
                 "object_key": object_key(obj), "relation": relation, "status": status,
                 "confidence": min(1.0, max(0.0, confidence)), "importance": mem["values"]["importance"],
                 "category": category, "is_static": int(bool(meta.get("isStatic"))),
-                "valid_from": t["valid_from"], "valid_to": t["valid_to"],
+                "valid_from": t["valid_from"] or t["event_time"], "valid_to": t["valid_to"],
                 "learned_at": t["learned_at"] or t["created_at"] or mem["values"]["created_at"],
                 "invalidated_at": t["invalidated_at"], "forget_after": forget_after,
                 "evidence": evidence if isinstance(evidence, str) else (json.dumps(evidence) if evidence else None),
                 "evidence_unverified": 0, "source_count": 1,
                 "extraction_method": str(meta.get("extractedBy") or "neoagent"), "extractor_model": None,
                 "prompt_version": None,
-                "rule": "neoagent_duplicate" if str(raw_status).strip().lower() == "duplicate" else "neoagent_import",
+                "rule": "neoagent_duplicate" if duplicate else "neoagent_import",
                 "reason": reason,
             }
             by_memory.setdefault(mid, []).append({
                 "id": rid, "key": f"neoagent:fact:{rid}", "values": values, "raw_status": raw_status,
-                "supersedes": str(sup) if sup not in (None, "") else None, "meta": meta,
+                "supersedes": sup, "duplicate": duplicate, "meta": meta,
                 "created_at": t["created_at"], "updated_at": t["updated_at"],
             })
         return by_memory
@@ -581,19 +654,70 @@ class OwnerPlanner:
                                     f"{what}: link says document {doc}, the chunk is in {chunk['neoagent_document_id']}")
                 continue
             try:
-                t = self._times(row, ("source_timestamp", "created_at"), what)
                 relevance = _number(row.get("relevance_score"), 1.0, "relevance_score")
             except Unfit as exc:
                 self._skip("sources", exc, what)
                 continue
+            t = self._times("sources", row, ("source_timestamp", "created_at"), what)
             self._meta("sources", row, what)
             out.setdefault(mid, []).append((f"neoagent:chunk:{cid}", {"time": t["source_timestamp"],
                                                                        "relevance": relevance}))
         return out
 
+    def _windows(self, memories: dict[str, dict], docs: dict[str, dict], chunks: dict[str, dict],
+                 links: dict[str, list[tuple[str, dict]]]) -> None:
+        """Overlap-window memories of older NeoAgents (NEOAGENT-SCHEMA.md 2.3) have no source link,
+        only their document and span in metadata. A window that is really there (the two chunks it
+        joins, or its text at its span) becomes a memlens chunk of kind "window", linked to it."""
+        by_index = {(c["document_key"], c["values"]["ordinal"]): c for c in chunks.values()}
+        for rid, mem in memories.items():
+            meta = mem["meta"]
+            span = meta.get("sourceSpan") if isinstance(meta.get("sourceSpan"), dict) else None
+            doc = docs.get(f"neoagent:document:{meta.get('ingestionDocumentId')}")
+            if rid in links or not meta.get("isOverlapWindow") or span is None or doc is None:
+                continue
+            what = f"overlap window {rid}"
+            text = mem["values"]["text"]
+            title = doc["title"] or ""
+            stored = text[len(title) + 1:] if title and text.startswith(f"{title}\n") else text
+            doc_key = f"neoagent:document:{meta['ingestionDocumentId']}"
+            index = meta.get("chunkIndex")
+            base = -index - 1 if isinstance(index, int) and not isinstance(index, bool) and index < 0 else None
+            first, second = by_index.get((doc_key, base)), by_index.get((doc_key, (base or 0) + 1))
+            if first is not None and second is not None and \
+                    f"{first['stored']}\n\n{second['stored']}".startswith(stored):
+                start, end, how = first["values"]["start"], second["values"]["end"], ["the two chunks it joins"]
+            else:
+                try:
+                    found = locate_chunk(doc["text"], span.get("charStart"), span.get("charEnd"), stored)
+                except Unfit as exc:
+                    self.report.problem("memories", "window_not_at_span", "imported without a source",
+                                        f"{what}: {exc.detail}")
+                    continue
+                start, end, how = found.start, found.end, [EXPLAINED[h] for h in found.how]
+            key = f"neoagent:window:{rid}"
+            body = doc["text"][start:end]
+            chunks[key] = {
+                "document_key": doc_key, "neoagent_document_id": str(meta["ingestionDocumentId"]), "stored": stored,
+                "title": doc["title"], "document_external_id": doc["meta"]["neoagent"].get("external_object_id"),
+                "values": {
+                    "ordinal": base if base is not None else 0, "kind": "window", "start": start, "end": end,
+                    "text": body, "content_hash": _sha(body), "speaker": None, "role": None, "message_id": None,
+                    "source_time": doc["source_time"], "trust": doc["trust"],
+                    "meta": {"neoagent": {"window_of_memory": rid, "offsets": [span.get("charStart"),
+                                                                               span.get("charEnd")]},
+                             "stored_as": {"by": "NeoAgent", "text": stored, "how": ["overlap_window"],
+                                           "explained": ["an overlap window (NeoAgent kept it as a memory, not a chunk)", *how],
+                                           "header": None}},
+                },
+            }
+            links[rid] = [(key, {"time": None, "relevance": 1.0})]
+            self.report.note("overlap_window_linked", f"{what}: [{start}, {end}) of {doc_key}")
+
     def _layout(self, memories: dict[str, dict], facts: dict[str, list[dict]],
                 links: dict[str, list[tuple[str, dict]]], chunks: dict[str, dict]) -> None:
         all_fact_keys = {f["key"]: (mid, f) for mid, fs in facts.items() for f in fs}
+        pointers = _version_pointers([f for fs in facts.values() for f in fs])
         for mid, mem in memories.items():
             v, scope, key = mem["values"], mem["scope"], mem["key"]
             mine = facts.get(mid, [])
@@ -601,8 +725,8 @@ class OwnerPlanner:
             times = [info["time"] for _, info in my_links if info["time"]]
             times += [chunks[ck]["values"]["source_time"] for ck, _ in my_links if chunks[ck]["values"]["source_time"]]
             v["source_time"] = min(times) if times else None
-            if not mine:
-                verbatim = any(chunks[ck]["values"]["text"] == v["text"] for ck, _ in my_links)
+            if not mine:  # the chunk itself (NeoAgent stores "<title>\n<chunk text>"): an episode
+                verbatim = any(v["text"] in _chunk_texts(chunks[ck]) for ck, _ in my_links)
                 v["kind"] = "episode" if verbatim else "fact"
             elif len(mine) == 1:
                 f = mine[0]["values"]
@@ -638,17 +762,21 @@ class OwnerPlanner:
                         scope, host, key, "derives", fv["confidence"], "neoagent_memory_fact",
                         f"fact {f['id']} of NeoAgent memory {mid}", f["created_at"] or v["created_at"]))
                 sup_key = None
-                if f["supersedes"]:
-                    target = all_fact_keys.get(f"neoagent:fact:{f['supersedes']}")
-                    what = f"fact {f['id']} supersedes {f['supersedes']}"
+                older = pointers.get(f["id"])
+                if f["supersedes"] and f["supersedes"] != older and f"neoagent:fact:{f['supersedes']}" not in all_fact_keys:
+                    self._missing("facts", f"fact {f['id']} {'duplicates' if f['duplicate'] else 'supersedes'} "
+                                  f"{f['supersedes']}", f["supersedes"], self.lk.fact_owner,
+                                  action="imported without the link")
+                if older:
+                    target = all_fact_keys.get(f"neoagent:fact:{older}")
+                    what = f"fact {f['id']} supersedes {older}"
                     if target is None:
-                        self._missing("facts", what, f["supersedes"], self.lk.fact_owner,
-                                      action="imported without the link")
+                        self._missing("facts", what, older, self.lk.fact_owner, action="imported without the link")
                     elif memories[target[0]]["scope"] != scope:
                         self.report.problem("facts", "cross_scope_reference", "imported without the link",
                                             f"{what}: the older fact is in another scope")
                     else:
-                        sup_key = f"neoagent:fact:{f['supersedes']}"
+                        sup_key = f"neoagent:fact:{older}"
                 self.plan.facts.append(FactRow(f["key"], host, scope, f["values"], sup_key))
                 if f["values"]["status"] == "needs_review":
                     other = f["meta"].get("conflictingFactId")
@@ -676,7 +804,8 @@ class OwnerPlanner:
                 for ck, ch in by_doc.get(key, []):
                     self.plan.chunks.append(ChunkRow(ck, key, scope, ch["values"]))
 
-    def _relations(self, memories: dict[str, dict], chunks: dict[str, dict]) -> None:
+    def _relations(self, memories: dict[str, dict], chunks: dict[str, dict],
+                   links: dict[str, list[tuple[str, dict]]]) -> None:
         for row in self.rows.relations:
             rid = str(row.get("id"))
             src, dst = str(row.get("from_memory_id")), str(row.get("to_memory_id"))
@@ -694,18 +823,23 @@ class OwnerPlanner:
                                     f"{what}: the two memories are in different scopes")
                 continue
             try:
-                t = self._times(row, ("created_at",), what)
                 confidence = _number(row.get("confidence"), 0.7, "confidence")
             except Unfit as exc:
                 self._skip("relations", exc, what)
                 continue
+            t = self._times("relations", row, ("created_at",), what)
             meta = self._meta("relations", row, what)
             evidence = meta.get("evidence")
             reason = f"NeoAgent relation {rid}" + (f": {evidence}" if isinstance(evidence, str) and evidence else "")
-            ev_chunk = meta.get("evidenceSourceId")
-            ev_key = f"neoagent:chunk:{ev_chunk}" if ev_chunk not in (None, "") else None
-            if ev_key is not None and ev_key not in chunks:
-                ev_key = None
+            # evidenceSourceId is the newer memory's source id (a run id, or the external id of the
+            # document it was ingested from; NEOAGENT-SCHEMA.md 2.9): its evidence is that memory's
+            # chunk from that document, when it has one.
+            ev_source = meta.get("evidenceSourceId")
+            ev_key = next((ck for ck, _ in links.get(src, []) if ev_source not in (None, "")
+                           and str(ev_source) in (chunks[ck]["document_external_id"], chunks[ck]["neoagent_document_id"])),
+                          None)
+            if isinstance(ev_source, str) and ev_source and ev_key is None:
+                reason += f" (evidence source {ev_source})"
             scope = memories[src]["scope"]
             self.plan.relations.append(RelationRow(
                 scope, memories[src]["key"], memories[dst]["key"], rtype, min(1.0, max(0.0, confidence)),
@@ -724,6 +858,7 @@ class OwnerPlanner:
             entities[rid] = (name.strip(), canon, kind)
         placed: dict[tuple[Scope, str, str], str] = {}
         mentioned: set[str] = set()
+        hidden: set[str] = set()
         for row in self.rows.mentions:
             eid, mid = str(row.get("entity_id")), str(row.get("memory_id"))
             what = f"mention of entity {eid} in memory {mid}"
@@ -734,12 +869,20 @@ class OwnerPlanner:
             if ent is None:
                 self.report.problem("mentions", "dangling_reference", "skipped", f"{what}: no such entity")
                 continue
+            flag = row.get("in_sentence")
+            if flag is None:  # NULL: NeoAgent has not backfilled it yet; decide the way it would
+                flag = in_sentence(memories[mid]["values"]["text"], ent[0], ent[2])
+            if not _truthy(flag):  # capitalised only at a sentence start ("She", "The"): NeoAgent hides it
+                self.report.note("sentence_initial_only", f"{what}: {ent[0]!r} only starts sentences there;"
+                                                          " not an entity")
+                hidden.add(eid)
+                continue
             scope = memories[mid]["scope"]
             placed.setdefault((scope, ent[1], ent[2]), ent[0])
             mentioned.add(eid)
             self.plan.mentions.append(MentionRow(scope, ent[1], ent[2], memories[mid]["key"]))
         for eid, ent in entities.items():
-            if eid not in mentioned:
+            if eid not in mentioned and eid not in hidden:
                 placed.setdefault((self.owner, ent[1], ent[2]), ent[0])
         for (scope, canon, kind), name in placed.items():
             self.plan.entities.append(EntityRow(scope, name, canon, kind))
@@ -748,8 +891,8 @@ class OwnerPlanner:
         for row in self.rows.events:
             rid = str(row.get("id"))
             what = f"retrieval event {rid}"
+            t = self._times("traces", row, ("created_at",), what)
             try:
-                t = self._times(row, ("created_at",), what)
                 counts = {c: int(_number(row.get(c), 0, c)) for c in (
                     "requested_k", "candidate_count", "semantic_candidate_count", "lexical_candidate_count",
                     "entity_candidate_count", "relation_candidate_count", "result_count", "context_tokens_estimate")}
@@ -790,9 +933,10 @@ class OwnerPlanner:
 
 # -- the run ------------------------------------------------------------------------------------------
 
-def open_source(path: str | os.PathLike[str]) -> NeoAgentSource:
-    """Open and validate a NeoAgent file read-only (BadInput if it is not one). Nothing is written."""
-    return NeoAgentSource(path)
+def open_source(path: str | os.PathLike[str], *, wait: float = 5.0, **kw: Any) -> NeoAgentSource:
+    """Take a consistent private copy of a NeoAgent file and validate it (BadInput if it is not one,
+    SourceBusy "locked, try again" after `wait` s of NeoAgent holding it). The file is never written."""
+    return NeoAgentSource(path, wait=wait, **kw)
 
 
 def _matches(owner: tuple[Any, str], user: str | None, agent: str | None) -> bool:
@@ -818,7 +962,8 @@ def import_neoagent(engine, source: NeoAgentSource | str | os.PathLike[str], *, 
     try:
         if str(engine.path) != ":memory:" and Path(engine.path).resolve() == src.path.resolve():
             raise BadInput(f"{src.path}: cannot import a database into itself")
-        report = ImportReport(source=str(src.path), source_mode=src.mode)
+        report = ImportReport(source=str(src.path), source_mode=src.mode, snapshot={
+            "attempts": src.snapshot.attempts, "seconds": src.snapshot.seconds, "sha256": src.snapshot.sha256})
         owners = [o for o in src.owners() if _matches(o, user, agent)]
         if not owners:
             who = " ".join(x for x in (f"--user {user}" if user is not None else "",
@@ -912,4 +1057,4 @@ def _orphans(src: NeoAgentSource, report: ImportReport, user: str | None, agent:
 
 
 __all__ = ["ImportReport", "NO_AGENT", "Unfit", "import_neoagent", "open_source", "norm_time", "parse_object",
-           "locate_span", "utf16_to_index", "owner_scope", "row_scope", "map_category", "STATUS_MAP"]
+           "in_sentence", "owner_scope", "row_scope", "map_category", "STATUS_MAP"]

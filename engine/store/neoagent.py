@@ -2,11 +2,10 @@
 
 Two halves, both plain SQL and no mapping logic (that lives in engine/importers/neoagent.py):
 
-* `NeoAgentSource` opens the NeoAgent file strictly read-only and reads its rows per owner
-  (integer user id, text agent id with `''`/NULL meaning "no agent"). The file is never
-  written: a WAL-mode file without a live `-wal` is opened `immutable=1` (plain `mode=ro` would
-  create `-wal`/`-shm` files next to it), everything else `mode=ro`, and all reads of one import
-  happen inside one read transaction, so they see one snapshot even while NeoAgent runs.
+* `NeoAgentSource` reads a NeoAgent file's rows per owner (integer user id, text agent id with
+  `''`/NULL meaning "no agent") from a private copy taken consistently while NeoAgent may be
+  running (engine/store/snapshot.py): the file and its side files are never written, created or
+  locked, and every read of one import sees the one state that copy holds.
 * `OwnerWrite` writes one owner's planned rows into memlens inside ONE transaction (a crash
   loses at most the owner in flight; re-importing finishes it), keyed by external refs so that
   re-importing is idempotent: `memories.external_ref` / `facts.external_ref`, the document's
@@ -21,8 +20,7 @@ import hashlib
 import json
 import os
 import struct
-import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,10 @@ import numpy as np
 from ..errors import BadInput
 from ..scope import Scope
 from .facts import FACT_COLUMNS, dict_rows
+from ..changes import ChangeSet
+from ..timeutil import now_iso
 from .schema import APPLICATION_ID
+from .snapshot import Snapshot, private_copy
 from .store import Store, Writer
 
 # -- the NeoAgent side ---------------------------------------------------------------------------
@@ -122,10 +123,17 @@ def _sqlite_header(path: Path) -> bytes:
 
 
 class NeoAgentSource:
-    """A NeoAgent SQLite file, opened read-only. Raises BadInput for anything that is not one."""
+    """A NeoAgent SQLite file, read from a consistent private copy. Raises BadInput for anything that
+    is not one, SourceBusy (a Busy: "locked, try again") when NeoAgent kept it locked for `wait` s.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    The user's file and its side files are only ever opened O_RDONLY (engine/store/snapshot.py);
+    SQLite opens the copy, inside one read transaction for the whole import."""
+
+    def __init__(self, path: str | os.PathLike[str], *, wait: float = 5.0,
+                 on_copied: Callable[[str, int], None] | None = None) -> None:
         self.path = Path(path)
+        self.conn = None
+        self.snapshot: Snapshot | None = None
         if not self.path.exists():
             raise BadInput(f"{self.path}: no such file")
         if self.path.is_dir():
@@ -135,20 +143,13 @@ class NeoAgentSource:
             raise BadInput(f"{self.path}: not a NeoAgent database (not an SQLite file)")
         if struct.unpack(">I", head[68:72])[0] == APPLICATION_ID:
             raise BadInput(f"{self.path}: is a memlens database, not a NeoAgent one")
-        wal_mode = head[18] == 2
-        wal = Path(f"{self.path}-wal")
-        quoted = urllib.parse.quote(str(self.path.resolve()))
-        # A WAL file with no live -wal: immutable, or SQLite would create -wal/-shm beside it. With a
-        # -wal present (NeoAgent running, or it crashed) the WAL must be read: mode=ro, which uses it.
-        self.mode = "immutable" if wal_mode and not wal.exists() else "ro"
-        uri = f"file:{quoted}?immutable=1" if self.mode == "immutable" else f"file:{quoted}?mode=ro"
+        self.snapshot = private_copy(self.path, wait=wait, on_copied=on_copied)
+        self.mode = "private_copy"
         try:
-            self.conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        except apsw.Error as exc:
-            raise BadInput(f"{self.path}: cannot open read-only ({exc})") from None
-        try:
+            # Our own copy: SQLite may recover a -wal or a hot journal here; nothing of it reaches the source.
+            self.conn = apsw.Connection(str(self.snapshot.path))
             self.conn.set_busy_timeout(5000)
-            self.conn.execute("BEGIN")  # one snapshot for the whole import
+            self.conn.execute("BEGIN")  # one snapshot for the whole import (nothing else writes the copy)
             self.columns = self._columns()
             is_memlens = self.conn.pragma("application_id") == APPLICATION_ID  # the header may be in the WAL
         except apsw.Error as exc:
@@ -181,6 +182,9 @@ class NeoAgentSource:
                 pass
             conn.close()
             self.conn = None  # type: ignore[assignment]
+        if getattr(self, "snapshot", None) is not None:
+            self.snapshot.discard()
+            self.snapshot = None
 
     def __enter__(self) -> "NeoAgentSource":
         return self
@@ -332,6 +336,7 @@ MEMORY_IMPORT_COLUMNS = (
 DOCUMENT_IMPORT_COLUMNS = ("source_type", "uri", "title", "text", "content_hash", "trust", "source_time", "meta")
 CHUNK_IMPORT_COLUMNS = ("ordinal", "kind", "start", "end", "text", "content_hash", "speaker", "role", "message_id",
                         "source_time", "trust", "meta")
+IMPORT_ACTOR = "neoagent-import"  # curation_log actor of the retirements an import makes
 TRACE_RECIPE = "neoagent-import"  # the recipe name of traces imported from memory_retrieval_events
 REVIEW_RULE = "neoagent_review"
 
@@ -474,12 +479,13 @@ class OwnerPlan:
 @dataclass(slots=True)
 class WriteCounts:
     """Per record kind: rows inserted, updated (NeoAgent changed them), unchanged, and those in memlens
-    that NeoAgent no longer has (never deleted here: reported)."""
+    that NeoAgent no longer has: retired here, or kept and counted (nothing is ever deleted)."""
 
     imported: dict[str, int] = field(default_factory=dict)
     updated: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
-    gone_from_source: dict[str, int] = field(default_factory=dict)
+    gone_from_source: dict[str, int] = field(default_factory=dict)  # gone from NeoAgent, kept here
+    retired: dict[str, int] = field(default_factory=dict)  # gone from NeoAgent, so forgotten / retracted here
     problems: list[tuple[str, str, str, str]] = field(default_factory=list)  # (record kind, reason, action, example)
 
     def bump(self, which: str, kind: str, n: int = 1) -> None:
@@ -512,6 +518,7 @@ class OwnerWrite:
             self.old_hashes: dict[str, str] = json.loads(raw[0]) if raw else {}
             self.new_hashes: dict[str, str] = {}
             self._load_existing()
+            self.retired_hashes: set[str] = set()
             self._documents()
             self._chunks()
             self._memories()
@@ -550,13 +557,20 @@ class OwnerWrite:
                            " AND json_extract(meta, '$.neoagent_ref') IS NOT NULL", owner):
             self.chunks[(_scope_tag(scope_of(r)), r[4])] = (r[5], r[6], r[7])
         self.memories: dict[str, tuple[Scope, int, str]] = {}  # key -> (scope, id, text)
-        for r in c.execute("SELECT user_id, agent_id, scope_type, scope_id, external_ref, id, text FROM memories"
-                           " WHERE user_id = ? AND agent_id = ? AND external_ref LIKE 'neoagent:%'", owner):
+        self.forgotten: set[int] = set()
+        for r in c.execute("SELECT user_id, agent_id, scope_type, scope_id, external_ref, id, text, forgotten_at"
+                           " FROM memories WHERE user_id = ? AND agent_id = ? AND external_ref LIKE 'neoagent:%'", owner):
             self.memories[r[4]] = (scope_of(r), r[5], r[6])
+            if r[7] is not None:
+                self.forgotten.add(r[5])
         self.facts: dict[str, tuple[Scope, int]] = {}
-        for r in c.execute("SELECT user_id, agent_id, scope_type, scope_id, external_ref, id FROM facts"
-                           " WHERE user_id = ? AND agent_id = ? AND external_ref LIKE 'neoagent:%'", owner):
+        self.fact_status: dict[int, str] = {}
+        self.fact_memory: dict[int, int] = {}
+        for r in c.execute("SELECT user_id, agent_id, scope_type, scope_id, external_ref, id, status, memory_id"
+                           " FROM facts WHERE user_id = ? AND agent_id = ? AND external_ref LIKE 'neoagent:%'", owner):
             self.facts[r[4]] = (scope_of(r), r[5])
+            self.fact_status[r[5]] = r[6]
+            self.fact_memory[r[5]] = r[7]
         self.relations = {(r[0], r[1], r[2]) for r in c.execute(
             "SELECT src_memory_id, dst_memory_id, type FROM memory_relations WHERE user_id = ? AND agent_id = ?", owner)}
         self.mentions = {(r[0], r[1]) for r in c.execute(
@@ -812,28 +826,111 @@ class OwnerWrite:
             self.counts.bump("imported", "traces")
 
     def _gone(self) -> None:
-        """Rows an earlier import brought in that NeoAgent no longer has: counted, never deleted."""
+        """Rows an earlier import brought in that NeoAgent no longer has (deleted there, or re-created
+        under new ids, as updateMemory does with facts): memories are forgotten and current facts
+        retracted, each scope's retirements logged as one curation_log entry with row images (so
+        they can be explained and undone), except rows the operator curated in memlens, which stay
+        as they are. Documents and chunks stay as the provenance of what was; all are counted."""
+        retire: dict[Scope, list[tuple[str, int, str, str]]] = {}  # scope -> (table, id, external ref, reason)
         for key, (scope, mid, _text) in self.memories.items():
             if key in self.seen["memories"]:
                 continue
             if key.startswith("neoagent:fact:") and key in self.seen["facts"]:
-                # Its memory now has a single fact, which that memory hosts itself: this one is empty.
-                self.w(scope).forget_memory(mid, "NeoAgent: its fact now belongs to its memory directly")
-                self.counts.bump("updated", "memories")
+                reason = "NeoAgent: its fact now belongs to its memory directly"
+            else:
+                reason = "deleted in NeoAgent (gone from its database at import)"
+            if mid in self.forgotten:
+                self.counts.bump("gone_from_source", "memories")
+            else:
+                retire.setdefault(scope, []).append(("memories", mid, key, reason))
+        for key, (scope, fid) in self.facts.items():
+            if key in self.seen["facts"]:
                 continue
-            self.counts.bump("gone_from_source", "memories")
-        for key in self.facts:
-            if key not in self.seen["facts"]:
+            if self.fact_status.get(fid) in ("active", "needs_review"):
+                retire.setdefault(scope, []).append(("facts", fid, key, "deleted in NeoAgent (gone from its database"
+                                                                        " at import; it re-creates edited facts)"))
+            else:  # already history here: it stays as it is
                 self.counts.bump("gone_from_source", "facts")
+        if retire:
+            self._retire(retire)
         for (tag, key) in self.docs:
             if f"{tag}|{key}" not in self.seen["documents"]:
                 self.counts.bump("gone_from_source", "documents")
         for (tag, key), (_cid, doc_id, _t) in self.chunks.items():
             if f"{tag}|{key}" not in self.seen["chunks"] and doc_id not in self.replaced:
                 self.counts.bump("gone_from_source", "chunks")
-        # Keep the hashes of rows we did not see, so a row that comes back is recognised.
+        # Keep the hashes of rows we did not see, so a row that comes back is recognised; a retired
+        # row loses its hash, so if NeoAgent has it again the next import brings it back to life.
         for k, h in self.old_hashes.items():
-            self.new_hashes.setdefault(k, h)
+            if k not in self.retired_hashes:
+                self.new_hashes.setdefault(k, h)
+
+    def _retire(self, retire: dict[Scope, list[tuple[str, int, str, str]]]) -> None:
+        # One NeoAgent memory is a family here (the memory, the fact memories deriving from it, their
+        # facts): the operator curating any of it keeps all of it.
+        parent = dict(self.conn.execute(
+            "SELECT src_memory_id, dst_memory_id FROM memory_relations WHERE user_id = ? AND agent_id = ?"
+            " AND rule = 'neoagent_memory_fact'", (self.plan.user_id, self.plan.agent_id)).fetchall())
+
+        def family(table: str, rid: int) -> int:
+            mid = rid if table == "memories" else self.fact_memory.get(rid, -rid)
+            return parent.get(mid, mid)
+
+        curated = {family(t, rid) for t, rid in self._curated()}
+        now = now_iso()
+        for scope, rows in retire.items():
+            w = self.w(scope)
+            ch = ChangeSet()
+            done: list[str] = []
+            for table, rid, key, reason in rows:
+                kind = "memory" if table == "memories" else "fact"
+                if family(table, rid) in curated:
+                    self.counts.bump("gone_from_source", table)
+                    self._problem(table, "curated_in_memlens", "kept as the operator left it",
+                                  f"{key}: gone from NeoAgent, but curated in memlens")
+                    continue
+                ch.touch(w, table, rid)
+                if table == "memories":
+                    w.forget_memory(rid, reason)
+                else:
+                    w.update_fact(rid, status="retracted", invalidated_at=now, rule="neoagent_deleted", reason=reason)
+                    for (cid,) in self.conn.execute(
+                            "SELECT id FROM conflicts WHERE fact_a_id = ? AND status = 'open' AND rule = ?",
+                            (rid, REVIEW_RULE)).fetchall():
+                        ch.touch(w, "conflicts", cid)
+                        w.set_conflict(cid, status="dismissed", resolution="its fact was deleted in NeoAgent",
+                                       curation_id=None)
+                self.retired_hashes.add(f"{kind}|{key}")
+                self.counts.bump("retired", table)
+                done.append(key)
+            if done:
+                ch.seal(w)
+                w.log_curation(command="retire", target_type="neoagent_import", target_id=None,
+                               before={"rows": ch.before}, after={"rows": ch.after, "refs": done},
+                               actor=IMPORT_ACTOR, note=f"gone from NeoAgent: {len(done)} rows retired")
+
+    def _curated(self) -> set[tuple[str, int]]:
+        """(table, id) of every row of this owner that an operator (anyone but the importer) changed in
+        memlens with a curation command that is not undone, or brought back by undoing a retirement."""
+        out: set[tuple[str, int]] = set()
+        targets = {"memory": "memories", "fact": "facts"}
+        owner = (self.plan.user_id, self.plan.agent_id)
+        rows = self.conn.execute(
+            "SELECT target_type, target_id, before FROM curation_log WHERE user_id = ? AND agent_id = ?"
+            " AND actor != ? AND undone_at IS NULL", (*owner, IMPORT_ACTOR)).fetchall()
+        rows += self.conn.execute(  # the import's own retirements that an operator undid
+            "SELECT NULL, NULL, r.before FROM curation_log r WHERE r.user_id = ? AND r.agent_id = ?"
+            " AND r.actor = ? AND r.undone_at IS NOT NULL", (*owner, IMPORT_ACTOR)).fetchall()
+        for target_type, target_id, before in rows:
+            if target_type in targets and target_id is not None:
+                out.add((targets[target_type], target_id))
+            try:
+                images = json.loads(before).get("rows", {})
+            except (ValueError, AttributeError):
+                continue
+            for table in ("memories", "facts"):
+                out.update((table, int(rid)) for rid in (images.get(table) or {}))
+        return out
 
 
 # -- vectors for imported memories ----------------------------------------------------------------------

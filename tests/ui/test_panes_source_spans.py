@@ -144,3 +144,66 @@ def test_shutdown_stops_the_flash(qtbot, ctx, engine):
     assert pane.flashing
     pane.close()
     assert not pane.flashing
+
+
+@pytest.fixture
+def imported_ctx(tmp_path):
+    """A memlens database imported from a NeoAgent one (message headers, emoji, CRLF, compacted offsets)."""
+    from engine.importers.neoagent import import_neoagent
+    from tests.fixtures.neoagent_db import MAIN, build_neoagent_db
+    from ui.context import AppContext
+    from ui.selection import SelectionBus
+    from ui.tasks import InlineRunner
+
+    from engine.embed.hashing import HashingEmbedder
+    from engine.memory import MemoryEngine
+    from engine.scope import Scope
+
+    neo = build_neoagent_db(tmp_path / "neoagent.db")
+    eng = MemoryEngine(tmp_path / "memlens.db", embedder=HashingEmbedder(), llm=None, background_reembed=False)
+    import_neoagent(eng, neo.path)
+    yield AppContext(engine=eng, scope=Scope("1", MAIN, "agent", MAIN), bus=SelectionBus(), runner=InlineRunner())
+    eng.close()
+
+
+def _focused_qt_text(pane) -> str:
+    """The focused range as Qt shows it (Qt positions count UTF-16 units, so no Python slicing)."""
+    a, b = pane.focused_range()
+    cursor = QTextCursor(pane.text.document())
+    cursor.setPosition(a)
+    cursor.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
+    return cursor.selectedText().replace("\u2029", "\n")
+
+
+def _imported(ctx, ref: str) -> int:
+    return next(m["id"] for m in ctx.engine.export(ctx.scope)["memories"] if m["external_ref"] == ref)
+
+
+def test_what_neoagent_stored_is_shown_beside_the_exact_span(qtbot, imported_ctx):
+    pane = _pane(qtbot, imported_ctx)
+    imported_ctx.bus.select("memory", _imported(imported_ctx, "neoagent:memory:m-doc-chat-0"), source="test")
+    # the exact span of the body, after an emoji (two Qt positions for one character)
+    assert _focused_qt_text(pane) == "I moved to Porto last week \U0001F3E0. The flat is small but bright."
+    assert "▸ NeoAgent stored this chunk differently (offsets counted in UTF-16 units; a header line before the body)" \
+        in pane.shown_text()
+    assert pane.stored_box.isVisible()
+    assert pane.stored_text.toPlainText() == ("2026-03-30T18:01:00.000Z Ana\n"
+                                              "I moved to Porto last week \U0001F3E0. The flat is small but bright.")
+    assert "header line" in pane.stored_title.text()
+    offset = pane.view["document"]["text"].index("bright")  # Qt positions map back to document offsets
+    assert pane.document_offset(pane.qt_position(offset)) == offset
+    qtbot.waitUntil(lambda: not pane.flashing)
+    # CRLF line ends: Qt folds each into one break, the highlight still covers exactly the span
+    imported_ctx.bus.select("memory", _imported(imported_ctx, "neoagent:memory:m-doc-crlf-0"), source="test")
+    assert _focused_qt_text(pane) == "Meeting with Rita\nShe brings the car.\n\nWe leave at nine\nand eat in Braga."
+    assert pane.stored_text.toPlainText() == "Meeting with Rita\nShe brings the car.\n\nWe leave at nine\nand eat in Braga."
+    offset = pane.view["document"]["text"].index("Braga")
+    assert pane.document_offset(pane.qt_position(offset)) == offset
+    qtbot.waitUntil(lambda: not pane.flashing)
+
+
+def test_a_chunk_stored_as_it_is_shows_no_side_panel(qtbot, ctx, engine):
+    pane = _pane(qtbot, ctx)
+    ctx.bus.select("fact", fact_by(engine, "lives_in", "Munich")["id"], source="test")
+    assert not pane.stored_box.isVisible() and "stored this chunk differently" not in pane.shown_text()
+    qtbot.waitUntil(lambda: not pane.flashing)

@@ -6,17 +6,23 @@ code symbols and quoted mail carry a label line, and each span of a fact or summ
 highlighted in the colour of its status. An episode's span is its whole chunk: clicking
 anywhere in a chunk selects that episode, clicking a highlight selects its memory (and fact).
 Selecting a memory elsewhere scrolls to its span and flashes it.
+
+A chunk imported from another system that stored it differently from the document (NeoAgent's
+message headers, re-joined blocks, offsets counted another way; chunk meta `stored_as`) carries a
+label line saying so, and when it is the focused chunk the "As stored by ..." panel beside the
+document shows the stored text, so the exact span and what the other system kept sit side by side.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
-from PySide6.QtWidgets import QLabel, QTextEdit, QToolTip
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QSplitter, QTextEdit, QToolTip, QVBoxLayout, QWidget
 
 from ui.panes.base import PaneBase
 from ui.selection import Selection
@@ -78,8 +84,24 @@ class SourceSpansPane(PaneBase):
         self.legend.setProperty("role", "muted")
         self.legend.setWordWrap(True)
         self.root_layout.addWidget(self.legend)
-        self.text = SpanTextEdit(self)
-        self.root_layout.addWidget(self.text, 1)
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        self.text = SpanTextEdit(split)
+        self.stored_box = QWidget(split)
+        box = QVBoxLayout(self.stored_box)
+        box.setContentsMargins(6, 0, 0, 0)
+        self.stored_title = QLabel("", self.stored_box)
+        self.stored_title.setWordWrap(True)
+        self.stored_title.setProperty("role", "muted")
+        self.stored_text = QPlainTextEdit(self.stored_box)
+        self.stored_text.setReadOnly(True)
+        box.addWidget(self.stored_title)
+        box.addWidget(self.stored_text, 1)
+        split.addWidget(self.text)
+        split.addWidget(self.stored_box)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        self.stored_box.hide()
+        self.root_layout.addWidget(split, 1)
         self._qdoc = QTextDocument(self)  # the view does not own documents it is given: keep one
         self.text.setDocument(self._qdoc)
 
@@ -91,6 +113,10 @@ class SourceSpansPane(PaneBase):
         self._chunks_by_id: dict[int, dict[str, Any]] = {}
         self._seg_starts: list[int] = []
         self._seg_qt: list[int] = []
+        # Where Qt positions and document offsets part: characters Qt counts twice (UTF-16 surrogate
+        # pairs, an emoji) and the "\n" of each "\r\n", which Qt folds into one block break.
+        self._astral: list[int] = []
+        self._crlf: list[int] = []
         self._flash_on = False
         self._flash_left = 0
         self._flash_timer = QTimer(self)
@@ -168,11 +194,12 @@ class SourceSpansPane(PaneBase):
         self.focus_memory = self.focus_chunk = None
         self.segments = []
         self._chunks_by_id = {}
-        self._seg_starts, self._seg_qt = [], []
+        self._seg_starts, self._seg_qt, self._astral, self._crlf = [], [], [], []
         self._qdoc.clear()
         self.text.setExtraSelections([])
         self.header.setText(message)
         self.legend.setText("")
+        self.stored_box.hide()
 
     def _show(self, view: dict[str, Any]) -> None:
         doc = view["document"]
@@ -204,6 +231,16 @@ class SourceSpansPane(PaneBase):
     # rendering -------------------------------------------------------------------------------------------
     @staticmethod
     def _label(chunk: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
+        own = SourceSpansPane._kind_label(chunk, previous)
+        stored = (chunk.get("meta") or {}).get("stored_as")
+        if not stored:
+            return own
+        what = "; ".join(stored.get("explained") or stored.get("how") or ())
+        note = f"▸ {stored.get('by', 'the source')} stored this chunk differently ({what})"
+        return f"{own}   {note}" if own else note
+
+    @staticmethod
+    def _kind_label(chunk: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
         meta = chunk.get("meta") or {}
         kind = chunk["kind"]
         if kind == "code_symbol" or (kind == "split" and meta.get("symbol")):
@@ -253,9 +290,11 @@ class SourceSpansPane(PaneBase):
         label_chars.setFont(label_font)
         label_chars.setForeground(QColor(theme.chunk_rule))
 
-        chunks = sorted(view["chunks"], key=lambda c: (c["start"], -c["end"]))
+        # Nested or overlapping chunks are shown inside the chunk that contains them; a window (it
+        # joins chunks, e.g. an imported overlap window) yields to the chunks it joins.
+        chunks = sorted(view["chunks"], key=lambda c: (c["start"], c["kind"] == "window", -c["end"]))
         outer: list[dict[str, Any]] = []
-        for c in chunks:  # nested or overlapping chunks are shown inside the chunk that contains them
+        for c in chunks:
             if outer and c["start"] < outer[-1]["end"]:
                 continue
             outer.append(c)
@@ -299,6 +338,8 @@ class SourceSpansPane(PaneBase):
         self.segments = segments
         self._seg_starts = [s.start for s in segments]
         self._seg_qt = [s.qt_start for s in segments]
+        self._astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]
+        self._crlf = [m.start() + 1 for m in re.finditer("\r\n", text)]
         self._paint_spans(view)
         self.text.moveCursor(QTextCursor.MoveOperation.Start)
 
@@ -342,15 +383,30 @@ class SourceSpansPane(PaneBase):
         seg = self.segments[i]
         if not (seg.start <= offset <= seg.end):
             return None
-        return seg.qt_start + offset - seg.start
+        return seg.qt_start + self._qt_units(seg.start, offset)
+
+    def _qt_units(self, start: int, end: int) -> int:
+        """How many Qt positions text[start:end] takes (see _astral and _crlf)."""
+        n = end - start
+        for marks, sign in ((self._astral, 1), (self._crlf, -1)):
+            if marks:
+                n += sign * (bisect.bisect_left(marks, end) - bisect.bisect_left(marks, start))
+        return n
 
     def document_offset(self, qt_pos: int) -> int | None:
         i = bisect.bisect_right(self._seg_qt, qt_pos) - 1
         if i < 0:
             return None
         seg = self.segments[i]
-        offset = seg.start + qt_pos - seg.qt_start
-        return offset if seg.start <= offset < seg.end else None
+        want = qt_pos - seg.qt_start
+        lo, hi = seg.start, seg.end  # the last offset whose Qt position is at or before qt_pos
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._qt_units(seg.start, mid) <= want:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo if seg.start <= lo < seg.end else None
 
     def spans_at(self, offset: int) -> list[dict[str, Any]]:
         """Spans covering a document offset, narrowest first (chunk-wide episode spans last)."""
@@ -416,7 +472,30 @@ class SourceSpansPane(PaneBase):
                 return (a, b) if a is not None and b is not None else None
         return None
 
+    def focused_chunk(self) -> dict[str, Any] | None:
+        """The focused chunk, or the chunk of the focused memory's first span."""
+        if self.view is None:
+            return None
+        if self.focus_chunk is not None:
+            return self._chunks_by_id.get(self.focus_chunk)
+        spans = [s for s in self.view["spans"] if s["memory_id"] == self.focus_memory]
+        return self._chunks_by_id.get(min(spans, key=lambda s: s["start"])["chunk_id"]) if spans else None
+
+    def _show_stored(self) -> None:
+        """Beside the document: what the source system stored for the focused chunk, when it differs."""
+        chunk = self.focused_chunk()
+        stored = ((chunk or {}).get("meta") or {}).get("stored_as")
+        if not stored:
+            self.stored_box.hide()
+            return
+        what = "; ".join(stored.get("explained") or stored.get("how") or ())
+        self.stored_title.setText(f"As stored by {stored.get('by', 'the source')} (chunk {chunk['id']}), beside the exact"
+                                  f" span at the left. It differs by: {what}.")
+        self.stored_text.setPlainText(stored.get("text") or "")
+        self.stored_box.show()
+
     def _focus(self, *, flash: bool, scroll: bool = True) -> None:
+        self._show_stored()
         rng = self.focused_range()
         if rng is None:
             self.text.setExtraSelections([])
