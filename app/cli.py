@@ -157,9 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dims", type=int, default=384)
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
 
-    p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem) or report a run")
+    p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem), report a run, "
+                                     "or ablate the retrieval features on folds")
     _common(p)
-    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report"))
+    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report", "ablate"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
     p.add_argument("--data", default=None, help="the dataset file")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
@@ -173,7 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", action="store_true",
                    help="also answer each question (ANSWER model) and judge it (JUDGE model) through the endpoint")
     p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
-    p.add_argument("--out", default=None, help="for report: write run-N.json and run-N.md into this folder")
+    p.add_argument("--out", default=None, help="for report and ablate: write the JSON and Markdown into this folder")
+    p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
+    p.add_argument("--folds", default=None, choices=("conversation", "type"),
+                   help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval)")
+    p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
+    p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10)")
 
     p = sub.add_parser("snapshot", help="render every inspector pane offscreen to PNG")
     p.add_argument("--db", type=Path, default=None, help="database to show (default: a sample built on the fly)")
@@ -479,6 +485,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     if not args.data:
         raise BadInput(f"bench {args.dataset} needs --data FILE")
+    if args.dataset == "ablate":
+        return _bench_ablate(args)
     try:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
@@ -486,7 +494,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=args.extract,
-                            executor=args.executor, resume_run=args.resume, qa=args.answer,
+                            executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
@@ -494,6 +502,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     keys = [k for k in m if k.endswith("@10") or k.endswith("@5")]
     _emit(args, out, f"run {out['run_id']} ({out['questions']} questions, {out['failures']} failed)\n" + "\n".join(
         f"  {k}: {m[k]:.4f}" for k in sorted(keys) if m[k] is not None))
+    return 0
+
+
+def _bench_ablate(args: argparse.Namespace) -> int:
+    from engine.bench.ablate import markdown, run_ablation, write_report
+    from engine.memory import MemoryEngine
+
+    features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_ablation(engine, args.data, features=features, folds=args.folds, metric=args.metric,
+                           recipe=args.recipe, workers=args.workers, embedder=args.embedder, extract=args.extract,
+                           limit=args.limit, fresh=args.fresh, progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.out:
+        out["files"] = [str(p) for p in write_report(out, args.out)]
+    _emit(args, out, markdown(out))
     return 0
 
 

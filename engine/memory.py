@@ -366,14 +366,16 @@ class MemoryEngine:
 
     def recall(self, query: str, *, scope: Scope, k: int | None = None, as_of: str | None = None,
                recipe: str | None = None, origin: str = "operator", budget: int | None = None,
-               now: str | None = None, persist: bool = True, **recipe_overrides: Any) -> RecallResult:
+               now: str | None = None, persist: bool = True, query_vector: np.ndarray | None = None,
+               **recipe_overrides: Any) -> RecallResult:
         """Run the traced recall pipeline.
 
         origin "operator" (a what-if from the CLI or the inspector) changes no memory; "agent"
         reinforces the usage of what it returns and stores only a hash of the query.
         k counts sources, not memories: a fact and the turn it was read from (or facts read from
         one turn) share a place when they rank next to each other, so results may hold more than
-        k memories; trace.params["shared_places"] says which.
+        k memories; trace.params["shared_places"] says which. query_vector: the query's embedding
+        when the caller has it already (benchmarks that run one question under many recipes).
         """
         if not query or not query.strip():
             raise BadInput("the query is empty")
@@ -391,7 +393,7 @@ class MemoryEngine:
         index = self.vectors(scope)
         llm = self.llm if (rec.planner or rec.reranker) else None
         result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now).run(
-            query, k=k, as_of=as_of_iso, origin=origin, budget=budget)
+            query, k=k, as_of=as_of_iso, origin=origin, budget=budget, query_vector=query_vector)
         if persist:
             self._persist_trace(scope, result, keep_query=origin != "agent")
         return result
@@ -474,7 +476,7 @@ class MemoryEngine:
             kth = sorted((c.channels["vector"]["score"] for c in vec.values() if "vector" in c.channels), reverse=True)
             cut = kth[rec.vector_k - 1] if len(kth) >= rec.vector_k else None
             reasons.append(f"vector: cosine {cos:.3f}" + (f", below the {rec.vector_k}th best {cut:.3f}" if cut else ""))
-        match = fts_query(query)
+        match = fts_query(query, self.store.fts_tokens)
         matches = bool(match) and self.store.fts_matches(scope, match, memory_id)
         reasons.append("full text: " + ("matches, but ranked beyond the channel's limit" if matches
                                          else "shares no content word with the query"))

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import BadInput, Cancelled
 from ..timeutil import now_iso
+from . import containers
 from . import datasets as ds
 from .metrics import LEVELS, METRICS_VERSION, percentiles, score_ranking, summarise
 
@@ -112,19 +113,69 @@ def _share_embedder(name: str, embedder) -> None:
     _EMBEDDERS[name] = embedder if same else fresh
 
 
-def run_container(spec: dict) -> list[dict]:
-    """Ingest one container into its own DB and answer its questions. Runs in a worker process."""
+def _build_container(spec: dict, db: Path) -> None:
+    """Ingest a container's sources into a new DB at `db` through the normal importers."""
     from ..ingest.formats import chat, locomo, longmemeval
     from ..memory import MemoryEngine
     from ..scope import Scope
 
     parse = {"locomo": locomo.parse_json, "longmemeval": longmemeval.parse_json, "chat": chat.parse_json}[spec["format"]]
     docs = parse(spec["raw"], name=spec["container"])
+    with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False, background_reembed=False) as engine:
+        engine.ingest_documents(docs, scope=Scope.default(*BENCH_SCOPE), extract=spec["extract"])
+    containers.settle(db)
+
+
+def open_container(spec: dict) -> bool:
+    """Put the container's DB at spec["db"]: a private copy of the cached build when one exists
+    for exactly these sources, embedder, extraction and ingestion code (containers.py), else a
+    fresh build (then cached, unless spec["cache"] is None; spec["fresh"] rebuilds). True if reused."""
+    db = Path(spec["db"])
+    containers.discard(db)
+    cache = Path(spec["cache"]) if spec.get("cache") else None
+    if cache is None:
+        _build_container(spec, db)
+        return False
+    emb = _embedder(spec["embedder"])
+    key = containers.container_key(spec, embedder_model=emb.model, embedder_dims=emb.dims)
+    hit = None if spec.get("fresh") else containers.cached(cache, key)
+    reused = hit is not None
+    if hit is None:
+        building = containers.build_path(cache, key)
+        try:
+            _build_container(spec, building)
+            hit = containers.store_built(cache, key, building)
+        finally:
+            containers.discard(building)
+    containers.private_copy(hit, db)
+    return reused
+
+
+def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int]) -> dict[str, float]:
+    """Gold metrics of one ranking (memory ids, best first) at every level that has gold ids.
+
+    Metrics read the whole ranking, not only the top k memories: a level's top k is its first k
+    distinct ids, and k sessions may need more than k turns (LongMemEval's turn-to-session
+    evaluation widens k the same way). Candidates never proposed rank nowhere."""
+    msgs = engine.store.message_ids(scope, order)
+    turns = [m for mid in order for m in msgs.get(mid, [])]
+    sessions = [_session_of(fmt, m) for m in turns]
+    metrics: dict[str, float] = {}
+    for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
+        if gold.get(level):
+            metrics.update(score_ranking(ranked, gold[level], ks, level))
+    return metrics
+
+
+def run_container(spec: dict) -> list[dict]:
+    """Open one container (built, or reused from the cache) and answer its questions. Runs in a
+    worker process."""
+    from ..memory import MemoryEngine
+    from ..scope import Scope
+
     scope = Scope.default(*BENCH_SCOPE)
     db = Path(spec["db"])
-    if db.exists():
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(db) + suffix).unlink(missing_ok=True)
+    reused = open_container(spec)
     items: list[dict] = []
     ks = spec["ks"]
     qa_client = None
@@ -134,7 +185,6 @@ def run_container(spec: dict) -> list[dict]:
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
     with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
-        engine.ingest_documents(docs, scope=scope, extract=spec["extract"])
         for q in spec["questions"]:
             t0 = time.perf_counter()
             try:
@@ -146,23 +196,14 @@ def run_container(spec: dict) -> list[dict]:
                               "status": "failed", "error": f"{exc.__class__.__name__}: {exc}"})
                 continue
             latency = (time.perf_counter() - t0) * 1000.0
-            # Metrics read the whole ranking, not only the top k memories: a level's top k is its first
-            # k distinct ids, and k sessions may need more than k turns (LongMemEval's
-            # turn-to-session evaluation widens k the same way). Candidates never proposed rank nowhere.
-            order = res.ordered_ids
-            msgs = engine.store.message_ids(scope, order)
-            turns = [m for mid in order for m in msgs.get(mid, [])]
-            sessions = [_session_of(spec["format"], m) for m in turns]
-            metrics: dict[str, float] = {}
-            for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
-                if q["gold"].get(level):
-                    metrics.update(score_ranking(ranked, q["gold"][level], ks, level))
+            metrics = question_metrics(engine, scope, spec["format"], res.ordered_ids, q["gold"], ks)
+            msgs = engine.store.message_ids(scope, res.ranked_ids)
             item = {
                 "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                 "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
                 "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
                 "metrics": metrics, "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
-                "trace_id": res.trace.id, "trace_db": str(db), "status": "done",
+                "trace_id": res.trace.id, "trace_db": str(db), "status": "done", "reused": reused,
             }
             if qa_client is not None:
                 _answer_and_judge(qa_client, q, res.context_text, item)
@@ -190,7 +231,7 @@ def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
 def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_values=DEFAULT_KS,
                   limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
-                  qa: bool = False,
+                  qa: bool = False, fresh: bool = False,
                   progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
@@ -267,9 +308,11 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    cache = containers.cache_dir_for(engine.path)
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
-                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config})
+                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config,
+                     "cache": str(cache), "fresh": fresh})
     total = max(1, len(specs))
     status = "done"
     try:
@@ -316,9 +359,11 @@ def _excluded(item: dict) -> bool:
     return item.get("excluded") or item.get("category") == "adversarial" or str(item["question_id"]).endswith("_abs")
 
 
-def _execute(specs: list[dict], workers: int, executor: str | None, should_stop):
+def _execute(specs: list[dict], workers: int, executor: str | None, should_stop, fn=run_container):
+    """Run `fn` (a module-level function, so worker processes can import it) on every spec,
+    yielding each result as it completes."""
     if executor and executor.startswith("dask://"):
-        yield from _execute_dask(specs, executor[len("dask://"):], should_stop)
+        yield from _execute_dask(specs, executor[len("dask://"):], should_stop, fn)
         return
     if executor not in (None, "processes"):
         raise BadInput(f"unknown executor {executor!r} (processes or dask://HOST:PORT)")
@@ -326,10 +371,10 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop)
         for spec in specs:  # in this process: _embedder() may hand out the calling engine's model
             if should_stop is not None and should_stop():
                 raise Cancelled("benchmark cancelled")
-            yield run_container(spec)
+            yield fn(spec)
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_container, spec) for spec in specs]
+        futures = [pool.submit(fn, spec) for spec in specs]
         try:
             for fut in as_completed(futures):
                 if should_stop is not None and should_stop():
@@ -342,14 +387,14 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop)
                 f.cancel()
 
 
-def _execute_dask(specs: list[dict], address: str, should_stop):
+def _execute_dask(specs: list[dict], address: str, should_stop, fn=run_container):
     try:
         from distributed import Client, as_completed as dask_completed
     except ImportError:
         raise BadInput("--executor dask:// needs the 'dask' extra: pip install 'memlens[dask]'") from None
     client = Client(address, timeout="10s")
     try:
-        futures = client.map(run_container, specs, pure=False)
+        futures = client.map(fn, specs, pure=False)
         for fut in dask_completed(futures):
             if should_stop is not None and should_stop():
                 client.cancel(futures)

@@ -55,6 +55,12 @@ class Recipe:
     # output
     k: int = 10
     budget_tokens: int = 800
+    # named features switched off (engine/retrieve/intent.py FEATURES): ablations, and recipes
+    # that leave a rule out
+    off: tuple[str, ...] = ()
+
+    def on(self, feature: str) -> bool:
+        return feature not in self.off
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,4 +81,11 @@ def get_recipe(name: str | None, **overrides) -> Recipe:
     recipe = RECIPES.get(name or "default")
     if recipe is None:
         raise BadInput(f"unknown recipe {name!r} (one of {', '.join(RECIPES)})")
+    if "off" in overrides:
+        from .intent import FEATURES
+
+        overrides["off"] = tuple(overrides["off"])
+        unknown = [f for f in overrides["off"] if f not in FEATURES]
+        if unknown:
+            raise BadInput(f"unknown feature {unknown[0]!r} (one of {', '.join(FEATURES)})")
     return replace(recipe, **overrides) if overrides else recipe
