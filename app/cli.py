@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", default=None, metavar="TIME", help="answer as of this ISO-8601 world and belief time")
     p.add_argument("--recipe", default=None, help="default, offline, lexical, vector, rrf")
     p.add_argument("--budget", type=int, default=None, help="context token budget (default 800)")
+    p.add_argument("--off", default=None, metavar="FEATURES",
+                   help="comma-separated retrieval features to switch off (memlens bench ablate lists them)")
     p.add_argument("--explain", type=int, default=None, metavar="MEMORY_ID",
                    help="why was this memory retrieved, dropped, or never a candidate?")
 
@@ -176,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
     p.add_argument("--out", default=None, help="for report and ablate: write the JSON and Markdown into this folder")
     p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
+    p.add_argument("--off", default=None, metavar="FEATURES",
+                   help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
     p.add_argument("--folds", default=None, choices=("conversation", "type"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
@@ -416,7 +420,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         raise BadInput(f"{path}: no such database")
     scope = _scope(args)
     with MemoryEngine(path, embedder=make_embedder(), create=False) as engine:
-        kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget}
+        kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget,
+                  **({"off": _features(args.off)} if args.off else {})}
         if args.explain is not None:
             out = engine.explain(args.query, args.explain, scope=scope, **kwargs)
             _emit(args, out, f"memory {out['memory_id']}: {out['verdict']} - {out['detail']}")
@@ -495,6 +500,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=args.extract,
                             executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
+                            off=_features(args.off) if args.off else (),
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
@@ -505,11 +511,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _features(text: str) -> list[str]:
+    return [f.strip() for f in text.split(",") if f.strip()]
+
+
 def _bench_ablate(args: argparse.Namespace) -> int:
     from engine.bench.ablate import markdown, run_ablation, write_report
     from engine.memory import MemoryEngine
 
-    features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
+    features = _features(args.features) if args.features else None
     with MemoryEngine(_db_path(args), llm=False) as engine:
         out = run_ablation(engine, args.data, features=features, folds=args.folds, metric=args.metric,
                            recipe=args.recipe, workers=args.workers, embedder=args.embedder, extract=args.extract,

@@ -189,7 +189,7 @@ def run_container(spec: dict) -> list[dict]:
             t0 = time.perf_counter()
             try:
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
-                                    now=q["now"])
+                                    now=q["now"], **({"off": spec["off"]} if spec.get("off") else {}))
             except Exception as exc:  # a failed question is recorded, never aborts the run
                 items.append({"container": spec["container"], "question_id": q["question_id"],
                               "question": q["question"], "category": q["category"], "gold": q["gold"],
@@ -231,7 +231,7 @@ def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
 def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_values=DEFAULT_KS,
                   limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
-                  qa: bool = False, fresh: bool = False,
+                  qa: bool = False, fresh: bool = False, off: tuple[str, ...] | list[str] = (),
                   progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
@@ -246,7 +246,8 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
         raise BadInput("--k needs positive integers, e.g. 1,3,5,10")
     if workers < 1:
         raise BadInput("--workers must be at least 1")
-    get_recipe(recipe)  # unknown recipe -> BadInput before anything runs
+    off = sorted(set(off))
+    get_recipe(recipe, **({"off": off} if off else {}))  # unknown recipe or feature -> BadInput before anything runs
     loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
@@ -291,10 +292,11 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             raise BadInput(f"run {resume_run} was scored with metric definitions {version}, this memlens uses "
                            f"{METRICS_VERSION}: start a new run")
         run_id = resume_run
+        off = list((prior.get("config") or {}).get("off") or [])  # finish it as it started
         done = bench_sql.done_question_ids(store, run_id)
         specs = [s for s in specs if not all(q["question_id"] in done for q in s["questions"])]
     else:
-        config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe,
+        config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe, "off": off,
                   "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
                   "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "quirks": loaded.quirks.as_dict()}
         if qa:
@@ -312,7 +314,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
                      "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config,
-                     "cache": str(cache), "fresh": fresh})
+                     "cache": str(cache), "fresh": fresh, "off": off})
     total = max(1, len(specs))
     status = "done"
     try:
@@ -407,7 +409,7 @@ def _execute_dask(specs: list[dict], address: str, should_stop, fn=run_container
 _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
           ("k_values", "k"), ("embedder", "embedder"), ("extract", "extraction"), ("limit", "question limit"),
           ("models", "models"), ("prompt_hashes", "prompts"), ("metrics_version", "metric definitions"),
-          ("git_commit", "commit"))
+          ("off", "features off"), ("git_commit", "commit"))
 
 
 def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
@@ -417,6 +419,8 @@ def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
         cfg = r.get("config") or {}
         if key == "metrics_version":
             return cfg.get(key, 1)  # runs from before the version was recorded used the first
+        if key == "off":
+            return cfg.get(key) or []
         return cfg.get(key) if key in ("extract", "limit") else r.get(key)
 
     return [{"field": key, "label": label, "run": value(run, key), "other": value(other, key)}
@@ -427,7 +431,7 @@ def describe_differences(diffs: list[dict[str, Any]]) -> str:
     """One line: "extraction heuristic vs none; commit 9bd9ad8bb6c7 vs 2c92f2c0e1a3"."""
     def show(field: str, v) -> str:
         if v is None or v == {} or v == []:
-            return "none" if field in ("extract", "limit") else "-"
+            return "none" if field in ("extract", "limit", "off") else "-"
         if field in ("git_commit", "sha256"):
             return str(v)[:12]
         return ",".join(map(str, v)) if isinstance(v, list) else str(v)
