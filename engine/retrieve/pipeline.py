@@ -315,7 +315,7 @@ class Recall:
             rel = cand.channels.get("relation")
             if rel is not None:
                 rel["score"] = round(float(rel["score"]) * base.get(rel["via"], 0.0), 6)
-        fused = self._fuse(alive, exclude=())
+        fused = self._fuse(alive, exclude=(), record=True)
         session: dict[Any, float] = {}
         if r.on("session_context") and r.session_weight > 0:
             # A document's context is its best direct match, worth less the more of the candidates
@@ -339,38 +339,38 @@ class Recall:
         for cand in alive:
             m = cand.meta
             comp = {"fusion": round(fused[cand.memory_id], 6)}
-            if r.on("confidence"):
-                comp["confidence"] = r.confidence_weight * ((m.get("fact_confidence") or m["confidence"]) - 0.5)
-            if r.on("importance"):
-                comp["importance"] = r.importance_weight * (m["importance"] - 0.5)
-            comp["recency"] = 0.0
+            x = m["x"] = {}  # each prior's raw value: comp = weight x value (bench fit reads these)
+
+            def prior(name: str, weight: float, value: float, feature: str | None = None) -> None:
+                if r.on(feature or name):
+                    x[name] = value
+                    comp[name] = weight * value
+
+            prior("confidence", r.confidence_weight, (m.get("fact_confidence") or m["confidence"]) - 0.5)
+            prior("importance", r.importance_weight, m["importance"] - 0.5)
             when = m.get("valid_from") or m.get("source_time") or m.get("created_at")
-            if r.on("recency") and ref is not None and when:
+            fresh = 0.0
+            if ref is not None and when:
                 try:
                     age = max(0.0, (ref - parse_iso(when)).total_seconds() / 86400.0)
-                    comp["recency"] = r.recency_weight * 0.5 ** (age / r.recency_half_life_days)
+                    fresh = 0.5 ** (age / r.recency_half_life_days)
                 except ValueError:
                     pass
+            prior("recency", r.recency_weight, fresh)
             if session:  # a fact shares the context of the document its evidence is in
-                comp["session"] = r.session_weight * session.get(m.get("document_id"), 0.0)
-            if r.on("usage"):
-                comp["usage"] = r.usage_weight * min(1.0, math.log1p(m["access_count"]) / math.log(10))
-            if r.on("trust"):
-                comp["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
-            if r.on("fact_bonus"):
-                comp["fact"] = r.fact_bonus if m.get("fact_id") is not None else 0.0
-            if r.on("review"):
-                comp["review"] = -r.review_penalty if m.get("status") == "needs_review" else 0.0
-            if r.on("outdated"):
-                comp["outdated"] = (-r.outdated_penalty if m.get("outdated") and trace.intent != "historical"
-                                    else 0.0)
-            if r.on("pinned"):
-                comp["pinned"] = 0.05 if m["pinned"] else 0.0
+                prior("session", r.session_weight, session.get(m.get("document_id"), 0.0), "session_context")
+            prior("usage", r.usage_weight, min(1.0, math.log1p(m["access_count"]) / math.log(10)))
+            prior("trust", 1.0, -r.trust_penalty.get(m["trust"], 0.0))
+            prior("fact", r.fact_bonus, 1.0 if m.get("fact_id") is not None else 0.0, "fact_bonus")
+            prior("review", r.review_penalty, -1.0 if m.get("status") == "needs_review" else 0.0)
+            prior("outdated", r.outdated_penalty,
+                  -1.0 if m.get("outdated") and trace.intent != "historical" else 0.0)
+            prior("pinned", 0.05, 1.0 if m["pinned"] else 0.0)
             who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
-            comp["speaker"] = r.speaker_weight if speaker_matches(who, intent.speakers) else 0.0
-            comp["timeframe"] = 0.0
+            # whom the question is about is read by the speaker_* features (intent.speakers)
+            prior("speaker", r.speaker_weight, 1.0 if speaker_matches(who, intent.speakers) else 0.0)
+            near = 0.0
             if frame is not None:
-                near = 0.0
                 if when:
                     try:
                         near = timeframe.closeness(frame, parse_iso(when))
@@ -381,7 +381,7 @@ class Recall:
                     if c > near:
                         near = c
                         event_matches[str(cand.memory_id)] = f"{t['text']}: {t['window_start'][:10]}"
-                comp["timeframe"] = r.timeframe_weight * near
+            prior("timeframe", r.timeframe_weight, near)
             score = sum(comp.values())
             if m.get("relation") == "derives" and r.on("derived"):
                 comp["derived_factor"] = r.derived_factor
@@ -396,7 +396,10 @@ class Recall:
             self._dedupe(trace)
         trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
 
-    def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...]) -> dict[int, float]:
+    def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...], record: bool = False
+              ) -> dict[int, float]:
+        """Weighted (or RRF) fusion of the channels; `record`: keep each channel's normalised
+        value in meta["channel_x"] (bench fit reads them)."""
         r = self.recipe
         out = {c.memory_id: 0.0 for c in cands}
         channels = [ch for ch, w in r.weights.items() if w > 0 and ch not in exclude]
@@ -423,6 +426,9 @@ class Recall:
                 norm = {k: max(0.0, min(1.0, v)) for k, v in present.items()}
             for mid, v in norm.items():
                 out[mid] += r.weights[ch] * v
+            if record:
+                for c in cands:
+                    c.meta.setdefault("channel_x", {})[ch] = norm.get(c.memory_id, 0.0)
         return out
 
     def _order_versions(self, trace: Trace) -> None:
