@@ -162,9 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem), report a run, "
                                      "or ablate the retrieval features on folds")
     _common(p)
-    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report", "ablate"))
+    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report", "ablate", "fit"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
-    p.add_argument("--data", default=None, help="the dataset file")
+    p.add_argument("--data", default=None, action="append", help="the dataset file (fit: repeat for several)")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
     p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
@@ -184,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10)")
+    p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
+    p.add_argument("--no-cv", action="store_true", help="for fit: skip the leave-one-fold-out figures")
+    p.add_argument("--write", action="store_true",
+                   help="for fit: store the weights fitted on all the files where the recipes load them")
 
     p = sub.add_parser("snapshot", help="render every inspector pane offscreen to PNG")
     p.add_argument("--db", type=Path, default=None, help="database to show (default: a sample built on the fly)")
@@ -490,6 +494,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     if not args.data:
         raise BadInput(f"bench {args.dataset} needs --data FILE")
+    if args.dataset == "fit":
+        return _bench_fit(args)
+    if len(args.data) > 1:
+        raise BadInput(f"bench {args.dataset} takes one --data FILE")
+    args.data = args.data[0]
     if args.dataset == "ablate":
         return _bench_ablate(args)
     try:
@@ -513,6 +522,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _features(text: str) -> list[str]:
     return [f.strip() for f in text.split(",") if f.strip()]
+
+
+def _bench_fit(args: argparse.Namespace) -> int:
+    from engine.bench.fit import markdown, run_fit, write_weights
+    from engine.memory import MemoryEngine
+    from engine.retrieve.recipes import FITTED_WEIGHTS
+
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_fit(engine, args.data, recipe=args.recipe, folds=args.folds, workers=args.workers,
+                      embedder=args.embedder, extract=args.extract, rounds=args.rounds, limit=args.limit,
+                      cross_validate=not args.no_cv, progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.write:
+        out["written"] = str(write_weights(out, FITTED_WEIGHTS))
+    if args.out:
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "fit.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (folder / "fit.md").write_text(markdown(out), encoding="utf-8")
+    _emit(args, out, markdown(out))
+    return 0
 
 
 def _bench_ablate(args: argparse.Namespace) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from ..errors import BadInput
+from ..paths import resources_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +69,56 @@ class Recipe:
         return asdict(self)
 
 
+# The weights `memlens bench fit` fits: (name, Recipe field; "weights.X" is a channel weight).
+# The other parts of a score (confidence, importance, usage, trust, fact, review, outdated,
+# pinned) are correctness priors the benchmark files cannot identify: they stay as set.
+FITTED = (("vector", "weights.vector"), ("fts", "weights.fts"), ("entity", "weights.entity"),
+          ("relation", "weights.relation"), ("neighbour", "weights.neighbour"), ("baseline", "weights.baseline"),
+          ("session", "session_weight"), ("speaker", "speaker_weight"), ("timeframe", "timeframe_weight"),
+          ("recency", "recency_weight"))
+# Written by `memlens bench fit --write` (with the files, commit and figures it was fitted on).
+FITTED_WEIGHTS = resources_dir() / "recipes" / "fitted.json"
+
+
+def recipe_weights(recipe: Recipe) -> dict[str, float]:
+    """The recipe's value of each fitted weight."""
+    return {name: float(recipe.weights.get(name, 0.0)) if field.startswith("weights.") else float(getattr(recipe, field))
+            for name, field in FITTED}
+
+
+def overrides_for(weights: dict[str, float], recipe: Recipe) -> dict[str, Any]:
+    """Recipe overrides that set `weights` (a recipe_weights-shaped dict)."""
+    channel = dict(recipe.weights)
+    out: dict[str, Any] = {}
+    for name, field in FITTED:
+        if field.startswith("weights."):
+            channel[name] = float(weights[name])
+        else:
+            out[field] = float(weights[name])
+    out["weights"] = channel
+    return out
+
+
+def _fitted(recipe: Recipe) -> Recipe:
+    """`recipe` with the shipped fitted weights, when there are any."""
+    try:
+        doc = json.loads(FITTED_WEIGHTS.read_text(encoding="utf-8"))
+        weights = {name: float(doc["fitted"][name]) for name, _ in FITTED}
+    except (OSError, ValueError, KeyError, TypeError):
+        return recipe
+    return replace(recipe, **overrides_for(weights, recipe))
+
+
 RECIPES: dict[str, Recipe] = {
-    "default": Recipe("default"),
+    "default": _fitted(Recipe("default")),
     "lexical": Recipe("lexical", weights={"vector": 0.0, "fts": 1.0, "entity": 0.0, "relation": 0.0, "neighbour": 0.0,
                                           "baseline": 0.0}, neighbour_window=0, planner=False, reranker=False),
     "vector": Recipe("vector", weights={"vector": 1.0, "fts": 0.0, "entity": 0.0, "relation": 0.0, "neighbour": 0.0,
                                         "baseline": 0.0}, neighbour_window=0, planner=False, reranker=False),
     "rrf": Recipe("rrf", fusion="rrf"),
-    "offline": Recipe("offline", planner=False, reranker=False),
+    "offline": _fitted(Recipe("offline", planner=False, reranker=False)),
+    # the weights as set by hand before any fit: for comparison, and the base `bench fit` pulls towards
+    "hand": Recipe("hand", planner=False, reranker=False),
 }
 
 
