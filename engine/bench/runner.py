@@ -317,8 +317,11 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
                      "cache": str(cache), "fresh": fresh, "off": off})
     total = max(1, len(specs))
     status = "done"
+    built = {"built": 0, "reused": 0}
     try:
         for i, items in enumerate(_execute(specs, workers, executor, should_stop)):
+            if items:
+                built["reused" if items[0].get("reused") else "built"] += 1
             bench_sql.add_items(store, run_id, items)
             if progress is not None:
                 progress((i + 1) / total, f"{items[0]['container'] if items else ''}: {i + 1}/{total} containers")
@@ -332,7 +335,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
                          latency_ms=summary["latency_ms"], context_tokens=summary["context_tokens"],
                          finished_at=now_iso())
     return {"run_id": run_id, "dataset": dataset, "sha256": loaded.sha256, "status": status,
-            "questions": len(all_items), "failures": failures, **summary}
+            "questions": len(all_items), "failures": failures, "containers": built, **summary}
 
 
 def _summarise(items: list[dict], ks: list[int]) -> dict[str, Any]:
