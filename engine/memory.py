@@ -524,6 +524,7 @@ class MemoryEngine:
                 "document": {"id": doc.id, "title": doc.title, "uri": doc.uri, "source_type": doc.source_type},
                 "span_text": doc.text[ch.start:ch.end],
                 "memory_ids": st.memories_of_chunk(scope, record_id),
+                "times": self._times(scope, ch.id, ch.start),
             }
         if kind == "memory":
             mem = st.memory(scope, record_id)
@@ -532,10 +533,14 @@ class MemoryEngine:
             sources = []
             for src in st.sources_of(scope, record_id):
                 doc = st.document(scope, src.document_id)
+                chunk = st.chunk(scope, src.chunk_id) if src.chunk_id is not None else None
+                times = self._times(scope, chunk.id, chunk.start) if chunk is not None else []
                 sources.append({
                     **src.as_dict(),
                     "document_title": doc.title, "document_uri": doc.uri, "source_type": doc.source_type,
                     "text": doc.text[src.start:src.end],
+                    # times named inside this span, with the dates they were resolved to
+                    "times": [t for t in times if src.start <= t["start"] and t["end"] <= src.end],
                 })
             emb = st.embedding_of(scope, "memory", record_id)
             if emb is not None:
@@ -545,6 +550,12 @@ class MemoryEngine:
         if kind == "fact":
             return self._show_fact(record_id, scope)
         raise BadInput(f"unknown kind {kind!r} (memory, fact, document or chunk)")
+
+    def _times(self, scope: Scope, chunk_id: int, chunk_start: int) -> list[dict[str, Any]]:
+        """The times a chunk names, with document offsets ({"start", "end", "text", "kind",
+        "window_start", "window_end"})."""
+        return [t | {"start": chunk_start + t["start"], "end": chunk_start + t["end"]}
+                for t in self.store.chunk_times(scope, [chunk_id]).get(chunk_id, [])]
 
     def _show_fact(self, fact_id: int, scope: Scope) -> dict[str, Any]:
         st = self.store

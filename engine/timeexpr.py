@@ -48,6 +48,9 @@ LAST = re.compile(r"\b(last|past|previous|this|next|coming)\s+(week|month|year|w
 DAYWORD = re.compile(r"\b(yesterday|today|this morning|this afternoon|this evening|tonight|last night|tomorrow|"
                      r"the other day|the day before yesterday)\b", re.IGNORECASE)
 # A weekday, not a habit: "on Saturdays" names no one day.
+# Seasons as the northern hemisphere has them (the conversations we read are mostly northern).
+SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
+SEASON = re.compile(r"\b(last|this|next|past)\s+(spring|summer|autumn|fall|winter)\b", re.IGNORECASE)
 WEEKDAY = re.compile(r"\b(?:(last|this|next|this past|this coming|on)\s+)?(" + "|".join(WEEKDAYS) + r")\b")
 
 
@@ -55,7 +58,7 @@ class Mention(NamedTuple):
     start: int  # offsets in the text given
     end: int
     text: str
-    kind: str  # date | month | year | week | weekend | weekday | ago | day | span
+    kind: str  # date | month | year | week | weekend | weekday | ago | day | span | season
     window_start: datetime
     window_end: datetime
 
@@ -177,6 +180,25 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
             add(m, "month", *month_window(y, mo))
         else:
             add(m, "year", *year_window(ref.year + step))
+    for m in SEASON.finditer(text):
+        which, (first, months) = m.group(1).lower(), SEASONS[m.group(2).lower()]
+
+        def season(year: int) -> tuple[datetime, datetime]:
+            start = datetime(year, first, 1, tzinfo=timezone.utc)
+            end_month = first + months
+            return start, datetime(year + (end_month > 12), (end_month - 1) % 12 + 1, 1, tzinfo=timezone.utc)
+
+        year = ref.year - 1 if first == 12 and ref.month <= 2 else ref.year  # "this winter" in January
+        start, end = season(year)
+        if which in ("last", "past"):  # the latest one over before the day
+            while end > ref:
+                year -= 1
+                start, end = season(year)
+        elif which == "next":  # the first one to begin after it
+            while start <= ref:
+                year += 1
+                start, end = season(year)
+        add(m, "season", start, end)
     for m in DAYWORD.finditer(text):
         word = m.group(1).lower()
         if word == "the other day":

@@ -29,6 +29,10 @@ def resolved(text, ref=MONDAY):
     ("Back in December, I quit", [("in December", "2022-12-01", "2023-01-01")]),  # nearest December
     ("in March 2021 I moved", [("March 2021", "2021-03-01", "2021-04-01")]),
     ("we moved in 2019", [("in 2019", "2019-01-01", "2020-01-01")]),
+    ("I moved to Munich last spring.", [("last spring", "2022-03-01", "2022-06-01")]),  # still spring now
+    ("we hiked there last summer", [("last summer", "2022-06-01", "2022-09-01")]),
+    ("this summer we sail", [("this summer", "2023-06-01", "2023-09-01")]),
+    ("last winter was cold", [("last winter", "2022-12-01", "2023-03-01")]),
 ])
 def test_a_turn_time_resolves_against_when_it_was_said(text, expected):
     assert resolved(text) == expected
