@@ -27,7 +27,7 @@ from typing import Any
 
 _ENGINE = Path(__file__).resolve().parents[1]
 # What decides a container's rows. Retrieval (engine/retrieve) does not: it reads them.
-_DEFINITION_PATHS = ("ingest", "extract", "embed", "consolidate.py", "reconcile.py", "store/schema.py",
+_DEFINITION_PATHS = ("ingest", "extract", "embed", "consolidate.py", "reconcile.py", "timeexpr.py", "store/schema.py",
                      "store/store.py", "records.py", "scope.py", "timeutil.py", "tokens.py")
 COMPLETE_KEY = "bench_container_key"
 
