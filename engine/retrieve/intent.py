@@ -43,6 +43,8 @@ _F = [
     Feature("timeframe", "prior", "memories inside the window a time in the question names ('in May 2023', "
             "'two weeks ago') get a prior; turn-side times resolved at ingestion count as well as the session's"),
     Feature("timeframe_fade", "prior", "a relative time ('two weeks ago') fades out further back instead of a hard edge"),
+    Feature("when_time", "prior", "a question that asks when ('When did ...', 'what year', 'how long ago') favours "
+            "turns that name a time ('last Saturday', 'in 2019'): the answer is usually said as one"),
     Feature("event_times", "prior", "times a turn itself names ('last Saturday', 'in May'), resolved against its "
             "session date at ingestion, place it in the question's window too"),
     # candidate channels
@@ -88,6 +90,9 @@ _STRONG_PAST = re.compile(
     r"at the time|had been|in the past(?!\s+(?:(?:" + timeframe.COUNT + r")\s+)?(?:hour|day|week|month|year)s?\b))\b",
     re.IGNORECASE)
 _WEAK_PAST = re.compile(r"\b(first(?!\s+thing)|(?<!how )old|earlier|history)\b", re.IGNORECASE)
+# Asks for a time as its answer.
+ASKS_WHEN = re.compile(r"^\W*when\b|\b(?:what|which)\s+(?:year|month|day|date|week|time of year)\b|\bhow long ago\b|"
+                       r"\bwhat time\b(?!\s+of day)", re.IGNORECASE)
 _PRESENT = re.compile(r"\b(now|current|currently|these days|nowadays|at the moment|at present|still|today)\b",
                       re.IGNORECASE)
 
@@ -105,6 +110,7 @@ class Intent:
     terms: list[str] = field(default_factory=list)  # FTS terms, rarest chosen later
     intent: str = "current"  # or "historical"
     aggregate: bool = False
+    asks_when: bool = False  # the answer is a time
     speakers: set[str] = field(default_factory=set)  # canonical names; "user" / "assistant" for the two sides
     frame: timeframe.Window | None = None
     fired: dict[str, Any] = field(default_factory=dict)  # feature -> what it read (for the trace)
@@ -133,6 +139,11 @@ def read_intent(query: str, on, tokenize: Tokenize, *, ref: datetime | None, as_
         if m is not None:
             it.aggregate = True
             it.fired["aggregate_cap"] = m.group(0)
+    if on("when_time"):
+        m = ASKS_WHEN.search(query)
+        if m is not None:
+            it.asks_when = True
+            it.fired["when_time"] = m.group(0).strip()
     it.speakers = _speakers(query, on, it.fired)
     if on("timeframe"):
         frame = timeframe.window(query, ref)

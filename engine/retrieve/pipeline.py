@@ -334,8 +334,8 @@ class Recall:
             trace.params["timeframe"] = [to_iso(frame.start), to_iso(frame.end)]
             if frame.fade:
                 trace.params["timeframe_fade_days"] = round(frame.fade.total_seconds() / 86400.0, 2)
-            if r.on("event_times"):
-                said = self.store.chunk_times(self.scope, [c.meta["chunk_id"] for c in alive if c.meta.get("chunk_id")])
+        if (frame is not None and r.on("event_times")) or intent.asks_when:
+            said = self.store.chunk_times(self.scope, [c.meta["chunk_id"] for c in alive if c.meta.get("chunk_id")])
         for cand in alive:
             m = cand.meta
             comp = {"fusion": round(fused[cand.memory_id], 6)}
@@ -376,12 +376,14 @@ class Recall:
                         near = timeframe.closeness(frame, parse_iso(when))
                     except ValueError:
                         pass
-                for t in said.get(m.get("chunk_id"), ()):  # a time the turn itself names
+                for t in said.get(m.get("chunk_id"), ()) if r.on("event_times") else ():  # a time the turn names
                     c = timeframe.interval_closeness(frame, parse_iso(t["window_start"]), parse_iso(t["window_end"]))
                     if c > near:
                         near = c
                         event_matches[str(cand.memory_id)] = f"{t['text']}: {t['window_start'][:10]}"
             prior("timeframe", r.timeframe_weight, near)
+            if intent.asks_when:
+                prior("when_time", r.when_weight, 1.0 if said.get(m.get("chunk_id")) else 0.0)
             score = sum(comp.values())
             if m.get("relation") == "derives" and r.on("derived"):
                 comp["derived_factor"] = r.derived_factor

@@ -41,6 +41,7 @@ class Recipe:
     speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
     # memories inside the window a time in the query names ("on 9 May"; "two weeks ago" also fades out)
     timeframe_weight: float = 0.3
+    when_weight: float = 0.1  # a "when" question: turns that name a time
     per_document_cap: int = 0  # >0: at most this many turns from one document before the others
     aggregate_cap: int = 2  # the same, only for questions that gather across sessions ("how many", "which first")
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
@@ -75,7 +76,7 @@ class Recipe:
 FITTED = (("vector", "weights.vector"), ("fts", "weights.fts"), ("entity", "weights.entity"),
           ("relation", "weights.relation"), ("neighbour", "weights.neighbour"), ("baseline", "weights.baseline"),
           ("session", "session_weight"), ("speaker", "speaker_weight"), ("timeframe", "timeframe_weight"),
-          ("recency", "recency_weight"))
+          ("recency", "recency_weight"), ("when_time", "when_weight"))
 # Written by `memlens bench fit --write` (with the files, commit and figures it was fitted on).
 FITTED_WEIGHTS = resources_dir() / "recipes" / "fitted.json"
 

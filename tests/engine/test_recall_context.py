@@ -294,7 +294,7 @@ def test_a_time_the_turn_names_places_it_in_the_questions_window(empty):
         ("Caroline", "I went to a pottery class last Saturday, it was so calming."),
         ("Melanie", "I went to a pottery fair once, it was crowded."),
     ])
-    session(eng, 2, "2023-04-02T13:00:00Z", [("Caroline", "A pottery class is on my list for this spring.")])
+    session(eng, 2, "2023-04-02T13:00:00Z", [("Caroline", "A pottery class is on my list, one day.")])
     q = "What did Caroline do on 13 May 2023?"
     res = eng.recall(q, scope=SCOPE, k=3, origin="bench", weights={"fts": 0.0, "vector": 0.2, "entity": 0.0})
     found = by_message(eng, res)
@@ -315,3 +315,32 @@ def test_times_are_stored_with_their_span_at_ingestion(empty):
     text = eng.store.memory(SCOPE, mid).text
     assert [(text[r["start"]:r["end"]], r["window_start"][:10]) for r in rows] == [
         ("Yesterday", "2023-05-14"), ("next week", "2023-05-22")]
+
+
+@pytest.mark.parametrize("query, asks", [
+    ("When did Caroline go to the support group?", True),
+    ("In what year did Nate start his job?", True),
+    ("Which month did they move?", True),
+    ("How long ago was the wedding?", True),
+    ("What did Caroline say when she met Mel?", False),  # "when" inside is not the question word
+    ("Where does Dana live now?", False),
+])
+def test_questions_that_ask_for_a_time(query, asks):
+    from engine.retrieve.intent import ASKS_WHEN
+
+    assert bool(ASKS_WHEN.search(query)) is asks
+
+
+def test_a_when_question_favours_the_turn_that_names_a_time(empty):
+    eng = empty
+    session(eng, 1, "2023-05-08T13:00:00Z", [
+        ("Caroline", "I went to the support group yesterday, it was so powerful."),
+        ("Caroline", "The support group people are lovely and kind."),
+    ])
+    res = eng.recall("When did Caroline go to the support group?", scope=SCOPE, k=2, origin="bench")
+    found = by_message(eng, res)
+    assert found["D1:1"].components["when_time"] == pytest.approx(0.1)
+    assert found["D1:2"].components["when_time"] == 0.0
+    assert res.trace.params["features"]["when_time"] == "When"
+    off = eng.recall("When did Caroline go to the support group?", scope=SCOPE, k=2, origin="bench", off=("when_time",))
+    assert all("when_time" not in c.components for c in off.trace.candidates.values())
