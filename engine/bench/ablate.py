@@ -8,12 +8,12 @@ vector is computed once per question, so a variant costs only its recall.
 Folds: LoCoMo's are its conversations, LongMemEval's its question types (`--folds conversation`
 or `--folds type`; the default is the file's natural one). A feature's contribution on a fold is
 the baseline's mean metric minus the mean with the feature off. Its held-out contribution is
-leave-one-fold-out: for each fold, the feature is kept only if it helps on the other folds, and
+leave-one-fold-out: for each fold, the feature is kept unless it hurts on the other folds, and
 then credited with what it does on the held-out fold. A feature that helps on average but whose
 held-out contribution is negative is fitted to particular folds, not a mechanism.
 
 The cross-validated figure runs, for each fold, the recipe with every feature switched off that
-did not help on the other folds, and scores it on that fold only; beside the dev figure (all
+hurt on the other folds, and scores it on that fold only; beside the dev figure (all
 features, all folds) it says how much of the dev figure is selection on the dev data.
 """
 
@@ -110,7 +110,7 @@ def summarise_ablation(items: list[dict], features: list[str], metric: str) -> d
         for f in folds:
             rest = sum(n[g] for g in folds if g != f)
             train = sum(delta[g] * n[g] for g in folds if g != f) / rest if rest else 0.0
-            if train > 0:
+            if train >= 0:  # kept unless the other folds say it hurts (no evidence keeps the default)
                 held += delta[f] * n[f]
                 kept_on.append(f)
         held /= total
@@ -136,8 +136,8 @@ def summarise_ablation(items: list[dict], features: list[str], metric: str) -> d
 
 
 def cv_selection(report: dict[str, Any]) -> dict[str, list[str]]:
-    """For each fold, the features switched off when it is held out: those that did not help on
-    the other folds (and had an effect somewhere)."""
+    """For each fold, the features switched off when it is held out: those that hurt on the
+    other folds (a feature the other folds say nothing about keeps its default, on)."""
     folds = list(report["folds"])
     n = report["folds"]
     out: dict[str, list[str]] = {}
@@ -148,7 +148,7 @@ def cv_selection(report: dict[str, Any]) -> dict[str, list[str]]:
                 continue
             rest = sum(n[g] for g in folds if g != f)
             train = sum(r["by_fold"][g] * n[g] for g in folds if g != f) / rest if rest else 0.0
-            if train <= 0:
+            if train < 0:
                 off.append(feat)
         out[f] = sorted(off)
     return out
@@ -243,7 +243,7 @@ def markdown(report: dict[str, Any]) -> str:
              f"- all features: **{base['overall']:.4f}**; cross-validated (each fold under the features the "
              f"other folds kept): **{(cv.get('overall') or 0):.4f}**", "",
              "Contribution = metric with the feature minus without it. Held-out = leave-one-fold-out: a fold "
-             "counts the feature's effect there only when the other folds say keep it.", "",
+             "counts the feature's effect there unless the other folds say it hurts.", "",
              "| feature | contribution | held-out | folds + / - | questions changed | verdict |",
              "|---|---:|---:|---:|---:|---|"]
     feats = sorted(report["features"].items(), key=lambda kv: -kv[1]["contribution"])

@@ -36,8 +36,10 @@ class Recipe:
     recency_weight: float = 0.05
     recency_half_life_days: float = 180.0
     usage_weight: float = 0.02
+    # Untrusted sources rank a little lower. The assistant's own turns are not: they are half of
+    # the conversation ("what did you recommend?"), and ablation found the penalty hurt there.
     trust_penalty: dict[str, float] = field(default_factory=lambda: {
-        "user": 0.0, "assistant": 0.02, "tool": 0.04, "external": 0.03})
+        "user": 0.0, "assistant": 0.0, "tool": 0.04, "external": 0.03})
     speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
     # memories inside the window a time in the query names ("on 9 May"; "two weeks ago" also fades out)
     timeframe_weight: float = 0.3

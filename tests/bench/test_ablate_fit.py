@@ -33,8 +33,8 @@ def test_a_feature_that_helps_one_fold_and_hurts_the_others_is_not_a_mechanism()
     r = ablate.summarise_ablation(items, ["f"], "turn_evidence_recall@10")["features"]["f"]
     assert r["by_fold"] == {"a": 1.0, "b": -1.0, "c": -1.0}
     assert r["contribution"] == pytest.approx(-1 / 3)
-    # held out a: the others say drop it (no credit); held out b: a and c net 0, dropped; same for c
-    assert r["held_out"] == 0.0 and r["kept_in_folds"] == []
+    # held out a: b and c say drop it (no credit); held out b: a and c net 0, kept (-1); same for c
+    assert r["held_out"] == pytest.approx(-2 / 3) and r["kept_in_folds"] == ["b", "c"]
     assert r["verdict"] == "hurts on held-out folds" and (r["folds_helped"], r["folds_hurt"]) == (1, 2)
 
 
@@ -48,6 +48,10 @@ def test_a_feature_that_helps_every_fold_is_kept_everywhere():
     bad = ablate.summarise_ablation([_item("a", 0.0, 1.0, "q1"), _item("b", 0.0, 1.0, "q2")], ["f"],
                                     "turn_evidence_recall@10")
     assert ablate.cv_selection(bad) == {"a": ["f"], "b": ["f"]}
+    # a feature that only one fold sees stays on when that fold is held out
+    once = ablate.summarise_ablation([_item("a", 1.0, 0.0, "q1"), _item("b", 1.0, 1.0, "q2")], ["f"],
+                                     "turn_evidence_recall@10")
+    assert ablate.cv_selection(once) == {"a": [], "b": []} and once["features"]["f"]["held_out"] == 0.5
 
 
 def test_ablation_end_to_end_on_two_conversations(engine, tmp_path):
