@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", default=None, metavar="TIME", help="answer as of this ISO-8601 world and belief time")
     p.add_argument("--recipe", default=None, help="default, offline, lexical, vector, rrf")
     p.add_argument("--budget", type=int, default=None, help="context token budget (default 800)")
+    p.add_argument("--off", default=None, metavar="FEATURES",
+                   help="comma-separated retrieval features to switch off (memlens bench ablate lists them)")
     p.add_argument("--explain", type=int, default=None, metavar="MEMORY_ID",
                    help="why was this memory retrieved, dropped, or never a candidate?")
 
@@ -157,11 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dims", type=int, default=384)
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
 
-    p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem) or report a run")
+    p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem), report a run, "
+                                     "or ablate the retrieval features on folds")
     _common(p)
-    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report"))
+    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report", "ablate", "fit"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
-    p.add_argument("--data", default=None, help="the dataset file")
+    p.add_argument("--data", default=None, action="append", help="the dataset file (fit: repeat for several)")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
     p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
@@ -173,7 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", action="store_true",
                    help="also answer each question (ANSWER model) and judge it (JUDGE model) through the endpoint")
     p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
-    p.add_argument("--out", default=None, help="for report: write run-N.json and run-N.md into this folder")
+    p.add_argument("--out", default=None, help="for report and ablate: write the JSON and Markdown into this folder")
+    p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
+    p.add_argument("--off", default=None, metavar="FEATURES",
+                   help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
+    p.add_argument("--folds", default=None, choices=("conversation", "type"),
+                   help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval)")
+    p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
+    p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10)")
+    p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
+    p.add_argument("--no-cv", action="store_true", help="for fit: skip the leave-one-fold-out figures")
+    p.add_argument("--write", action="store_true",
+                   help="for fit: store the weights fitted on all the files where the recipes load them")
 
     p = sub.add_parser("snapshot", help="render every inspector pane offscreen to PNG")
     p.add_argument("--db", type=Path, default=None, help="database to show (default: a sample built on the fly)")
@@ -410,7 +424,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
         raise BadInput(f"{path}: no such database")
     scope = _scope(args)
     with MemoryEngine(path, embedder=make_embedder(), create=False) as engine:
-        kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget}
+        kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget,
+                  **({"off": _features(args.off)} if args.off else {})}
         if args.explain is not None:
             out = engine.explain(args.query, args.explain, scope=scope, **kwargs)
             _emit(args, out, f"memory {out['memory_id']}: {out['verdict']} - {out['detail']}")
@@ -479,6 +494,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 0
     if not args.data:
         raise BadInput(f"bench {args.dataset} needs --data FILE")
+    if args.dataset == "fit":
+        return _bench_fit(args)
+    if len(args.data) > 1:
+        raise BadInput(f"bench {args.dataset} takes one --data FILE")
+    args.data = args.data[0]
+    if args.dataset == "ablate":
+        return _bench_ablate(args)
     try:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
@@ -486,7 +508,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=args.extract,
-                            executor=args.executor, resume_run=args.resume, qa=args.answer,
+                            executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
+                            off=_features(args.off) if args.off else (),
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
@@ -494,6 +517,49 @@ def cmd_bench(args: argparse.Namespace) -> int:
     keys = [k for k in m if k.endswith("@10") or k.endswith("@5")]
     _emit(args, out, f"run {out['run_id']} ({out['questions']} questions, {out['failures']} failed)\n" + "\n".join(
         f"  {k}: {m[k]:.4f}" for k in sorted(keys) if m[k] is not None))
+    return 0
+
+
+def _features(text: str) -> list[str]:
+    return [f.strip() for f in text.split(",") if f.strip()]
+
+
+def _bench_fit(args: argparse.Namespace) -> int:
+    from engine.bench.fit import markdown, run_fit, write_weights
+    from engine.memory import MemoryEngine
+    from engine.retrieve.recipes import FITTED_WEIGHTS
+
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_fit(engine, args.data, recipe=args.recipe, folds=args.folds, workers=args.workers,
+                      embedder=args.embedder, extract=args.extract, rounds=args.rounds, limit=args.limit,
+                      cross_validate=not args.no_cv, progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.write:
+        out["written"] = str(write_weights(out, FITTED_WEIGHTS))
+    if args.out:
+        folder = Path(args.out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "fit.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (folder / "fit.md").write_text(markdown(out), encoding="utf-8")
+    _emit(args, out, markdown(out))
+    return 0
+
+
+def _bench_ablate(args: argparse.Namespace) -> int:
+    from engine.bench.ablate import markdown, run_ablation, write_report
+    from engine.memory import MemoryEngine
+
+    features = _features(args.features) if args.features else None
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_ablation(engine, args.data, features=features, folds=args.folds, metric=args.metric,
+                           recipe=args.recipe, workers=args.workers, embedder=args.embedder, extract=args.extract,
+                           limit=args.limit, fresh=args.fresh, progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.out:
+        out["files"] = [str(p) for p in write_report(out, args.out)]
+    _emit(args, out, markdown(out))
     return 0
 
 

@@ -230,7 +230,7 @@ def _premise_memories(store: Store, scope: Scope, premises: list[str], *, exclud
 
     out: list[int] = []
     for premise in premises:
-        match = fts_query(premise)
+        match = fts_query(premise, store.fts_tokens)
         if not match:
             continue
         for mid, _ in store.fts_memories(scope, match, limit=5, kind="fact"):

@@ -366,14 +366,16 @@ class MemoryEngine:
 
     def recall(self, query: str, *, scope: Scope, k: int | None = None, as_of: str | None = None,
                recipe: str | None = None, origin: str = "operator", budget: int | None = None,
-               now: str | None = None, persist: bool = True, **recipe_overrides: Any) -> RecallResult:
+               now: str | None = None, persist: bool = True, query_vector: np.ndarray | None = None,
+               **recipe_overrides: Any) -> RecallResult:
         """Run the traced recall pipeline.
 
         origin "operator" (a what-if from the CLI or the inspector) changes no memory; "agent"
         reinforces the usage of what it returns and stores only a hash of the query.
         k counts sources, not memories: a fact and the turn it was read from (or facts read from
         one turn) share a place when they rank next to each other, so results may hold more than
-        k memories; trace.params["shared_places"] says which.
+        k memories; trace.params["shared_places"] says which. query_vector: the query's embedding
+        when the caller has it already (benchmarks that run one question under many recipes).
         """
         if not query or not query.strip():
             raise BadInput("the query is empty")
@@ -391,7 +393,7 @@ class MemoryEngine:
         index = self.vectors(scope)
         llm = self.llm if (rec.planner or rec.reranker) else None
         result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now).run(
-            query, k=k, as_of=as_of_iso, origin=origin, budget=budget)
+            query, k=k, as_of=as_of_iso, origin=origin, budget=budget, query_vector=query_vector)
         if persist:
             self._persist_trace(scope, result, keep_query=origin != "agent")
         return result
@@ -474,7 +476,7 @@ class MemoryEngine:
             kth = sorted((c.channels["vector"]["score"] for c in vec.values() if "vector" in c.channels), reverse=True)
             cut = kth[rec.vector_k - 1] if len(kth) >= rec.vector_k else None
             reasons.append(f"vector: cosine {cos:.3f}" + (f", below the {rec.vector_k}th best {cut:.3f}" if cut else ""))
-        match = fts_query(query)
+        match = fts_query(query, self.store.fts_tokens)
         matches = bool(match) and self.store.fts_matches(scope, match, memory_id)
         reasons.append("full text: " + ("matches, but ranked beyond the channel's limit" if matches
                                          else "shares no content word with the query"))
@@ -522,6 +524,7 @@ class MemoryEngine:
                 "document": {"id": doc.id, "title": doc.title, "uri": doc.uri, "source_type": doc.source_type},
                 "span_text": doc.text[ch.start:ch.end],
                 "memory_ids": st.memories_of_chunk(scope, record_id),
+                "times": self._times(scope, ch.id, ch.start),
             }
         if kind == "memory":
             mem = st.memory(scope, record_id)
@@ -530,10 +533,14 @@ class MemoryEngine:
             sources = []
             for src in st.sources_of(scope, record_id):
                 doc = st.document(scope, src.document_id)
+                chunk = st.chunk(scope, src.chunk_id) if src.chunk_id is not None else None
+                times = self._times(scope, chunk.id, chunk.start) if chunk is not None else []
                 sources.append({
                     **src.as_dict(),
                     "document_title": doc.title, "document_uri": doc.uri, "source_type": doc.source_type,
                     "text": doc.text[src.start:src.end],
+                    # times named inside this span, with the dates they were resolved to
+                    "times": [t for t in times if src.start <= t["start"] and t["end"] <= src.end],
                 })
             emb = st.embedding_of(scope, "memory", record_id)
             if emb is not None:
@@ -543,6 +550,12 @@ class MemoryEngine:
         if kind == "fact":
             return self._show_fact(record_id, scope)
         raise BadInput(f"unknown kind {kind!r} (memory, fact, document or chunk)")
+
+    def _times(self, scope: Scope, chunk_id: int, chunk_start: int) -> list[dict[str, Any]]:
+        """The times a chunk names, with document offsets ({"start", "end", "text", "kind",
+        "window_start", "window_end"})."""
+        return [t | {"start": chunk_start + t["start"], "end": chunk_start + t["end"]}
+                for t in self.store.chunk_times(scope, [chunk_id]).get(chunk_id, [])]
 
     def _show_fact(self, fact_id: int, scope: Scope) -> dict[str, Any]:
         st = self.store

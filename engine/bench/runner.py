@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import BadInput, Cancelled
 from ..timeutil import now_iso
+from . import containers
 from . import datasets as ds
 from .metrics import LEVELS, METRICS_VERSION, percentiles, score_ranking, summarise
 
@@ -112,19 +113,69 @@ def _share_embedder(name: str, embedder) -> None:
     _EMBEDDERS[name] = embedder if same else fresh
 
 
-def run_container(spec: dict) -> list[dict]:
-    """Ingest one container into its own DB and answer its questions. Runs in a worker process."""
+def _build_container(spec: dict, db: Path) -> None:
+    """Ingest a container's sources into a new DB at `db` through the normal importers."""
     from ..ingest.formats import chat, locomo, longmemeval
     from ..memory import MemoryEngine
     from ..scope import Scope
 
     parse = {"locomo": locomo.parse_json, "longmemeval": longmemeval.parse_json, "chat": chat.parse_json}[spec["format"]]
     docs = parse(spec["raw"], name=spec["container"])
+    with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False, background_reembed=False) as engine:
+        engine.ingest_documents(docs, scope=Scope.default(*BENCH_SCOPE), extract=spec["extract"])
+    containers.settle(db)
+
+
+def open_container(spec: dict) -> bool:
+    """Put the container's DB at spec["db"]: a private copy of the cached build when one exists
+    for exactly these sources, embedder, extraction and ingestion code (containers.py), else a
+    fresh build (then cached, unless spec["cache"] is None; spec["fresh"] rebuilds). True if reused."""
+    db = Path(spec["db"])
+    containers.discard(db)
+    cache = Path(spec["cache"]) if spec.get("cache") else None
+    if cache is None:
+        _build_container(spec, db)
+        return False
+    emb = _embedder(spec["embedder"])
+    key = containers.container_key(spec, embedder_model=emb.model, embedder_dims=emb.dims)
+    hit = None if spec.get("fresh") else containers.cached(cache, key)
+    reused = hit is not None
+    if hit is None:
+        building = containers.build_path(cache, key)
+        try:
+            _build_container(spec, building)
+            hit = containers.store_built(cache, key, building)
+        finally:
+            containers.discard(building)
+    containers.private_copy(hit, db)
+    return reused
+
+
+def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int]) -> dict[str, float]:
+    """Gold metrics of one ranking (memory ids, best first) at every level that has gold ids.
+
+    Metrics read the whole ranking, not only the top k memories: a level's top k is its first k
+    distinct ids, and k sessions may need more than k turns (LongMemEval's turn-to-session
+    evaluation widens k the same way). Candidates never proposed rank nowhere."""
+    msgs = engine.store.message_ids(scope, order)
+    turns = [m for mid in order for m in msgs.get(mid, [])]
+    sessions = [_session_of(fmt, m) for m in turns]
+    metrics: dict[str, float] = {}
+    for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
+        if gold.get(level):
+            metrics.update(score_ranking(ranked, gold[level], ks, level))
+    return metrics
+
+
+def run_container(spec: dict) -> list[dict]:
+    """Open one container (built, or reused from the cache) and answer its questions. Runs in a
+    worker process."""
+    from ..memory import MemoryEngine
+    from ..scope import Scope
+
     scope = Scope.default(*BENCH_SCOPE)
     db = Path(spec["db"])
-    if db.exists():
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(db) + suffix).unlink(missing_ok=True)
+    reused = open_container(spec)
     items: list[dict] = []
     ks = spec["ks"]
     qa_client = None
@@ -134,35 +185,25 @@ def run_container(spec: dict) -> list[dict]:
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
     with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
-        engine.ingest_documents(docs, scope=scope, extract=spec["extract"])
         for q in spec["questions"]:
             t0 = time.perf_counter()
             try:
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
-                                    now=q["now"])
+                                    now=q["now"], **({"off": spec["off"]} if spec.get("off") else {}))
             except Exception as exc:  # a failed question is recorded, never aborts the run
                 items.append({"container": spec["container"], "question_id": q["question_id"],
                               "question": q["question"], "category": q["category"], "gold": q["gold"],
                               "status": "failed", "error": f"{exc.__class__.__name__}: {exc}"})
                 continue
             latency = (time.perf_counter() - t0) * 1000.0
-            # Metrics read the whole ranking, not only the top k memories: a level's top k is its first
-            # k distinct ids, and k sessions may need more than k turns (LongMemEval's
-            # turn-to-session evaluation widens k the same way). Candidates never proposed rank nowhere.
-            order = res.ordered_ids
-            msgs = engine.store.message_ids(scope, order)
-            turns = [m for mid in order for m in msgs.get(mid, [])]
-            sessions = [_session_of(spec["format"], m) for m in turns]
-            metrics: dict[str, float] = {}
-            for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
-                if q["gold"].get(level):
-                    metrics.update(score_ranking(ranked, q["gold"][level], ks, level))
+            metrics = question_metrics(engine, scope, spec["format"], res.ordered_ids, q["gold"], ks)
+            msgs = engine.store.message_ids(scope, res.ranked_ids)
             item = {
                 "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                 "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
                 "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
                 "metrics": metrics, "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
-                "trace_id": res.trace.id, "trace_db": str(db), "status": "done",
+                "trace_id": res.trace.id, "trace_db": str(db), "status": "done", "reused": reused,
             }
             if qa_client is not None:
                 _answer_and_judge(qa_client, q, res.context_text, item)
@@ -190,7 +231,7 @@ def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
 def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_values=DEFAULT_KS,
                   limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
-                  qa: bool = False,
+                  qa: bool = False, fresh: bool = False, off: tuple[str, ...] | list[str] = (),
                   progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
@@ -205,7 +246,8 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
         raise BadInput("--k needs positive integers, e.g. 1,3,5,10")
     if workers < 1:
         raise BadInput("--workers must be at least 1")
-    get_recipe(recipe)  # unknown recipe -> BadInput before anything runs
+    off = sorted(set(off))
+    get_recipe(recipe, **({"off": off} if off else {}))  # unknown recipe or feature -> BadInput before anything runs
     loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
@@ -250,10 +292,11 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             raise BadInput(f"run {resume_run} was scored with metric definitions {version}, this memlens uses "
                            f"{METRICS_VERSION}: start a new run")
         run_id = resume_run
+        off = list((prior.get("config") or {}).get("off") or [])  # finish it as it started
         done = bench_sql.done_question_ids(store, run_id)
         specs = [s for s in specs if not all(q["question_id"] in done for q in s["questions"])]
     else:
-        config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe,
+        config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe, "off": off,
                   "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
                   "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "quirks": loaded.quirks.as_dict()}
         if qa:
@@ -267,13 +310,18 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    cache = containers.cache_dir_for(engine.path)
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
-                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config})
+                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config,
+                     "cache": str(cache), "fresh": fresh, "off": off})
     total = max(1, len(specs))
     status = "done"
+    built = {"built": 0, "reused": 0}
     try:
         for i, items in enumerate(_execute(specs, workers, executor, should_stop)):
+            if items:
+                built["reused" if items[0].get("reused") else "built"] += 1
             bench_sql.add_items(store, run_id, items)
             if progress is not None:
                 progress((i + 1) / total, f"{items[0]['container'] if items else ''}: {i + 1}/{total} containers")
@@ -287,7 +335,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
                          latency_ms=summary["latency_ms"], context_tokens=summary["context_tokens"],
                          finished_at=now_iso())
     return {"run_id": run_id, "dataset": dataset, "sha256": loaded.sha256, "status": status,
-            "questions": len(all_items), "failures": failures, **summary}
+            "questions": len(all_items), "failures": failures, "containers": built, **summary}
 
 
 def _summarise(items: list[dict], ks: list[int]) -> dict[str, Any]:
@@ -316,9 +364,11 @@ def _excluded(item: dict) -> bool:
     return item.get("excluded") or item.get("category") == "adversarial" or str(item["question_id"]).endswith("_abs")
 
 
-def _execute(specs: list[dict], workers: int, executor: str | None, should_stop):
+def _execute(specs: list[dict], workers: int, executor: str | None, should_stop, fn=run_container):
+    """Run `fn` (a module-level function, so worker processes can import it) on every spec,
+    yielding each result as it completes."""
     if executor and executor.startswith("dask://"):
-        yield from _execute_dask(specs, executor[len("dask://"):], should_stop)
+        yield from _execute_dask(specs, executor[len("dask://"):], should_stop, fn)
         return
     if executor not in (None, "processes"):
         raise BadInput(f"unknown executor {executor!r} (processes or dask://HOST:PORT)")
@@ -326,10 +376,10 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop)
         for spec in specs:  # in this process: _embedder() may hand out the calling engine's model
             if should_stop is not None and should_stop():
                 raise Cancelled("benchmark cancelled")
-            yield run_container(spec)
+            yield fn(spec)
         return
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_container, spec) for spec in specs]
+        futures = [pool.submit(fn, spec) for spec in specs]
         try:
             for fut in as_completed(futures):
                 if should_stop is not None and should_stop():
@@ -342,14 +392,14 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop)
                 f.cancel()
 
 
-def _execute_dask(specs: list[dict], address: str, should_stop):
+def _execute_dask(specs: list[dict], address: str, should_stop, fn=run_container):
     try:
         from distributed import Client, as_completed as dask_completed
     except ImportError:
         raise BadInput("--executor dask:// needs the 'dask' extra: pip install 'memlens[dask]'") from None
     client = Client(address, timeout="10s")
     try:
-        futures = client.map(run_container, specs, pure=False)
+        futures = client.map(fn, specs, pure=False)
         for fut in dask_completed(futures):
             if should_stop is not None and should_stop():
                 client.cancel(futures)
@@ -362,7 +412,7 @@ def _execute_dask(specs: list[dict], address: str, should_stop):
 _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
           ("k_values", "k"), ("embedder", "embedder"), ("extract", "extraction"), ("limit", "question limit"),
           ("models", "models"), ("prompt_hashes", "prompts"), ("metrics_version", "metric definitions"),
-          ("git_commit", "commit"))
+          ("off", "features off"), ("git_commit", "commit"))
 
 
 def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
@@ -372,6 +422,8 @@ def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
         cfg = r.get("config") or {}
         if key == "metrics_version":
             return cfg.get(key, 1)  # runs from before the version was recorded used the first
+        if key == "off":
+            return cfg.get(key) or []
         return cfg.get(key) if key in ("extract", "limit") else r.get(key)
 
     return [{"field": key, "label": label, "run": value(run, key), "other": value(other, key)}
@@ -382,7 +434,7 @@ def describe_differences(diffs: list[dict[str, Any]]) -> str:
     """One line: "extraction heuristic vs none; commit 9bd9ad8bb6c7 vs 2c92f2c0e1a3"."""
     def show(field: str, v) -> str:
         if v is None or v == {} or v == []:
-            return "none" if field in ("extract", "limit") else "-"
+            return "none" if field in ("extract", "limit", "off") else "-"
         if field in ("git_commit", "sha256"):
             return str(v)[:12]
         return ",".join(map(str, v)) if isinstance(v, list) else str(v)

@@ -19,6 +19,7 @@ from ..embed.base import Embedder
 from ..errors import Cancelled
 from ..extract.secrets import MARKER as SECRET_MARKER
 from ..scope import Scope
+from ..timeexpr import stored_rows
 from ..store.store import Store, Writer
 from .entities import find_mentions
 from .model import ParsedChunk, ParsedDocument
@@ -250,6 +251,9 @@ class Ingestor:
                     source_time=source_time, trust=trust, quotes_chunk_id=quotes_id, meta=ch.meta,
                 )
                 chunk_ids.append(cid)
+                times = stored_rows(text, source_time)
+                if times:
+                    w.add_chunk_times(cid, times)
                 mid = w.insert_memory(
                     kind="episode", text=text, trust=trust, content_hash=_sha("episode", text),
                     source_time=source_time, importance=0.5, confidence=1.0, extraction_method="verbatim",

@@ -8,7 +8,6 @@ when an endpoint is configured, each within a time budget and with a determinist
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,26 +24,11 @@ from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
 from . import timeframe
 from ..tokens import estimate_tokens, truncate_to_tokens
-from .query import content_terms, fts_query
+from .intent import Intent, read_intent, speaker_matches
+from .query import content_terms, match_expression
 from .recipes import Recipe
 from .trace import CandidateTrace, DropReason, Trace
 
-FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
-AGGREGATE = re.compile(
-    r"\b(how many|how much|in total|total|altogether|combined|the number of"
-    r"|which\b.{0,60}\b(first|last|earlier|later|sooner))\b", re.IGNORECASE)
-# A question about what the assistant said ("you mentioned ...", "what did you suggest ..."),
-# and one that asks to be reminded without saying who said it.
-_SAID = "mentioned|said|told|recommended|suggested|gave|provided|listed|shared|explained|described|wrote|named"
-_SAY = "mention|say|tell|recommend|suggest|give|provide|list|share|explain|describe|write|name"
-SECOND_PERSON_SAID = re.compile(rf"\b(?:you\s+(?:\w+\s+){{0,2}}?(?:{_SAID})|did\s+you\s+(?:{_SAY}))\b", re.IGNORECASE)
-REMIND = re.compile(r"\bremind\s+me\b", re.IGNORECASE)
-# Asks about the past, so turns whose facts were replaced are evidence too. Not "in the past two
-# weeks" (a recent span) nor "how old" (an age).
-HISTORICAL = re.compile(
-    r"\b(before|previously|used to|formerly|originally|earlier|prior to|no longer|anymore|"
-    rf"in the past(?!\s+(?:(?:{timeframe.COUNT})\s+)?(?:hour|day|week|month|year)s?\b)|"
-    r"first|(?<!how )old|history|had been|back then|at the time)\b", re.IGNORECASE)
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost
 # tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).
@@ -109,14 +93,17 @@ class Recall:
         r = self.recipe
         k = k or r.k
         trace = Trace(query=query, origin=origin, recipe=r.name, k=k, as_of=as_of)
-        trace.intent = "historical" if (HISTORICAL.search(query) or as_of) else "current"
-        trace.params = {"k": k, "budget": budget or r.budget_tokens, "as_of": as_of, "intent": trace.intent}
+        self._ref = self._reference_time(as_of)
+        self._intent = read_intent(query, r.on, self.store.fts_tokens, ref=self._ref, as_of=as_of)
+        trace.intent = self._intent.intent
+        trace.params = {"k": k, "budget": budget or r.budget_tokens, "as_of": as_of, "intent": trace.intent,
+                        "features": self._intent.fired, **({"off": list(r.off)} if r.off else {})}
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
         trace.timings["embed"] = round(_ms(t0), 3)
 
-        self._candidates(trace, query, query_vector, extra_terms=[])
+        self._candidates(trace, query_vector, extra_terms=[])
         self._filters(trace, as_of)
         self._score(trace, as_of)
         if self._weak(trace) and self.llm is not None and r.planner:
@@ -129,14 +116,14 @@ class Recall:
         return result
 
     # candidates -------------------------------------------------------------------------------
-    def _candidates(self, trace: Trace, query: str, qvec: np.ndarray, *, extra_terms: list[str]) -> None:
+    def _candidates(self, trace: Trace, qvec: np.ndarray, *, extra_terms: list[str]) -> None:
         r = self.recipe
         t0 = time.perf_counter()
         before = len(trace.candidates)
         counts: dict[str, int] = {}
 
         ta = time.perf_counter()
-        if r.weights.get("vector", 0) > 0 and self.vectors is not None:
+        if r.on("vector") and r.weights.get("vector", 0) > 0 and self.vectors is not None:
             ids, scores = self.vectors.search(qvec, r.vector_k)
             for rank, (mid, s) in enumerate(zip(ids.tolist(), scores.tolist()), start=1):
                 trace.candidate(mid).channels.setdefault("vector", {"rank": rank, "score": round(float(s), 6)})
@@ -144,11 +131,11 @@ class Recall:
         trace.timings["vector"] = round(trace.timings.get("vector", 0) + _ms(ta), 3)
 
         ta = time.perf_counter()
-        terms = content_terms(query) + [t for t in extra_terms if t]
-        if r.weights.get("fts", 0) > 0:
+        terms = self._intent.terms + [t for t in extra_terms if t]
+        if r.on("fts") and r.weights.get("fts", 0) > 0:
             chosen = self._fts_terms(terms)
             trace.params["fts_terms"] = chosen
-            match = fts_query(" ".join(chosen))
+            match = match_expression(chosen)
             hits = self.store.fts_memories(self.scope, match, limit=r.fts_k) if match else []
             for rank, (mid, bm25) in enumerate(hits, start=1):
                 trace.candidate(mid).channels.setdefault("fts", {"rank": rank, "score": round(-float(bm25), 6)})
@@ -156,8 +143,8 @@ class Recall:
         trace.timings["fts"] = round(trace.timings.get("fts", 0) + _ms(ta), 3)
 
         ta = time.perf_counter()
-        if r.weights.get("entity", 0) > 0:
-            names = {m.canonical for m in find_mentions(query)}
+        if r.on("entity") and r.weights.get("entity", 0) > 0:
+            names = {m.canonical for m in find_mentions(trace.query)}
             trace.params["query_names"] = sorted(names)
             words = [canonical_name(w) for w in terms]
             names |= set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
@@ -172,7 +159,7 @@ class Recall:
         trace.timings["entity"] = round(trace.timings.get("entity", 0) + _ms(ta), 3)
 
         ta = time.perf_counter()
-        if r.baseline_k > 0 and r.weights.get("baseline", 0) > 0:
+        if r.on("baseline") and r.baseline_k > 0 and r.weights.get("baseline", 0) > 0:
             base = self.store.baseline_memories(self.scope, r.baseline_k)
             for rank, (mid, s) in enumerate(base, start=1):
                 trace.candidate(mid).channels.setdefault("baseline", {"rank": rank, "score": round(float(s), 6)})
@@ -180,7 +167,7 @@ class Recall:
         trace.timings["baseline"] = round(trace.timings.get("baseline", 0) + _ms(ta), 3)
 
         ta = time.perf_counter()
-        if r.relation_hops > 0 and r.weights.get("relation", 0) > 0:
+        if r.on("relation") and r.relation_hops > 0 and r.weights.get("relation", 0) > 0:
             frontier = [c.memory_id for c in trace.candidates.values()]
             added = 0
             for hop in range(1, r.relation_hops + 1):
@@ -299,10 +286,11 @@ class Recall:
         r = self.recipe
         t0 = time.perf_counter()
         alive = trace.alive()
-        ref = self._reference_time(as_of)
+        ref = self._ref
+        intent = self._intent
         base = self._fuse(alive, exclude=("relation", "neighbour"))
         # Neighbour expansion: turns next to the strongest hits carry their context.
-        if r.neighbour_window > 0 and r.weights.get("neighbour", 0) > 0:
+        if r.on("neighbour") and r.neighbour_window > 0 and r.weights.get("neighbour", 0) > 0:
             seeds = sorted((c for c in alive if c.meta.get("kind") == "episode"), key=lambda c: -base[c.memory_id])
             seeds = [c.memory_id for c in seeds[: r.neighbour_seeds] if base[c.memory_id] > 0]
             added = []
@@ -310,7 +298,7 @@ class Recall:
             for seed, nb, offset in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
                 dist = abs(offset)
                 value = base[seed] / (1.0 + dist)
-                if r.answer_factor > 0 and offset == 1 and _asks(texts.get(seed, "")):
+                if r.on("answer_turn") and r.answer_factor > 0 and offset == 1 and _asks(texts.get(seed, "")):
                     value = base[seed] * r.answer_factor
                 cand = trace.candidate(nb)
                 prev = cand.channels.get("neighbour")
@@ -327,9 +315,9 @@ class Recall:
             rel = cand.channels.get("relation")
             if rel is not None:
                 rel["score"] = round(float(rel["score"]) * base.get(rel["via"], 0.0), 6)
-        fused = self._fuse(alive, exclude=())
+        fused = self._fuse(alive, exclude=(), record=True)
         session: dict[Any, float] = {}
-        if r.session_weight > 0:
+        if r.on("session_context") and r.session_weight > 0:
             # A document's context is its best direct match, worth less the more of the candidates
             # it holds: in one long conversation everything shares it, and it tells nothing.
             held: dict[Any, int] = {}
@@ -339,76 +327,81 @@ class Recall:
                     session[doc] = max(session.get(doc, 0.0), base.get(c.memory_id, 0.0))
                     held[doc] = held.get(doc, 0) + 1
             session = {doc: best * (1.0 - held[doc] / len(alive)) for doc, best in session.items()}
-        named = self._named_people(trace)
-        frame = timeframe.window(trace.query, ref)
+        frame = intent.frame
+        said: dict[int, list[dict]] = {}  # chunk id -> the times its text names
+        event_matches: dict[str, str] = {}  # memory id -> the time it named that the question's window holds
         if frame is not None:
             trace.params["timeframe"] = [to_iso(frame.start), to_iso(frame.end)]
             if frame.fade:
                 trace.params["timeframe_fade_days"] = round(frame.fade.total_seconds() / 86400.0, 2)
+        if (frame is not None and r.on("event_times")) or intent.asks_when:
+            said = self.store.chunk_times(self.scope, [c.meta["chunk_id"] for c in alive if c.meta.get("chunk_id")])
         for cand in alive:
             m = cand.meta
             comp = {"fusion": round(fused[cand.memory_id], 6)}
-            comp["confidence"] = r.confidence_weight * ((m.get("fact_confidence") or m["confidence"]) - 0.5)
-            comp["importance"] = r.importance_weight * (m["importance"] - 0.5)
-            comp["recency"] = 0.0
+            x = m["x"] = {}  # each prior's raw value: comp = weight x value (bench fit reads these)
+
+            def prior(name: str, weight: float, value: float, feature: str | None = None) -> None:
+                if r.on(feature or name):
+                    x[name] = value
+                    comp[name] = weight * value
+
+            prior("confidence", r.confidence_weight, (m.get("fact_confidence") or m["confidence"]) - 0.5)
+            prior("importance", r.importance_weight, m["importance"] - 0.5)
             when = m.get("valid_from") or m.get("source_time") or m.get("created_at")
+            fresh = 0.0
             if ref is not None and when:
                 try:
                     age = max(0.0, (ref - parse_iso(when)).total_seconds() / 86400.0)
-                    comp["recency"] = r.recency_weight * 0.5 ** (age / r.recency_half_life_days)
+                    fresh = 0.5 ** (age / r.recency_half_life_days)
                 except ValueError:
                     pass
+            prior("recency", r.recency_weight, fresh)
             if session:  # a fact shares the context of the document its evidence is in
-                comp["session"] = r.session_weight * session.get(m.get("document_id"), 0.0)
-            comp["usage"] = r.usage_weight * min(1.0, math.log1p(m["access_count"]) / math.log(10))
-            comp["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
-            comp["fact"] = r.fact_bonus if m.get("fact_id") is not None else 0.0
-            comp["review"] = -r.review_penalty if m.get("status") == "needs_review" else 0.0
-            comp["outdated"] = -r.outdated_penalty if m.get("outdated") and trace.intent != "historical" else 0.0
-            comp["pinned"] = 0.05 if m["pinned"] else 0.0
-            comp["speaker"] = r.speaker_weight if self._about_named(m, named) else 0.0
-            comp["timeframe"] = 0.0
-            if frame is not None and when:
-                try:
-                    comp["timeframe"] = r.timeframe_weight * timeframe.closeness(frame, parse_iso(when))
-                except ValueError:
-                    pass
+                prior("session", r.session_weight, session.get(m.get("document_id"), 0.0), "session_context")
+            prior("usage", r.usage_weight, min(1.0, math.log1p(m["access_count"]) / math.log(10)))
+            prior("trust", 1.0, -r.trust_penalty.get(m["trust"], 0.0))
+            prior("fact", r.fact_bonus, 1.0 if m.get("fact_id") is not None else 0.0, "fact_bonus")
+            prior("review", r.review_penalty, -1.0 if m.get("status") == "needs_review" else 0.0)
+            prior("outdated", r.outdated_penalty,
+                  -1.0 if m.get("outdated") and trace.intent != "historical" else 0.0)
+            prior("pinned", 0.05, 1.0 if m["pinned"] else 0.0)
+            who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
+            # whom the question is about is read by the speaker_* features (intent.speakers)
+            prior("speaker", r.speaker_weight, 1.0 if speaker_matches(who, intent.speakers) else 0.0)
+            near = 0.0
+            if frame is not None:
+                if when:
+                    try:
+                        near = timeframe.closeness(frame, parse_iso(when))
+                    except ValueError:
+                        pass
+                for t in said.get(m.get("chunk_id"), ()) if r.on("event_times") else ():  # a time the turn names
+                    c = timeframe.interval_closeness(frame, parse_iso(t["window_start"]), parse_iso(t["window_end"]))
+                    if c > near:
+                        near = c
+                        event_matches[str(cand.memory_id)] = f"{t['text']}: {t['window_start'][:10]}"
+            prior("timeframe", r.timeframe_weight, near)
+            if intent.asks_when:
+                prior("when_time", r.when_weight, 1.0 if said.get(m.get("chunk_id")) else 0.0)
             score = sum(comp.values())
-            if m.get("relation") == "derives":
+            if m.get("relation") == "derives" and r.on("derived"):
                 comp["derived_factor"] = r.derived_factor
                 score = score * r.derived_factor - 1e-6
             cand.components = {k: round(v, 6) for k, v in comp.items()}
             cand.score = score
-        self._order_versions(trace)
-        self._dedupe(trace)
+        if event_matches:
+            trace.params["event_times"] = event_matches
+        if r.on("version_cap"):
+            self._order_versions(trace)
+        if r.on("dedupe"):
+            self._dedupe(trace)
         trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
 
-    @staticmethod
-    def _named_people(trace: Trace) -> set[str]:
-        names = set(trace.params.get("query_names") or [])
-        if not names:
-            for word in re.findall(r"\b[A-Z][a-z]+", trace.query):
-                names.add(canonical_name(word))
-        if SECOND_PERSON_SAID.search(trace.query):
-            names.add("assistant")  # "you recommended ...": the assistant's own turns, not the user's
-            return names
-        if FIRST_PERSON.search(trace.query):
-            names.add("user")  # "what did I say..." is about the user's own turns
-            if REMIND.search(trace.query):
-                names.add("assistant")  # "remind me ...": either side may have said it
-        return names
-
-    @staticmethod
-    def _about_named(m: dict, named: set[str]) -> bool:
-        if not named:
-            return False
-        who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
-        if not who:
-            return False
-        key = canonical_name(who)
-        return key in named or key.split(" ")[0] in named
-
-    def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...]) -> dict[int, float]:
+    def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...], record: bool = False
+              ) -> dict[int, float]:
+        """Weighted (or RRF) fusion of the channels; `record`: keep each channel's normalised
+        value in meta["channel_x"] (bench fit reads them)."""
         r = self.recipe
         out = {c.memory_id: 0.0 for c in cands}
         channels = [ch for ch, w in r.weights.items() if w > 0 and ch not in exclude]
@@ -435,6 +428,9 @@ class Recall:
                 norm = {k: max(0.0, min(1.0, v)) for k, v in present.items()}
             for mid, v in norm.items():
                 out[mid] += r.weights[ch] * v
+            if record:
+                for c in cands:
+                    c.meta.setdefault("channel_x", {})[ch] = norm.get(c.memory_id, 0.0)
         return out
 
     def _order_versions(self, trace: Trace) -> None:
@@ -480,17 +476,19 @@ class Recall:
         trace.plan = plan
         if plan.get("ok"):
             if plan.get("intent") == "historical":
-                trace.intent = "historical"
+                trace.intent = self._intent.intent = "historical"
+                self._intent.fired["planner_intent"] = "historical"
             variants = [v for v in plan.get("variants", []) if v and v != query][:3]
             extra = list(plan.get("entities", []))
             for variant in variants:
-                extra += content_terms(variant)
+                extra += content_terms(variant, self.store.fts_tokens, how_phrase=self.recipe.on("how_phrase"),
+                                       sort_of=self.recipe.on("sort_of"))
             if variants:
                 vecs = self.embedder.embed(variants, kind="query")
                 qvec = np.mean(np.vstack([qvec[None, :], vecs]), axis=0)
                 qvec = qvec / max(1e-9, float(np.linalg.norm(qvec)))
             n_stages = len(trace.stages)
-            self._candidates(trace, query, qvec, extra_terms=extra)
+            self._candidates(trace, qvec, extra_terms=extra)
             self._filters(trace, as_of or plan.get("as_of"))
             self._score(trace, as_of)
             del trace.stages[n_stages:]
@@ -522,7 +520,7 @@ class Recall:
         t0 = time.perf_counter()
         alive = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))
         cap, why = self.recipe.per_document_cap, "the recipe's per-document cap"
-        if not cap and self.recipe.aggregate_cap and AGGREGATE.search(trace.query):
+        if not cap and self.recipe.aggregate_cap and self._intent.aggregate:
             # counting, summing and ordering questions need evidence from several sessions, not
             # the best session's every turn
             cap, why = self.recipe.aggregate_cap, "the question gathers across sessions"
@@ -546,6 +544,8 @@ class Recall:
         for pos, cand in enumerate(alive, start=1):
             source = cand.meta.get("chunk_id")
             key = ("chunk", source) if source is not None else ("memory", cand.memory_id)
+            if not self.recipe.on("shared_places"):
+                key = ("memory", cand.memory_id)
             if cut is None and key in place_of:
                 cand.meta["shares_place_with"] = place_of[key]
             elif cut is None and len(place_of) < k:

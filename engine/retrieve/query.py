@@ -1,13 +1,18 @@
 """Turning free text into a safe, fast FTS5 query.
 
-Every token is quoted (user text never reaches FTS5 syntax), stop-words and one-letter
-tokens are dropped (PERF.md: OR-ing very common words costs 40-900 ms at 100k-1M rows; content
-words cost under 3 ms), and the rest are OR-ed so BM25 ranks by how many rare words match.
+The query is split by the tokenizer the FTS index uses (Store.fts_tokens), so every term it
+asks for is a term the index can hold: "art-related" is the two index terms "art" and "relat",
+"Nate's" is "nate", and "running" and "runs" are one term. Every term is quoted (user text never
+reaches FTS5 syntax), stop-words and one-letter tokens are dropped (PERF.md: OR-ing very common
+words costs 40-900 ms at 100k-1M rows; content words cost under 3 ms), and the rest are OR-ed
+so BM25 ranks by how many rare words match.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
+
+Tokenize = Callable[[str], list[tuple[str, str]]]  # text -> [(surface, index term)]
 
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are aren't as at be because been before being
@@ -22,8 +27,10 @@ STOP_WORDS = frozenset(
     you've your yours yourself yourselves also just did does done get got like really would could yeah
     yes oh ok okay hey hi hello thanks thank lol haha um uh will shall may might must""".split()
 )
+# The tokenizer splits at apostrophes: "don't" is "don" + "t", "they're" is "they" + "re". The
+# pieces of a stop-word contraction are stop-words too.
+STOP_WORDS = STOP_WORDS | frozenset(p for w in STOP_WORDS if "'" in w for p in w.split("'"))
 
-_TOKEN = re.compile(r"[\w][\w'’-]*", re.UNICODE)
 # "How old", "how long", "how many": the word after "how" names the kind of answer (an age, a
 # duration, a count), and the answer rarely repeats it ("I just turned 32", "it took three
 # hours"). Alone it matches any "old" or "long"; it is searched as the phrase "how old", which
@@ -31,30 +38,41 @@ _TOKEN = re.compile(r"[\w][\w'’-]*", re.UNICODE)
 HOW_ANSWER_TYPE = frozenset("old long many much often far big large tall soon late early".split())
 
 
-def content_terms(text: str) -> list[str]:
+# "What kind of art", "which type of car": the noun before "of" only says that a sort of thing
+# is asked for, and alone matches any "kind words" or "my type".
+SORT_NOUNS = frozenset("kind kinds type types sort sorts variety varieties".split())
+
+
+def content_terms(text: str, tokenize: Tokenize, *, how_phrase: bool = True, sort_of: bool = True) -> list[str]:
+    """The content words of `text` as FTS terms (casefolded surfaces), one per index term, in order."""
     terms: list[str] = []
+    seen: set[str] = set()
     prev = ""
-    for raw in _TOKEN.findall(text):
-        tok = raw.casefold().replace("’", "'").strip("'-")
-        after_how, prev = prev == "how", tok
-        if after_how and tok in HOW_ANSWER_TYPE:
-            if f"how {tok}" not in terms:
-                terms.append(f"how {tok}")
+    tokens = tokenize(text)
+    for i, (surface, term) in enumerate(tokens):
+        word = surface.casefold()
+        if sort_of and word in SORT_NOUNS and i + 1 < len(tokens) and tokens[i + 1][0].casefold() == "of":
+            prev = word
             continue
-        if len(tok) < 2 or tok in STOP_WORDS:
+        after_how, prev = prev == "how", word
+        if how_phrase and after_how and word in HOW_ANSWER_TYPE:
+            phrase = f"how {word}"
+            if phrase not in seen:
+                seen.add(phrase)
+                terms.append(phrase)
             continue
-        base = tok.split("'")[0]
-        if base and base not in STOP_WORDS and base not in terms and len(base) >= 2:
-            terms.append(base)
-        # A hyphenated compound is an FTS5 phrase ("art-related" matches only "art related"); its
-        # parts also go in, so "an art-related event" still reaches "the Museum of Art".
-        for part in base.split("-") if "-" in base else ():
-            if len(part) >= 2 and part not in STOP_WORDS and part not in terms:
-                terms.append(part)
+        if len(word) < 2 or word in STOP_WORDS or term in seen:
+            continue
+        seen.add(term)
+        terms.append(word)
     return terms
 
 
-def fts_query(text: str, *, max_terms: int = 24) -> str:
+def match_expression(terms: list[str]) -> str:
+    """A quoted OR query over `terms` (each a word or a phrase), or "" when there are none."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms if t)
+
+
+def fts_query(text: str, tokenize: Tokenize, *, max_terms: int = 24) -> str:
     """A quoted OR query over the content words of `text`, or "" when none remain."""
-    terms = content_terms(text)[:max_terms]
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return match_expression(content_terms(text, tokenize)[:max_terms])

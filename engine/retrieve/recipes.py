@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from ..errors import BadInput
+from ..paths import resources_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +36,14 @@ class Recipe:
     recency_weight: float = 0.05
     recency_half_life_days: float = 180.0
     usage_weight: float = 0.02
+    # Untrusted sources rank a little lower. The assistant's own turns are not: they are half of
+    # the conversation ("what did you recommend?"), and ablation found the penalty hurt there.
     trust_penalty: dict[str, float] = field(default_factory=lambda: {
-        "user": 0.0, "assistant": 0.02, "tool": 0.04, "external": 0.03})
+        "user": 0.0, "assistant": 0.0, "tool": 0.04, "external": 0.03})
     speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
     # memories inside the window a time in the query names ("on 9 May"; "two weeks ago" also fades out)
     timeframe_weight: float = 0.3
+    when_weight: float = 0.1  # a "when" question: turns that name a time
     per_document_cap: int = 0  # >0: at most this many turns from one document before the others
     aggregate_cap: int = 2  # the same, only for questions that gather across sessions ("how many", "which first")
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
@@ -55,19 +61,67 @@ class Recipe:
     # output
     k: int = 10
     budget_tokens: int = 800
+    # named features switched off (engine/retrieve/intent.py FEATURES): ablations, and recipes
+    # that leave a rule out
+    off: tuple[str, ...] = ()
+
+    def on(self, feature: str) -> bool:
+        return feature not in self.off
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+# The weights `memlens bench fit` fits: (name, Recipe field; "weights.X" is a channel weight).
+# The other parts of a score (confidence, importance, usage, trust, fact, review, outdated,
+# pinned) are correctness priors the benchmark files cannot identify: they stay as set.
+FITTED = (("vector", "weights.vector"), ("fts", "weights.fts"), ("entity", "weights.entity"),
+          ("relation", "weights.relation"), ("neighbour", "weights.neighbour"), ("baseline", "weights.baseline"),
+          ("session", "session_weight"), ("speaker", "speaker_weight"), ("timeframe", "timeframe_weight"),
+          ("recency", "recency_weight"), ("when_time", "when_weight"))
+# Written by `memlens bench fit --write` (with the files, commit and figures it was fitted on).
+FITTED_WEIGHTS = resources_dir() / "recipes" / "fitted.json"
+
+
+def recipe_weights(recipe: Recipe) -> dict[str, float]:
+    """The recipe's value of each fitted weight."""
+    return {name: float(recipe.weights.get(name, 0.0)) if field.startswith("weights.") else float(getattr(recipe, field))
+            for name, field in FITTED}
+
+
+def overrides_for(weights: dict[str, float], recipe: Recipe) -> dict[str, Any]:
+    """Recipe overrides that set `weights` (a recipe_weights-shaped dict)."""
+    channel = dict(recipe.weights)
+    out: dict[str, Any] = {}
+    for name, field in FITTED:
+        if field.startswith("weights."):
+            channel[name] = float(weights[name])
+        else:
+            out[field] = float(weights[name])
+    out["weights"] = channel
+    return out
+
+
+def _fitted(recipe: Recipe) -> Recipe:
+    """`recipe` with the shipped fitted weights, when there are any."""
+    try:
+        doc = json.loads(FITTED_WEIGHTS.read_text(encoding="utf-8"))
+        weights = {name: float(doc["fitted"][name]) for name, _ in FITTED}
+    except (OSError, ValueError, KeyError, TypeError):
+        return recipe
+    return replace(recipe, **overrides_for(weights, recipe))
+
+
 RECIPES: dict[str, Recipe] = {
-    "default": Recipe("default"),
+    "default": _fitted(Recipe("default")),
     "lexical": Recipe("lexical", weights={"vector": 0.0, "fts": 1.0, "entity": 0.0, "relation": 0.0, "neighbour": 0.0,
                                           "baseline": 0.0}, neighbour_window=0, planner=False, reranker=False),
     "vector": Recipe("vector", weights={"vector": 1.0, "fts": 0.0, "entity": 0.0, "relation": 0.0, "neighbour": 0.0,
                                         "baseline": 0.0}, neighbour_window=0, planner=False, reranker=False),
     "rrf": Recipe("rrf", fusion="rrf"),
-    "offline": Recipe("offline", planner=False, reranker=False),
+    "offline": _fitted(Recipe("offline", planner=False, reranker=False)),
+    # the weights as set by hand before any fit: for comparison, and the base `bench fit` pulls towards
+    "hand": Recipe("hand", planner=False, reranker=False),
 }
 
 
@@ -75,4 +129,11 @@ def get_recipe(name: str | None, **overrides) -> Recipe:
     recipe = RECIPES.get(name or "default")
     if recipe is None:
         raise BadInput(f"unknown recipe {name!r} (one of {', '.join(RECIPES)})")
+    if "off" in overrides:
+        from .intent import FEATURES
+
+        overrides["off"] = tuple(overrides["off"])
+        unknown = [f for f in overrides["off"] if f not in FEATURES]
+        if unknown:
+            raise BadInput(f"unknown feature {unknown[0]!r} (one of {', '.join(FEATURES)})")
     return replace(recipe, **overrides) if overrides else recipe

@@ -16,31 +16,19 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import NamedTuple
 
-_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-        "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "few": 3, "several": 3}
-_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
-# A count of time units as people write it: "3", "two", "a couple of" (a regex alternation).
-COUNT = r"\d+|" + "|".join(sorted(_NUM, key=len, reverse=True))
+from ..timeexpr import (COUNT, DMY as _DMY, FULL_MONTH, MDY as _MDY, MONTHS as _MONTHS, MY as _MY, UNIT_DAYS as _UNIT_DAYS,
+                        Y_ONLY as _Y_ONLY, count_value, month_window)
+
+__all__ = ["COUNT", "Window", "closeness", "window"]
+
+# The question's own readings of relative times (the grammar's other forms, "next week", "this
+# coming Saturday", are about plans, not what a question about memories points at).
 _AGO = re.compile(rf"\b({COUNT})\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
 _LAST = re.compile(r"\b(last|past|previous)\s+(week|month|year|weekend)\b", re.IGNORECASE)
 _DAYWORD = re.compile(r"\b(yesterday|today|this morning|tonight|last night)\b", re.IGNORECASE)
-
-_FULL_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-                "November", "December")
-_MONTHS = {m: i for i, m in enumerate(_FULL_MONTHS, start=1)}
-_MONTHS |= {m[:3]: i for m, i in list(_MONTHS.items())} | {"Sept": 9}
-# Month names are matched capitalised only: "may" is a verb, "May" a month.
-_MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_YEAR = r"((?:19|20)\d{2})"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DMY = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b(?:,?\s*{_YEAR}\b)?")
-_MDY = re.compile(rf"\b{_MONTH}\s+{_DAY}\b(?:,\s*|\s+)?(?:{_YEAR}\b)?")
-_MY = re.compile(rf"\b{_MONTH}(?:\s+of)?,?\s+{_YEAR}\b")
 # A month with no day or year: full names only and after a time preposition, since "Jan",
 # "May" and "June" are also people ("the sister of May").
-_FULL_MONTH = r"(" + "|".join(_FULL_MONTHS) + r")"
-_M_ONLY = re.compile(rf"\b(?:in|during|since|this|last)\s+{_FULL_MONTH}\b")
-_Y_ONLY = re.compile(rf"\b(?:in|during|of|since|throughout)\s+{_YEAR}\b")
+_M_ONLY = re.compile(rf"\b(?:in|during|since|this|last)\s+{FULL_MONTH}\b")
 DAY_SLACK = timedelta(days=1)
 MONTH_SLACK = timedelta(days=3)
 # "N units ago" is said loosely, and more often of something longer ago than stated than of
@@ -69,6 +57,13 @@ def closeness(frame: Window, when: datetime) -> float:
     return max(0.0, 1.0 - (frame.start - when) / frame.fade)
 
 
+def interval_closeness(frame: Window, start: datetime, end: datetime) -> float:
+    """closeness() of the point of [start, end) nearest the window: 1.0 when they overlap."""
+    if start < frame.end and frame.start < end:
+        return 1.0
+    return closeness(frame, min(end - timedelta(seconds=1), frame.start) if end <= frame.start else start)
+
+
 def window(query: str, now: datetime | None) -> Window | None:
     """The [start, end) window of world time the question refers to, or None."""
     if now is None:
@@ -78,7 +73,7 @@ def window(query: str, now: datetime | None) -> Window | None:
         return absolute
     m = _AGO.search(query)
     if m:
-        n = int(m.group(1)) if m.group(1).isdigit() else _NUM[m.group(1).lower()]
+        n = count_value(m.group(1))
         days = n * _UNIT_DAYS[m.group(2).lower()]
         slack = max(2.0, days * AGO_SLACK)
         centre = now - timedelta(days=days)
@@ -136,6 +131,5 @@ def _date(year: int | None, month: int, day: int, now: datetime) -> datetime | N
 
 
 def _month_window(year: int, month: int) -> Window:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+    start, end = month_window(year, month)
     return Window(start - MONTH_SLACK, end + MONTH_SLACK)

@@ -234,7 +234,14 @@ class BrowseReads:
             " WHERE c.document_id = ? AND em.user_id = ? AND em.agent_id = ? AND em.scope_type = ? AND em.scope_id = ?"
             " AND em.start IS NOT NULL ORDER BY em.start",
             (document_id, *sp))
-        return {"document": doc, "chunks": chunks, "spans": spans, "mentions": mentions}
+        # times a chunk names, resolved at ingestion (offsets made document offsets here)
+        times = dict_rows(
+            self.conn,
+            'SELECT t.chunk_id, c.start + t.start AS start, c.start + t."end" AS "end", t.text, t.kind, t.window_start,'
+            " t.window_end FROM chunk_times t JOIN chunks c ON c.id = t.chunk_id WHERE c.document_id = ? AND"
+            " t.user_id = ? AND t.agent_id = ? AND t.scope_type = ? AND t.scope_id = ? ORDER BY c.start + t.start",
+            (document_id, *sp))
+        return {"document": doc, "chunks": chunks, "spans": spans, "mentions": mentions, "times": times}
 
     # evidence for facts (profile, conflicts) -----------------------------------------------------------
     def facts_by_ids(self, scope: Scope, fact_ids: list[int]) -> dict[int, dict[str, Any]]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..scope import Scope
 from .facts import dict_rows
+from .schema import FTS_TOKENIZER
 
 _SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
 _M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
@@ -72,12 +73,24 @@ class RecallReads:
         return ids[:i], mat[:i], last
 
     # full text --------------------------------------------------------------------------------
-    def fts_term_frequencies(self, terms: list[str]) -> dict[str, int]:
-        """term -> number of memories containing it (any scope: an estimate for choosing terms)."""
+    def _fts_tokenizer(self):
         local = self.db._local  # the tokenizer belongs to this thread's connection
         tok = getattr(local, "fts_tokenizer", None)
         if tok is None:
-            tok = local.fts_tokenizer = self.conn.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+            tok = local.fts_tokenizer = self.conn.fts5_tokenizer(FTS_TOKENIZER[0], list(FTS_TOKENIZER[1]))
+        return tok
+
+    def fts_tokens(self, text: str) -> list[tuple[str, str]]:
+        """(surface, index term) for each token of `text`, split exactly as the FTS index splits
+        memory text (FTS_TOKENIZER), so a query can only ask for terms the index can hold."""
+        raw = text.encode("utf-8")
+        toks = self._fts_tokenizer()(raw, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=True,
+                                     include_colocated=False)
+        return [(raw[start:end].decode("utf-8", "replace"), term) for start, end, term in toks]
+
+    def fts_term_frequencies(self, terms: list[str]) -> dict[str, int]:
+        """term -> number of memories containing it (any scope: an estimate for choosing terms)."""
+        tok = self._fts_tokenizer()
         stems: dict[str, list[str]] = {}
         for term in terms:
             toks = tok(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
@@ -92,6 +105,20 @@ class RecallReads:
             f"SELECT term, doc FROM memories_fts_vocab WHERE term IN ({marks})", tuple(wanted))}
         # a phrase ("how old", "art-related") is in at most as many memories as its rarest word
         return {term: min(df.get(s, 0) for s in parts) for term, parts in stems.items()}
+
+    def chunk_times(self, scope: Scope, chunk_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+        """chunk id -> the times it names ({"start", "end", "text", "kind", "window_start",
+        "window_end"}; offsets inside the chunk), in text order."""
+        out: dict[int, list[dict[str, Any]]] = {}
+        for part in _chunks(sorted(set(chunk_ids))):
+            marks = ",".join("?" * len(part))
+            for row in dict_rows(
+                    self.conn,
+                    f'SELECT chunk_id, start, "end", text, kind, window_start, window_end FROM chunk_times'
+                    f" WHERE {_SCOPE_WHERE} AND chunk_id IN ({marks}) ORDER BY chunk_id, start",
+                    (*scope.as_params(), *part)):
+                out.setdefault(row.pop("chunk_id"), []).append(row)
+        return out
 
     def memory_count_estimate(self) -> int:
         row = self.conn.execute("SELECT max(id) FROM memories").fetchone()

@@ -11,6 +11,9 @@ import apsw
 import apsw.fts5
 
 APPLICATION_ID = 0x4D4C4E53  # "MLNS"
+# How FTS5 splits and stems memory and chunk text; queries are split by the same tokenizer
+# (RecallReads.fts_tokens). Changing it needs a migration that rebuilds both indexes.
+FTS_TOKENIZER = ("porter", ("unicode61", "remove_diacritics", "2"))
 
 SCOPE_COLS = """
     user_id    TEXT NOT NULL,
@@ -347,7 +350,7 @@ CREATE TABLE bench_items (
 
 def _v1(conn: apsw.Connection) -> None:
     conn.execute(_V1)
-    tokenize = ["porter", "unicode61", "remove_diacritics", "2"]
+    tokenize = [FTS_TOKENIZER[0], *FTS_TOKENIZER[1]]
     apsw.fts5.Table.create(
         conn, "memories_fts", ["text"], content="memories", content_rowid="id",
         tokenize=tokenize, generate_triggers=True,
@@ -370,5 +373,36 @@ def _v1(conn: apsw.Connection) -> None:
         conn.execute(narrowed)
 
 
-MIGRATIONS = [_v1]
+_TIMES = f"""
+CREATE TABLE chunk_times (
+    id           INTEGER PRIMARY KEY,{SCOPE_COLS},
+    chunk_id     INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    start        INTEGER NOT NULL,  -- offsets inside the chunk's text (a chunk keeps them when it moves)
+    "end"        INTEGER NOT NULL,
+    text         TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    window_start TEXT NOT NULL,     -- the world time it names, [window_start, window_end)
+    window_end   TEXT NOT NULL,
+    CHECK (start >= 0 AND "end" > start AND window_end > window_start)
+) STRICT;
+CREATE INDEX chunk_times_chunk ON chunk_times(chunk_id);
+"""
+
+
+def _v2_chunk_times(conn: apsw.Connection) -> None:
+    """Times said inside chunks ("last Saturday", "in May"), resolved at ingestion (issue 16);
+    chunks already stored are resolved here, so old databases answer dated questions too."""
+    from ..timeexpr import stored_rows
+
+    conn.execute(_TIMES)
+    rows = []
+    for cid, u, a, st, si, text, source_time in conn.execute(
+            "SELECT id, user_id, agent_id, scope_type, scope_id, text, source_time FROM chunks"):
+        rows.extend((u, a, st, si, cid, *r) for r in stored_rows(text, source_time))
+    conn.executemany(
+        'INSERT INTO chunk_times(user_id, agent_id, scope_type, scope_id, chunk_id, start, "end", text, kind,'
+        " window_start, window_end) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+
+MIGRATIONS = [_v1, _v2_chunk_times]
 SCHEMA_VERSION = len(MIGRATIONS)

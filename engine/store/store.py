@@ -91,6 +91,13 @@ class Writer(FactWrites, RecallWrites, BulkWrites):
         )
         return self.conn.last_insert_rowid()
 
+    def add_chunk_times(self, chunk_id: int, rows: list[tuple]) -> None:
+        """rows: (start, end, text, kind, window_start, window_end), offsets inside the chunk."""
+        self.conn.executemany(
+            'INSERT INTO chunk_times(user_id, agent_id, scope_type, scope_id, chunk_id, start, "end", text, kind,'
+            " window_start, window_end) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(*self._sp, chunk_id, *r) for r in rows])
+
     def move_chunk(
         self, chunk_id: int, *, document_id: int, ordinal: int, start: int, end: int,
         quotes_chunk_id: int | None, meta: dict, source_time: str | None,

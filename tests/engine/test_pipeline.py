@@ -143,6 +143,12 @@ def test_show_memory_has_provenance(engine):
     shown = engine.show("memory", mid, scope=ALICE)
     assert shown["sources"][0]["text"] == "Ben: Nice! Do you still work at Siemens?"
     assert shown["embedding"]["model"] == "hashing-v1-384"
+    moved = engine.store.fts_memories(ALICE, "munich")[0][0]
+    shown = engine.show("memory", moved, scope=ALICE)
+    (t,) = shown["sources"][0]["times"]  # "last spring", resolved against the turn's own time
+    assert t["text"] == "last spring" and t["kind"] == "season"
+    text = engine.export(ALICE)["documents"][0]["text"]
+    assert text[t["start"]:t["end"]] == "last spring"
 
 
 def test_model_change_marks_vectors_stale_and_reembeds(tmp_path):

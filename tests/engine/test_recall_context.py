@@ -212,12 +212,15 @@ def test_neighbours_are_turns_never_facts(engine):
     assert kinds == {"episode"}
 
 
-def test_a_hyphenated_word_also_searches_its_parts(engine):
+def test_query_terms_are_split_by_the_index_tokenizer(engine):
+    """One tokenizer: the query is split exactly as the FTS index splits memory text, so a
+    hyphenated compound is its parts, a possessive its name, and two forms of one word one term."""
     from engine.retrieve.query import content_terms, fts_query
 
-    assert content_terms("an art-related event, well-known") == ["art-related", "art", "related", "event",
-                                                               "well-known", "well", "known"]
-    assert fts_query("art-related") == '"art-related" OR "art" OR "related"'
+    tok = engine.store.fts_tokens
+    assert content_terms("an art-related event, well-known", tok) == ["art", "related", "event", "well", "known"]
+    assert content_terms("Nate's sister don't run; running runs", tok) == ["nate", "sister", "run"]
+    assert fts_query("art-related", tok) == '"art" OR "related"'
     session(engine, 4, "2023-09-01T10:00:00Z", [("Nate", "I saw the Ancient Civilizations exhibit at the Museum of Art.")])
     res = engine.recall("Where was the art-related event held?", scope=SCOPE, k=5, origin="bench",
                         weights={"fts": 1.0})
@@ -270,13 +273,74 @@ def test_the_word_after_how_is_searched_only_as_the_phrase(engine):
     someone asked the same thing."""
     from engine.retrieve.query import content_terms, fts_query
 
-    assert content_terms("How old was I when Alex was born?") == ["how old", "alex", "born"]
-    assert content_terms("How long did the old bridge stand?") == ["how long", "old", "bridge", "stand"]
-    assert content_terms("Where is the long table?") == ["long", "table"]
-    assert fts_query("how many hikes") == '"how many" OR "hikes"'
+    tok = engine.store.fts_tokens
+    assert content_terms("How old was I when Alex was born?", tok) == ["how old", "alex", "born"]
+    assert content_terms("How long did the old bridge stand?", tok) == ["how long", "old", "bridge", "stand"]
+    assert content_terms("Where is the long table?", tok) == ["long", "table"]
+    assert fts_query("how many hikes", tok) == '"how many" OR "hikes"'
     session(engine, 5, "2023-10-01T10:00:00Z", [("Nate", "My niece is five years old and loves old cartoons."),
                                                ("Joanna", "How old is she now, exactly?")])
     res = engine.recall("How old is the red car?", scope=SCOPE, k=5, origin="bench", weights={"fts": 1.0})
     fts = {by for by, c in by_message(engine, res).items() if "fts" in c.channels}
     assert "D5:2" in fts and "D5:1" not in fts
     assert "how old" in res.trace.params["fts_terms"]
+
+
+def test_a_time_the_turn_names_places_it_in_the_questions_window(empty):
+    """"Last Saturday", said on Monday 15 May, is 13 May: a question about 13 May finds that turn
+    though its session is dated two days later; with the feature off it is one turn among many."""
+    eng = empty
+    session(eng, 1, "2023-05-15T13:00:00Z", [
+        ("Caroline", "I went to a pottery class last Saturday, it was so calming."),
+        ("Melanie", "I went to a pottery fair once, it was crowded."),
+    ])
+    session(eng, 2, "2023-04-02T13:00:00Z", [("Caroline", "A pottery class is on my list, one day.")])
+    q = "What did Caroline do on 13 May 2023?"
+    res = eng.recall(q, scope=SCOPE, k=3, origin="bench", weights={"fts": 0.0, "vector": 0.2, "entity": 0.0})
+    found = by_message(eng, res)
+    assert found["D1:1"].components["timeframe"] == pytest.approx(0.3)
+    assert list(res.trace.params["event_times"].values()) == ["last Saturday: 2023-05-13"]
+    off = eng.recall(q, scope=SCOPE, k=3, origin="bench", weights={"fts": 0.0, "vector": 0.2, "entity": 0.0},
+                     off=("event_times",))
+    assert by_message(eng, off)["D1:1"].components["timeframe"] == 0.0
+    assert "event_times" not in off.trace.params
+
+
+def test_times_are_stored_with_their_span_at_ingestion(empty):
+    eng = empty
+    session(eng, 1, "2023-05-15T13:00:00Z", [("Caroline", "Yesterday I adopted a cat, and next week I fly.")])
+    mid = eng.store.memories_for_messages(SCOPE, ["D1:1"])[0]
+    chunk = eng.store.first_sources(SCOPE, [mid])[mid]["chunk_id"]
+    rows = eng.store.chunk_times(SCOPE, [chunk])[chunk]
+    text = eng.store.memory(SCOPE, mid).text
+    assert [(text[r["start"]:r["end"]], r["window_start"][:10]) for r in rows] == [
+        ("Yesterday", "2023-05-14"), ("next week", "2023-05-22")]
+
+
+@pytest.mark.parametrize("query, asks", [
+    ("When did Caroline go to the support group?", True),
+    ("In what year did Nate start his job?", True),
+    ("Which month did they move?", True),
+    ("How long ago was the wedding?", True),
+    ("What did Caroline say when she met Mel?", False),  # "when" inside is not the question word
+    ("Where does Dana live now?", False),
+])
+def test_questions_that_ask_for_a_time(query, asks):
+    from engine.retrieve.intent import ASKS_WHEN
+
+    assert bool(ASKS_WHEN.search(query)) is asks
+
+
+def test_a_when_question_favours_the_turn_that_names_a_time(empty):
+    eng = empty
+    session(eng, 1, "2023-05-08T13:00:00Z", [
+        ("Caroline", "I went to the support group yesterday, it was so powerful."),
+        ("Caroline", "The support group people are lovely and kind."),
+    ])
+    res = eng.recall("When did Caroline go to the support group?", scope=SCOPE, k=2, origin="bench")
+    found = by_message(eng, res)
+    assert found["D1:1"].components["when_time"] == pytest.approx(0.1)
+    assert found["D1:2"].components["when_time"] == 0.0
+    assert res.trace.params["features"]["when_time"] == "When"
+    off = eng.recall("When did Caroline go to the support group?", scope=SCOPE, k=2, origin="bench", off=("when_time",))
+    assert all("when_time" not in c.components for c in off.trace.candidates.values())

@@ -207,3 +207,19 @@ def test_a_chunk_stored_as_it_is_shows_no_side_panel(qtbot, ctx, engine):
     ctx.bus.select("fact", fact_by(engine, "lives_in", "Munich")["id"], source="test")
     assert not pane.stored_box.isVisible() and "stored this chunk differently" not in pane.shown_text()
     qtbot.waitUntil(lambda: not pane.flashing)
+
+
+def test_times_the_text_names_are_marked_with_the_dates_they_mean(qtbot, ctx, engine):
+    pane = _pane(qtbot, ctx)
+    ctx.bus.select("fact", fact_by(engine, "lives_in", "Munich")["id"], source="test")
+    times = [t for t in pane.view["times"] if t["text"] == "last week"]
+    assert times, pane.view["times"]
+    t = times[0]
+    assert pane.shown_text()[pane.qt_position(t["start"]):pane.qt_position(t["end"], end=True)] == "last week"
+    cursor = QTextCursor(pane.text.document())
+    cursor.setPosition(pane.qt_position(t["start"]) + 1)
+    from PySide6.QtGui import QTextCharFormat
+
+    assert cursor.charFormat().underlineStyle() == QTextCharFormat.UnderlineStyle.DotLine
+    text = pane.describe_time(t)
+    assert text.startswith('"last week" means ') and " to " in text  # a week: a range of days

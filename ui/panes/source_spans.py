@@ -218,7 +218,9 @@ class SourceSpansPane(PaneBase):
         evidence = [s for s in view["spans"] if not self._chunk_wide(s)]
         self.legend.setText(
             f"Document {doc['id']}: {len(view['chunks'])} chunks, {len(evidence)} evidence spans of facts and summaries "
-            "(highlighted by status). Click a highlight to select its memory, or a chunk to select its episode.")
+            "(highlighted by status)" + (f", {len(view['times'])} times it names (dotted; hover for the dates)"
+                                         if view.get("times") else "")
+            + ". Click a highlight to select its memory, or a chunk to select its episode.")
         if len(doc["text"]) > MAX_DOCUMENT_CHARS:
             self.banner.show_notice(f"This document has {len(doc['text']):,} characters; only the first "
                                     f"{MAX_DOCUMENT_CHARS:,} are shown.", "warning")
@@ -341,6 +343,7 @@ class SourceSpansPane(PaneBase):
         self._astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]
         self._crlf = [m.start() + 1 for m in re.finditer("\r\n", text)]
         self._paint_spans(view)
+        self._paint_times(view)
         self.text.moveCursor(QTextCursor.MoveOperation.Start)
 
     def _paint_spans(self, view: dict[str, Any]) -> None:
@@ -364,6 +367,34 @@ class SourceSpansPane(PaneBase):
             cursor.setPosition(a)
             cursor.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
             cursor.mergeCharFormat(fmt)
+
+    def _paint_times(self, view: dict[str, Any]) -> None:
+        """Times the text names ("last Saturday"), resolved at ingestion: a dotted underline; the
+        tooltip says which dates they mean."""
+        cursor = QTextCursor(self._qdoc)
+        fmt = QTextCharFormat()
+        fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
+        fmt.setUnderlineColor(QColor(current_theme().status["needs_review"]))
+        for t in view.get("times", []):
+            a, b = self.qt_position(t["start"]), self.qt_position(t["end"], end=True)
+            if a is None or b is None or b <= a:
+                continue
+            cursor.setPosition(a)
+            cursor.setPosition(b, QTextCursor.MoveMode.KeepAnchor)
+            cursor.mergeCharFormat(fmt)
+
+    def times_at(self, offset: int) -> list[dict[str, Any]]:
+        return [t for t in (self.view or {}).get("times", []) if t["start"] <= offset < t["end"]]
+
+    @staticmethod
+    def describe_time(t: dict[str, Any]) -> str:
+        """'"last Saturday" means 2023-05-13' or '... 2023-05-08 to 2023-05-14' (end inclusive)."""
+        from datetime import datetime, timedelta
+
+        start = t["window_start"][:10]
+        last = (datetime.fromisoformat(t["window_end"][:10]) - timedelta(days=1)).date().isoformat()
+        span = start if last == start else f"{start} to {last}"
+        return f'"{t["text"]}" means {span} (resolved against when it was said)'
 
     @staticmethod
     def _status_fill(status: str) -> str:
@@ -451,6 +482,8 @@ class SourceSpansPane(PaneBase):
             who = f" · {chunk['speaker']}" if chunk.get("speaker") else ""
             when = f" · {chunk['source_time']}" if chunk.get("source_time") else ""
             lines.append(f"chunk {chunk['id']} ({chunk['kind']}, #{chunk['ordinal']}){who}{when}")
+        for t in self.times_at(offset):
+            lines.append("time: " + self.describe_time(t))
         for s in self.spans_at(offset)[:6]:
             lines.append(f"{s['kind']} {s['memory_id']} [{s['status']}]: {s['text'][:90]}")
         QToolTip.showText(global_pos, "\n".join(lines), self.text)

@@ -1,0 +1,270 @@
+"""Feature ablation on folds: what each named retrieval feature contributes where it was not tuned.
+
+`memlens bench ablate --data FILE` builds (or reuses, containers.py) every container of a
+benchmark file once, then answers every question under the baseline recipe and under the
+baseline with each named feature (engine/retrieve/intent.py FEATURES) switched off. The query
+vector is computed once per question, so a variant costs only its recall.
+
+Folds: LoCoMo's are its conversations, LongMemEval's its question types (`--folds conversation`
+or `--folds type`; the default is the file's natural one). A feature's contribution on a fold is
+the baseline's mean metric minus the mean with the feature off. Its held-out contribution is
+leave-one-fold-out: for each fold, the feature is kept unless it hurts on the other folds, and
+then credited with what it does on the held-out fold. A feature that helps on average but whose
+held-out contribution is negative is fitted to particular folds, not a mechanism.
+
+The cross-validated figure runs, for each fold, the recipe with every feature switched off that
+hurt on the other folds, and scores it on that fold only; beside the dev figure (all
+features, all folds) it says how much of the dev figure is selection on the dev data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInput
+from . import datasets as ds
+from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
+                     open_container, question_metrics)
+
+DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
+                  "convomem": "turn_evidence_recall@10", "updates": "turn_evidence_recall@10"}
+DEFAULT_FOLDS = {"locomo": "conversation", "longmemeval": "type", "convomem": "type", "updates": "type"}
+SECONDARY = ("turn_evidence_recall@5", "turn_recall_all@10", "session_recall_all@5", "turn_mrr")
+# Features the offline recipe cannot exercise (no LLM stages here): listed, never measured as zero.
+BASELINE = "baseline"
+
+
+def ablate_container(spec: dict) -> list[dict]:
+    """Answer a container's questions under every variant in spec["variants"] ({name: off}).
+    Runs in a worker process. One item per question: {"question_id", "category", "fold",
+    "excluded", "gold", "variants": {name: metrics}}."""
+    from ..memory import MemoryEngine
+    from ..scope import Scope
+
+    scope = Scope.default(*BENCH_SCOPE)
+    open_container(spec)
+    emb = _embedder(spec["embedder"])
+    questions = spec["questions"]
+    out: list[dict] = []
+    with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
+        vectors = emb.embed([q["question"] for q in questions], kind="query") if questions else []
+        for q, qvec in zip(questions, vectors):
+            item = {"container": spec["container"], "question_id": q["question_id"], "category": q["category"],
+                    "fold": q["fold"], "excluded": q["excluded"], "gold": q["gold"], "variants": {}}
+            for name, off in spec["variants"].items():
+                res = engine.recall(q["question"], scope=scope, k=max(spec["ks"]), recipe=spec["recipe"],
+                                    origin="bench", now=q["now"], persist=False, query_vector=qvec, off=tuple(off))
+                item["variants"][name] = question_metrics(engine, scope, spec["format"], res.ordered_ids, q["gold"],
+                                                          spec["ks"])
+            out.append(item)
+    Path(spec["db"]).unlink(missing_ok=True)
+    return out
+
+
+def _fold_of(dataset: str, folds: str, container: str, category: str) -> str:
+    if folds == "conversation":
+        return container
+    if folds == "type":
+        return str(category)
+    raise BadInput(f"unknown --folds {folds!r} (conversation or type)")
+
+
+def _scored(items: list[dict], metric: str) -> list[dict]:
+    level = metric.split("_", 1)[0]
+    return [it for it in items if not _excluded(it) and it["gold"].get(level)]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarise_ablation(items: list[dict], features: list[str], metric: str) -> dict[str, Any]:
+    """Per-fold and held-out contributions of each feature (see the module doc)."""
+    scored = _scored(items, metric)
+    folds = sorted({it["fold"] for it in scored})
+    by_fold = {f: [it for it in scored if it["fold"] == f] for f in folds}
+
+    def mean_of(group: list[dict], variant: str, key: str = metric) -> float:
+        vals = [it["variants"][variant].get(key, 0.0) for it in group]
+        return sum(vals) / len(vals) if vals else 0.0
+
+    base = {f: mean_of(g, BASELINE) for f, g in by_fold.items()}
+    n = {f: len(g) for f, g in by_fold.items()}
+    total = sum(n.values()) or 1
+    report: dict[str, Any] = {"metric": metric, "questions": total, "folds": {f: n[f] for f in folds},
+                              "baseline": {"overall": mean_of(scored, BASELINE), "by_fold": base,
+                                           **{k: mean_of(scored, BASELINE, k) for k in SECONDARY
+                                              if any(k in it["variants"][BASELINE] for it in scored)}},
+                              "features": {}}
+    for feat in features:
+        if not scored or feat not in scored[0]["variants"]:
+            continue
+        delta = {f: base[f] - mean_of(by_fold[f], feat) for f in folds}
+        overall = sum(delta[f] * n[f] for f in folds) / total
+        held, kept_on = 0.0, []
+        for f in folds:
+            rest = sum(n[g] for g in folds if g != f)
+            train = sum(delta[g] * n[g] for g in folds if g != f) / rest if rest else 0.0
+            if train >= 0:  # kept unless the other folds say it hurts (no evidence keeps the default)
+                held += delta[f] * n[f]
+                kept_on.append(f)
+        held /= total
+        effect = any(abs(d) > 1e-12 for d in delta.values())
+        changed = sum(1 for it in scored if abs(it["variants"][feat].get(metric, 0.0)
+                                                 - it["variants"][BASELINE].get(metric, 0.0)) > 1e-12)
+        if not effect:
+            verdict = "no effect on this data"
+        elif held > 1e-12 and overall > 0:
+            verdict = "helps on held-out folds"
+        elif overall < 0 or held < -1e-12:
+            verdict = "hurts on held-out folds"
+        else:
+            verdict = "no held-out gain"
+        report["features"][feat] = {
+            "contribution": overall, "by_fold": delta, "held_out": held, "kept_in_folds": kept_on,
+            "folds_helped": sum(1 for d in delta.values() if d > 1e-12),
+            "folds_hurt": sum(1 for d in delta.values() if d < -1e-12),
+            "questions_changed": changed, "verdict": verdict,
+            **{f"{k}_contribution": mean_of(scored, BASELINE, k) - mean_of(scored, feat, k) for k in SECONDARY
+               if any(k in it["variants"][BASELINE] for it in scored)}}
+    return report
+
+
+def cv_selection(report: dict[str, Any]) -> dict[str, list[str]]:
+    """For each fold, the features switched off when it is held out: those that hurt on the
+    other folds (a feature the other folds say nothing about keeps its default, on)."""
+    folds = list(report["folds"])
+    n = report["folds"]
+    out: dict[str, list[str]] = {}
+    for f in folds:
+        off = []
+        for feat, r in report["features"].items():
+            if r["verdict"] == "no effect on this data":
+                continue
+            rest = sum(n[g] for g in folds if g != f)
+            train = sum(r["by_fold"][g] * n[g] for g in folds if g != f) / rest if rest else 0.0
+            if train < 0:
+                off.append(feat)
+        out[f] = sorted(off)
+    return out
+
+
+def run_ablation(engine, data_path: str | os.PathLike[str], *, features: list[str] | None = None,
+                 folds: str | None = None, metric: str | None = None, recipe: str = "offline", workers: int = 1,
+                 embedder: str | None = None, extract: str = "none", limit: int | None = None,
+                 fresh: bool = False, progress: Callable[[float, str], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Ablate every feature (or `features`) on one benchmark file; the `bench ablate --json` document."""
+    from ..retrieve.intent import FEATURES
+    from ..retrieve.recipes import get_recipe
+
+    path = Path(data_path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such dataset file")
+    if workers < 1:
+        raise BadInput("--workers must be at least 1")
+    base_recipe = get_recipe(recipe)
+    chosen = list(features) if features else [f for f in FEATURES if base_recipe.on(f)]
+    unknown = [f for f in chosen if f not in FEATURES]
+    if unknown:
+        raise BadInput(f"unknown feature {unknown[0]!r} (one of {', '.join(FEATURES)})")
+    loaded, raw = ds.read_dataset(path)
+    folds = folds or DEFAULT_FOLDS.get(loaded.name, "type")
+    metric = metric or DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
+    specs = _containers(loaded, raw)
+    if limit is not None:
+        if limit < 1:
+            raise BadInput("--limit must be at least 1")
+        kept, count = [], 0
+        for spec in specs:
+            if count >= limit:
+                break
+            spec["questions"] = spec["questions"][: limit - count]
+            count += len(spec["questions"])
+            kept.append(spec)
+        specs = kept
+    emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
+    from .containers import cache_dir_for
+
+    cache = cache_dir_for(engine.path)
+    work = Path(str(engine.path) + ".bench") / "ablate"
+    variants = {BASELINE: list(base_recipe.off)} | {f: sorted({*base_recipe.off, f}) for f in chosen}
+    for i, spec in enumerate(specs):
+        for q in spec["questions"]:
+            q["fold"] = _fold_of(loaded.name, folds, spec["container"], q["category"])
+        spec.update({"db": str(work / f"c{i}.db"), "ks": list(DEFAULT_KS), "recipe": recipe, "embedder": emb_name,
+                     "extract": extract, "cache": str(cache), "fresh": fresh, "variants": variants})
+    t0 = time.perf_counter()
+    items = _run(specs, workers, should_stop, progress, "ablation")
+    report = summarise_ablation(items, chosen, metric)
+    # The cross-validated figure: each fold scored under the features the other folds kept.
+    selection = cv_selection(report)
+    for spec in specs:
+        spec["fresh"] = False
+        spec["variants"] = {}
+        for q in spec["questions"]:
+            spec["variants"][f"cv:{q['fold']}"] = sorted({*base_recipe.off, *selection.get(q["fold"], [])})
+    cv_items = _run(specs, workers, should_stop, progress, "cross-validation")
+    cv_scored = _scored(cv_items, metric)
+    cv_values = [it["variants"][f"cv:{it['fold']}"].get(metric, 0.0) for it in cv_scored]
+    report["cross_validated"] = {"overall": _mean(cv_values), "off_by_fold": selection}
+    report.update({"dataset": loaded.name, "data_path": str(path), "sha256": loaded.sha256, "recipe": recipe,
+                   "extract": extract, "embedder": emb_name, "fold_kind": folds, "git_commit": _git_commit(),
+                   "seconds": round(time.perf_counter() - t0, 1),
+                   "not_measured": [f for f in FEATURES if f not in chosen]})
+    return report
+
+
+def _run(specs: list[dict], workers: int, should_stop, progress, what: str) -> list[dict]:
+    items: list[dict] = []
+    total = max(1, len(specs))
+    for i, chunk in enumerate(_execute(specs, workers, None, should_stop, fn=ablate_container)):
+        items.extend(chunk)
+        if progress is not None:
+            progress((i + 1) / total, f"{what}: {i + 1}/{total} containers")
+    return items
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The ablation table as Markdown (also written beside the JSON by `--out`)."""
+    m = report["metric"]
+    base = report["baseline"]
+    cv = report.get("cross_validated") or {}
+    folds = list(report["folds"])
+    lines = [f"# Ablation: {report['dataset']} ({Path(report['data_path']).name})", "",
+             f"- metric `{m}`, recipe `{report['recipe']}`, extraction `{report['extract']}`, embedder "
+             f"`{report['embedder']}`, commit `{(report.get('git_commit') or 'unknown')[:12]}`",
+             f"- {report['questions']} scored questions in {len(folds)} folds by {report['fold_kind']}",
+             f"- all features: **{base['overall']:.4f}**; cross-validated (each fold under the features the "
+             f"other folds kept): **{(cv.get('overall') or 0):.4f}**", "",
+             "Contribution = metric with the feature minus without it. Held-out = leave-one-fold-out: a fold "
+             "counts the feature's effect there unless the other folds say it hurts.", "",
+             "| feature | contribution | held-out | folds + / - | questions changed | verdict |",
+             "|---|---:|---:|---:|---:|---|"]
+    feats = sorted(report["features"].items(), key=lambda kv: -kv[1]["contribution"])
+    for name, r in feats:
+        lines.append(f"| {name} | {r['contribution']:+.4f} | {r['held_out']:+.4f} | {r['folds_helped']} / "
+                     f"{r['folds_hurt']} | {r['questions_changed']} | {r['verdict']} |")
+    lines += ["", "## By fold", "", "| feature | " + " | ".join(folds) + " |",
+              "|---|" + "---:|" * len(folds),
+              f"| (all features) | " + " | ".join(f"{base['by_fold'][f]:.4f}" for f in folds) + " |"]
+    for name, r in feats:
+        lines.append(f"| {name} | " + " | ".join(f"{r['by_fold'][f]:+.4f}" for f in folds) + " |")
+    if report.get("not_measured"):
+        lines += ["", "Not measured here (off in this recipe or not asked for): " + ", ".join(report["not_measured"])]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"ablate-{report['dataset']}-{Path(report['data_path']).stem}"
+    js, md = out / f"{stem}.json", out / f"{stem}.md"
+    js.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    md.write_text(markdown(report), encoding="utf-8")
+    return [js, md]

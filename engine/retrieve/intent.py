@@ -1,0 +1,188 @@
+"""What the recall pipeline reads from a question, and the registry of every named feature.
+
+Every query-understanding rule and every scoring prior of the pipeline is a named Feature. A
+Recipe switches any of them off by name (`Recipe.off`), the trace records which ones fired and
+what they read, and `memlens bench ablate` measures each one's contribution on folds it was not
+tuned on. A rule that does not help on held-out folds is removed or rebuilt, not kept.
+
+Query-side rules live here, in `read_intent`; the pipeline asks `recipe.on(name)` before it
+applies a prior, channel or ranking rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..ingest.entities import canonical_name, find_mentions
+from . import timeframe
+from .query import Tokenize, content_terms
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    name: str
+    kind: str  # query | channel | prior | rank
+    doc: str
+
+
+_F = [
+    # what is read from the question
+    Feature("historical_intent", "query", "words about the past ('before', 'used to', 'previously') make the question "
+            "historical: replaced facts and outdated turns rank like current ones"),
+    Feature("how_phrase", "query", "'how old', 'how long', 'how many' are searched as the phrase, not the adjective"),
+    Feature("sort_of", "query", "'what kind of', 'which type of': the noun before 'of' is not searched"),
+    Feature("aggregate_cap", "rank", "a question that gathers across sessions ('how many', 'in total', 'which ... "
+            "first') holds a document's extra turns behind other documents' first ones"),
+    Feature("speaker_user", "query", "a first-person question ('what did I ...') favours the user's own turns"),
+    Feature("speaker_assistant", "query", "'you recommended', 'what did you suggest' favour the assistant's turns"),
+    Feature("speaker_remind", "query", "'remind me' favours neither side: either may have said it"),
+    Feature("speaker_names", "query", "turns by (facts about) a person the question names get the speaker prior"),
+    Feature("timeframe", "prior", "memories inside the window a time in the question names ('in May 2023', "
+            "'two weeks ago') get a prior; turn-side times resolved at ingestion count as well as the session's"),
+    Feature("timeframe_fade", "prior", "a relative time ('two weeks ago') fades out further back instead of a hard edge"),
+    Feature("when_time", "prior", "a question that asks when ('When did ...', 'what year', 'how long ago') favours "
+            "turns that name a time ('last Saturday', 'in 2019'): the answer is usually said as one"),
+    Feature("event_times", "prior", "times a turn itself names ('last Saturday', 'in May'), resolved against its "
+            "session date at ingestion, place it in the question's window too"),
+    # candidate channels
+    Feature("vector", "channel", "nearest neighbours of the question's embedding"),
+    Feature("fts", "channel", "BM25 over the question's rarest content words"),
+    Feature("entity", "channel", "memories that mention a name the question names"),
+    Feature("relation", "channel", "one hop along updates / extends / derives relations"),
+    Feature("neighbour", "channel", "turns next to a strong hit join as its context"),
+    Feature("answer_turn", "channel", "the turn right after a hit that asks something is its answer"),
+    Feature("baseline", "channel", "the most important memories, a weak floor for every question"),
+    Feature("session_context", "prior", "a memory shares its document's best direct score, scaled by how little of "
+            "the candidates the document holds"),
+    # priors and ranking rules
+    Feature("confidence", "prior", "confident facts and memories rank higher"),
+    Feature("importance", "prior", "important memories rank higher"),
+    Feature("recency", "prior", "newer memories rank higher (half-life from the recipe)"),
+    Feature("usage", "prior", "memories recalled often rank higher"),
+    Feature("trust", "prior", "assistant, tool and external content rank slightly below the user's"),
+    Feature("fact_bonus", "prior", "a fact distils its evidence: a small edge over the raw turn"),
+    Feature("review", "prior", "facts waiting for review rank below confirmed ones"),
+    Feature("outdated", "prior", "under current intent, a turn whose facts were replaced ranks below current ones"),
+    Feature("pinned", "prior", "pinned memories rank higher"),
+    Feature("version_cap", "rank", "an old value never outranks its successor"),
+    Feature("derived", "prior", "inferences are scaled down so they cannot tie verified facts"),
+    Feature("dedupe", "rank", "memories with the same text keep only the best"),
+    Feature("shared_places", "rank", "k counts sources: a fact and the turn it was read from share one place"),
+]
+FEATURES: dict[str, Feature] = {f.name: f for f in _F}
+
+FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself|I'm|I've|I'd)\b")
+# A question about what the assistant said ("you mentioned ...", "what did you suggest ..."),
+# and one that asks to be reminded without saying who said it.
+_SAID = "mentioned|said|told|recommended|suggested|gave|provided|listed|shared|explained|described|wrote|named"
+_SAY = "mention|say|tell|recommend|suggest|give|provide|list|share|explain|describe|write|name"
+SECOND_PERSON_SAID = re.compile(rf"\b(?:you\s+(?:\w+\s+){{0,2}}?(?:{_SAID})|did\s+you\s+(?:{_SAY}))\b", re.IGNORECASE)
+REMIND = re.compile(r"\bremind\s+me\b", re.IGNORECASE)
+
+# Words that put the question in the past, so replaced facts and outdated turns are evidence too.
+# Strong ones say so whatever else the question says; weak ones ("first", "old", "earlier") only
+# when the question does not also ask about the present ("my current ...", "now", "still").
+_STRONG_PAST = re.compile(
+    r"\b(before|previously|used to|formerly|originally|prior to|no longer|anymore|back then|"
+    r"at the time|had been|in the past(?!\s+(?:(?:" + timeframe.COUNT + r")\s+)?(?:hour|day|week|month|year)s?\b))\b",
+    re.IGNORECASE)
+_WEAK_PAST = re.compile(r"\b(first(?!\s+thing)|(?<!how )old|earlier|history)\b", re.IGNORECASE)
+# Asks for a time as its answer.
+ASKS_WHEN = re.compile(r"^\W*when\b|\b(?:what|which)\s+(?:year|month|day|date|week|time of year)\b|\bhow long ago\b|"
+                       r"\bwhat time\b(?!\s+of day)", re.IGNORECASE)
+_PRESENT = re.compile(r"\b(now|current|currently|these days|nowadays|at the moment|at present|still|today)\b",
+                      re.IGNORECASE)
+
+# Questions that gather across sessions. "How much" counts only in the past tense ("how much did
+# I spend"): "how much does my rent cost" asks for one current value.
+AGGREGATE = re.compile(
+    r"\b(how many|how much\s+(?:\w+\s+){0,2}?(?:did|have|had)|in total|total|altogether|combined|the number of"
+    r"|which\b.{0,60}\b(first|last|earlier|later|sooner))\b", re.IGNORECASE)
+
+
+@dataclass(slots=True)
+class Intent:
+    """What a question asks for, as read by the enabled query features."""
+    query: str
+    terms: list[str] = field(default_factory=list)  # FTS terms, rarest chosen later
+    intent: str = "current"  # or "historical"
+    aggregate: bool = False
+    asks_when: bool = False  # the answer is a time
+    speakers: set[str] = field(default_factory=set)  # canonical names; "user" / "assistant" for the two sides
+    frame: timeframe.Window | None = None
+    fired: dict[str, Any] = field(default_factory=dict)  # feature -> what it read (for the trace)
+
+
+def read_intent(query: str, on, tokenize: Tokenize, *, ref: datetime | None, as_of: str | None) -> Intent:
+    """Read `query` with the features `on(name)` allows. `ref`: the time "now" means."""
+    it = Intent(query)
+    it.terms = content_terms(query, tokenize, how_phrase=on("how_phrase"), sort_of=on("sort_of"))
+    if on("how_phrase"):
+        phrases = [t for t in it.terms if t.startswith("how ")]
+        if phrases:
+            it.fired["how_phrase"] = phrases
+    if as_of:
+        it.intent = "historical"
+        it.fired["as_of"] = as_of
+    elif on("historical_intent"):
+        m = _STRONG_PAST.search(query)
+        if m is None and not _PRESENT.search(query):
+            m = _WEAK_PAST.search(query)
+        if m is not None:
+            it.intent = "historical"
+            it.fired["historical_intent"] = m.group(0)
+    if on("aggregate_cap"):
+        m = AGGREGATE.search(query)
+        if m is not None:
+            it.aggregate = True
+            it.fired["aggregate_cap"] = m.group(0)
+    if on("when_time"):
+        m = ASKS_WHEN.search(query)
+        if m is not None:
+            it.asks_when = True
+            it.fired["when_time"] = m.group(0).strip()
+    it.speakers = _speakers(query, on, it.fired)
+    if on("timeframe"):
+        frame = timeframe.window(query, ref)
+        if frame is not None and not on("timeframe_fade"):
+            frame = timeframe.Window(frame.start, frame.end)
+        it.frame = frame
+        if frame is not None:
+            it.fired["timeframe"] = [frame.start.isoformat(), frame.end.isoformat()]
+    return it
+
+
+def query_names(query: str) -> set[str]:
+    """Canonical names the question mentions ("Where", "What" and other sentence furniture are not)."""
+    return {m.canonical for m in find_mentions(query) if m.kind in ("name", "person")}
+
+
+def _speakers(query: str, on, fired: dict[str, Any]) -> set[str]:
+    out: set[str] = set()
+    if on("speaker_names"):
+        names = query_names(query)
+        if names:
+            out |= names
+            fired["speaker_names"] = sorted(names)
+    if on("speaker_assistant") and SECOND_PERSON_SAID.search(query):
+        out.add("assistant")  # "you recommended ...": the assistant's own turns, not the user's
+        fired["speaker_assistant"] = True
+        return out
+    if on("speaker_user") and FIRST_PERSON.search(query):
+        out.add("user")  # "what did I say..." is about the user's own turns
+        fired["speaker_user"] = True
+        if on("speaker_remind") and REMIND.search(query):
+            out.add("assistant")  # "remind me ...": either side may have said it
+            fired["speaker_remind"] = True
+    return out
+
+
+def speaker_matches(who: str | None, speakers: set[str]) -> bool:
+    """Is a turn's speaker (or a fact's subject) one the question is about?"""
+    if not who or not speakers:
+        return False
+    key = canonical_name(who)
+    return key in speakers or key.split(" ")[0] in speakers

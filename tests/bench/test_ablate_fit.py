@@ -1,0 +1,129 @@
+"""Feature ablation on folds, weight fitting, and the container cache they stand on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.bench import ablate, containers, fit
+from engine.bench.runner import run_benchmark
+from engine.errors import BadInput
+from engine.memory import MemoryEngine
+from engine.retrieve.recipes import FITTED, get_recipe
+
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+@pytest.fixture
+def engine(tmp_path):
+    with MemoryEngine(tmp_path / "main.db", llm=False) as eng:
+        yield eng
+
+
+def _item(fold, base, off, qid):
+    return {"question_id": qid, "category": "single-hop", "fold": fold, "excluded": False, "gold": {"turn": ["D1:1"]},
+            "variants": {"baseline": {"turn_evidence_recall@10": base}, "f": {"turn_evidence_recall@10": off}}}
+
+
+def test_a_feature_that_helps_one_fold_and_hurts_the_others_is_not_a_mechanism():
+    # fold a: with f 1.0, without 0.0 (helps); folds b and c: with f 0.0, without 1.0 (hurts)
+    items = [_item("a", 1.0, 0.0, "q1"), _item("b", 0.0, 1.0, "q2"), _item("c", 0.0, 1.0, "q3")]
+    r = ablate.summarise_ablation(items, ["f"], "turn_evidence_recall@10")["features"]["f"]
+    assert r["by_fold"] == {"a": 1.0, "b": -1.0, "c": -1.0}
+    assert r["contribution"] == pytest.approx(-1 / 3)
+    # held out a: b and c say drop it (no credit); held out b: a and c net 0, kept (-1); same for c
+    assert r["held_out"] == pytest.approx(-2 / 3) and r["kept_in_folds"] == ["b", "c"]
+    assert r["verdict"] == "hurts on held-out folds" and (r["folds_helped"], r["folds_hurt"]) == (1, 2)
+
+
+def test_a_feature_that_helps_every_fold_is_kept_everywhere():
+    items = [_item("a", 1.0, 0.0, "q1"), _item("b", 1.0, 0.5, "q2")]
+    report = ablate.summarise_ablation(items, ["f"], "turn_evidence_recall@10")
+    r = report["features"]["f"]
+    assert r["held_out"] == pytest.approx(0.75) and r["kept_in_folds"] == ["a", "b"]
+    assert r["verdict"] == "helps on held-out folds"
+    assert ablate.cv_selection(report) == {"a": [], "b": []}
+    bad = ablate.summarise_ablation([_item("a", 0.0, 1.0, "q1"), _item("b", 0.0, 1.0, "q2")], ["f"],
+                                    "turn_evidence_recall@10")
+    assert ablate.cv_selection(bad) == {"a": ["f"], "b": ["f"]}
+    # a feature that only one fold sees stays on when that fold is held out
+    once = ablate.summarise_ablation([_item("a", 1.0, 0.0, "q1"), _item("b", 1.0, 1.0, "q2")], ["f"],
+                                     "turn_evidence_recall@10")
+    assert ablate.cv_selection(once) == {"a": [], "b": []} and once["features"]["f"]["held_out"] == 0.5
+
+
+def test_ablation_end_to_end_on_two_conversations(engine, tmp_path):
+    out = ablate.run_ablation(engine, DATA / "bench_locomo_tiny.json", features=["fts", "speaker_names"],
+                              embedder="hashing", metric="turn_mrr")
+    assert out["fold_kind"] == "conversation" and set(out["folds"]) == {"conv-x1", "conv-x2"}
+    assert set(out["features"]) == {"fts", "speaker_names"}
+    assert out["features"]["fts"]["contribution"] > 0  # the lexical channel finds what hashing vectors miss
+    assert out["cross_validated"]["overall"] is not None
+    files = ablate.write_report(out, tmp_path / "abl")
+    assert files[1].read_text().startswith("# Ablation: locomo")
+    with pytest.raises(BadInput, match="unknown feature"):
+        ablate.run_ablation(engine, DATA / "bench_locomo_tiny.json", features=["nope"], embedder="hashing")
+
+
+def test_unknown_features_are_refused_and_switched_off_ones_are_in_the_trace(tmp_path):
+    with pytest.raises(BadInput, match="unknown feature 'nope'"):
+        get_recipe("offline", off=("nope",))
+    with MemoryEngine(tmp_path / "m.db", llm=False) as eng:
+        from engine.scope import Scope
+
+        scope = Scope.default("u", "a")
+        eng.add_turns([{"role": "user", "content": "How old is my cat Miso? She is five years old."}], scope=scope,
+                      extract="none")
+        res = eng.recall("How old is Miso?", scope=scope, off=("fts",))
+        assert res.trace.params["off"] == ["fts"] and "fts_terms" not in res.trace.params
+        assert res.trace.params["features"]["how_phrase"] == ["how old"]
+
+
+def test_the_weight_search_moves_towards_what_ranks_the_gold_first():
+    """Gold candidates have the top fts value and an ordinary vector one: starting from a tiny fts
+    weight, the search raises it until the gold ranks first, and leaves the vector weight alone."""
+    names = [n for n, _ in FITTED]
+    rng = np.random.default_rng(7)
+    items = []
+    for q in range(30):
+        x = rng.uniform(0, 1, size=(20, len(names)))
+        x[:, names.index("vector")] = rng.uniform(0.4, 0.6, size=20)
+        x[:, names.index("fts")] *= 0.3
+        x[0, names.index("fts")] = 1.0
+        rows = [(list(x[i]), 0.0, [f"D{q}:{i}"]) for i in range(20)]
+        items.append({"file": "f", "rows": rows, "gold": {"turn": [f"D{q}:0"]}, "category": "single-hop",
+                      "question_id": f"q{q}", "excluded": False})
+    start = {n: 0.0 for n in names} | {"vector": 1.0, "fts": 0.05}
+    compiled = fit._compiled(items, ["f"])
+    vec = lambda w: np.array([w[n] for n in names])  # noqa: E731
+    before = fit.offline_metric(compiled, vec(start), k=1)
+    fitted = fit.fit_weights(items, ["f"], start)
+    assert fitted["vector"] == 1.0 and fitted["fts"] > start["fts"]
+    assert before < 0.5 < fit.offline_metric(compiled, vec(fitted), k=1)
+
+
+def test_fit_end_to_end_reports_dev_and_cross_validated_figures(engine):
+    out = fit.run_fit(engine, [str(DATA / "bench_locomo_tiny.json")], embedder="hashing", rounds=1)
+    path = str(DATA / "bench_locomo_tiny.json")
+    assert set(out["fitted"]) == {n for n, _ in FITTED} and out["fitted"]["vector"] == out["hand"]["vector"]
+    assert out["dev_fitted"][path] is not None and out["cross_validated"]["by_file"][path] is not None
+    assert set(out["cross_validated"]["folds"]) == {"bench_locomo_tiny:conv-x1", "bench_locomo_tiny:conv-x2"}
+    assert "| vector |" in fit.markdown(out)
+
+
+def test_containers_are_reused_until_what_made_them_changes(engine):
+    path = DATA / "bench_locomo_tiny.json"
+    cache = containers.cache_dir_for(engine.path)
+    first = run_benchmark(engine, "locomo", path, embedder="hashing")
+    assert first["containers"] == {"built": 2, "reused": 0} and len(list(cache.glob("*.db"))) == 2
+    second = run_benchmark(engine, "locomo", path, embedder="hashing", recipe="lexical")
+    assert second["containers"] == {"built": 0, "reused": 2}
+    again = run_benchmark(engine, "locomo", path, embedder="hashing")
+    assert again["metrics"] == first["metrics"]  # a reused container answers as the fresh one did
+    assert run_benchmark(engine, "locomo", path, embedder="hashing", fresh=True)["containers"]["built"] == 2
+    other = run_benchmark(engine, "locomo", path, embedder="hashing", extract="heuristic")
+    assert other["containers"] == {"built": 2, "reused": 0}  # another extraction mode is another container
+    assert len(list(cache.glob("*.db"))) == 4
+    assert not list(cache.glob("*.building*"))  # nothing half-built is left behind
