@@ -102,7 +102,7 @@ class CheckResult:
     note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "count": self.count, "offset": self.offset, "seconds": round(self.seconds, 3),
+        return {"title": self.title, "about": ABOUT[self.name], "count": self.count, "offset": self.offset, "seconds": round(self.seconds, 3),
                 "note": self.note, "items": [i.as_dict() for i in self.items]}
 
 
@@ -708,6 +708,34 @@ TITLES = {
     "overdue_forgetting": "Past forget_after, still current or pinned",
 }
 
+# What each check looks for and why an operator should care (shown with the check).
+ABOUT = {
+    "duplicate_memories": "Two live memories with the same text, or vectors at cosine >= "
+                          f"{NEAR_COSINE}: recall spends two places on one thing. Merge keeps one with both sources.",
+    "duplicate_facts": "Two current facts making one claim (same subject, predicate and object once case and "
+                       "articles are set aside): the profile and recall count it twice.",
+    "unflagged_contradictions": "A single-valued predicate (lives in, works at, ...) with two active values, "
+                                "not linked as an extension and not in the review queue: recall may answer either.",
+    "unsupported_facts": "A fact whose evidence was never found in its span, or whose every source document was "
+                         "retracted, or every turn it was read from forgotten: it outlives its source.",
+    "orphaned_derivations": "A derived fact whose premises were retracted, superseded, expired or forgotten "
+                            "(or never recorded): the inference no longer stands.",
+    "external_instructions": "Email, documents or tool output that read as an instruction to the AI "
+                             "(reconciliation's detector): recall could hand it to the agent as context.",
+    "shaky_profile": f"A profile line resting on a fact below confidence {LOW_CONFIDENCE}: the agent is always "
+                     "told something the extractor barely believed. Hold it for review or retract it.",
+    "unsourced_memories": "A memory without a source span (or with a span outside its chunk): nobody can say "
+                          "where it came from.",
+    "vector_problems": "A memory with no vector, one another model wrote, or one of an older text definition: "
+                       "vector search cannot find it (or finds it by the wrong text). Re-embed it.",
+    "fts_out_of_sync": "A row the full-text index lacks, holds after it was deleted, or indexed with other text "
+                       "than it holds now: keyword search misses or misranks it. Rebuilding the index fixes it.",
+    "noisy_entities": "An entity that is a sentence's first word, a fragment across a sentence break, or a name "
+                      f"in more than {EVERYWHERE_SHARE:.0%} of memories: the entity channel and the graph get noise.",
+    "overdue_forgetting": "A memory whose forget_after has passed but is still current (the expiry has not run) "
+                          "or is pinned: it keeps coming back.",
+}
+
 CHECKS: dict[str, Callable[[CheckContext], CheckResult]] = {
     "duplicate_memories": duplicate_memories,
     "duplicate_facts": duplicate_facts,
@@ -759,5 +787,5 @@ def run_checks(store: Store, scope: Scope, *, checks: list[str] | None = None, l
     return report
 
 
-__all__ = ["CHECKS", "TITLES", "FIX_COMMANDS", "CheckResult", "Fix", "HealthItem", "HealthReport", "run_checks",
+__all__ = ["ABOUT", "CHECKS", "TITLES", "FIX_COMMANDS", "CheckResult", "Fix", "HealthItem", "HealthReport", "run_checks",
            "near_duplicate_pairs", "object_norm"]

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QPointF, QRectF, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from engine.health import HealthItem
-from ui.models.rows import ID_ROLE, ROW_ROLE, Column, RowsTableModel
+from ui.models.rows import Column, RowsTableModel
 from ui.theme import current_theme
 
 TREND_ROLE = Qt.ItemDataRole.UserRole + 10  # list[int]: the recorded counts, oldest first
@@ -83,79 +83,49 @@ class TrendDelegate(QStyledItemDelegate):
         painter.restore()
 
 
-class HealthItemsModel(QAbstractTableModel):
-    """One check's items, paged: `total` is the check's count, `items` what has been fetched."""
-
-    COLUMNS = ("Item", "Opens in")
+class HealthItemsModel(RowsTableModel):
+    """One check's items, paged: `total` is the check's count, the rows what has been fetched
+    (each row {"key", "item"}: the HealthItem and its stable key)."""
 
     def __init__(self, parent=None) -> None:
-        super().__init__(parent)
-        self.items: list[HealthItem] = []
+        super().__init__((
+            Column("summary", "Item", format=lambda r: r["item"].summary, tooltip=lambda r: r["item"].summary),
+            Column("pane", "Opens in", format=lambda r: PANE_TITLES.get(r["item"].pane, r["item"].pane),
+                   tooltip=lambda r: f"Double-click to open it in {PANE_TITLES.get(r['item'].pane, r['item'].pane)}"),
+        ), parent)
         self.total = 0
         self.fetcher: Callable[[int], None] | None = None  # called with the offset of the next page
         self.pending = False
 
+    @property
+    def items(self) -> list[HealthItem]:
+        return [r["item"] for r in self.rows]
+
     def set_items(self, items: Sequence[HealthItem], total: int, fetcher: Callable[[int], None] | None) -> None:
-        self.beginResetModel()
-        self.items = list(items)
-        self.total = max(total, len(self.items))
-        self.fetcher = fetcher
-        self.pending = False
-        self.endResetModel()
+        self.fetcher, self.pending = fetcher, False
+        self.total = max(total, len(items))
+        self.set_rows([{"key": i.key, "item": i} for i in items])
 
     def append(self, items: Sequence[HealthItem], total: int) -> None:
-        """A fetched page: items already shown (the store changed between pages) are skipped."""
-        seen = {i.key for i in self.items}
+        """A fetched page: items already shown (the store changed between pages) are skipped, and a
+        page with nothing new ends the paging."""
+        seen = {r["key"] for r in self.rows}
         fresh = [i for i in items if i.key not in seen]
         self.pending = False
         if fresh:
-            self.beginInsertRows(QModelIndex(), len(self.items), len(self.items) + len(fresh) - 1)
-            self.items.extend(fresh)
+            self.beginInsertRows(QModelIndex(), len(self.rows), len(self.rows) + len(fresh) - 1)
+            self.rows.extend({"key": i.key, "item": i} for i in fresh)
             self.endInsertRows()
-        self.total = len(self.items) if not fresh else max(total, len(self.items))
+        self.total = max(total, len(self.rows)) if fresh else len(self.rows)
 
     def item(self, row: int) -> HealthItem | None:
-        return self.items[row] if 0 <= row < len(self.items) else None
-
-    def row_of(self, key: str) -> int | None:
-        return next((i for i, it in enumerate(self.items) if it.key == key), None)
-
-    # Qt ----------------------------------------------------------------------------------------------
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.items)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.COLUMNS)
+        r = self.row_dict(row)
+        return r["item"] if r else None
 
     def canFetchMore(self, parent=QModelIndex()) -> bool:  # noqa: N802
-        return not parent.isValid() and self.fetcher is not None and not self.pending and len(self.items) < self.total
+        return not parent.isValid() and self.fetcher is not None and not self.pending and len(self.rows) < self.total
 
     def fetchMore(self, parent=QModelIndex()) -> None:  # noqa: N802
         if self.canFetchMore(parent):
             self.pending = True
-            self.fetcher(len(self.items))  # type: ignore[misc]
-
-    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemNeverHasChildren
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole \
-                and 0 <= section < len(self.COLUMNS):
-            return self.COLUMNS[section]
-        return None
-
-    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not (0 <= index.row() < len(self.items)) or not (0 <= index.column() < 2):
-            return None
-        item = self.items[index.row()]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return item.summary if index.column() == 0 else PANE_TITLES.get(item.pane, item.pane)
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return item.summary if index.column() == 0 else f"Double-click to open it in {PANE_TITLES.get(item.pane)}"
-        if role == ROW_ROLE:
-            return item
-        if role == ID_ROLE:
-            return item.key
-        return None
+            self.fetcher(len(self.rows))  # type: ignore[misc]

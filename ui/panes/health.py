@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from engine.curate import CurationResult
 from engine.errors import BadInput
-from engine.health import CHECKS, FIX_COMMANDS, TITLES, Fix, HealthItem, HealthReport
+from engine.health import ABOUT, CHECKS, FIX_COMMANDS, TITLES, Fix, HealthItem, HealthReport
 from ui.models.health_models import PANE_TITLES, ChecksModel, HealthItemsModel, TrendDelegate
 from ui.panes.base import PaneBase
 from ui.tasks import Task
@@ -182,6 +182,7 @@ class HealthPane(PaneBase):
         ih.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         self.items_label = QLabel("", self)
         self.items_label.setProperty("role", "muted")
+        self.items_label.setWordWrap(True)  # a long note must not widen the pane
 
         detail = QWidget(self)
         dl = QVBoxLayout(detail)
@@ -212,8 +213,17 @@ class HealthPane(PaneBase):
         right.addWidget(detail)
         right.setStretchFactor(0, 3)
         right.setStretchFactor(1, 2)
+        left = QWidget(self)
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.checks, 3)
+        self.about = QLabel("", left)
+        self.about.setWordWrap(True)
+        self.about.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.about.setProperty("role", "muted")
+        ll.addWidget(self.about, 1)
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
-        self.splitter.addWidget(self.checks)
+        self.splitter.addWidget(left)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 3)
@@ -243,6 +253,7 @@ class HealthPane(PaneBase):
         self.report, self.trend, self.current_check = None, [], None
         self.checks_model.set_rows([])
         self.items_model.set_items([], 0, None)
+        self.about.setText("")
         self._show_item(None)
         if self.ctx is None:
             self.summary.setText("No database open.")
@@ -397,6 +408,7 @@ class HealthPane(PaneBase):
 
     def _show_check(self, name: str) -> None:
         self.current_check = name
+        self.about.setText(f"<b>{_e(TITLES[name])}</b><br>{_e(ABOUT[name])}")
         result = self.report.checks.get(name) if self.report else None
         if result is None:
             self.items_model.set_items([], 0, None)
@@ -407,7 +419,7 @@ class HealthPane(PaneBase):
         self._update_items_label()
         want = self._want_item
         self._want_item = None
-        row = self.items_model.row_of(want) if want else None
+        row = self.items_model.row_of("key", want) if want else None
         if result.items:
             self._select_item_row(row if row is not None else 0, publish=False)
         else:
@@ -423,7 +435,8 @@ class HealthPane(PaneBase):
         text = f"{TITLES[name]}: {total:,} item{'s' if total != 1 else ''}"
         if shown < total:
             text += f" (showing {shown:,}; scroll for more)"
-        self.items_label.setText(text + (f" · {note}" if note else ""))
+        self.items_label.setText(text + (" · approximate (hover for how)" if note else ""))
+        self.items_label.setToolTip(note or "")
 
     def _fetch(self, name: str, offset: int) -> None:
         """The next page of one check, read in the background (called by the model's fetchMore)."""
