@@ -26,8 +26,9 @@ The checks:
 
 Near-duplicate vectors are found exactly up to EXACT_PAIRS_UPTO vectors; above that by random-
 hyperplane hashing (bands of sign bits on mean-centred vectors, candidates filtered by the
-Hamming distance of a 256-bit signature, then verified by their exact cosine), which finds a
-pair at cosine 0.96 with about 90 % probability and reads each vector once.
+Hamming distance of a 256-bit signature, then verified by their exact cosine), which reads each
+vector once and finds about 95 % of the pairs at cosine 0.96 and 98 % at 0.97 (measured on 20k
+anisotropic vectors by tests/engine/test_health.py; the bands narrow as the store grows).
 """
 
 from __future__ import annotations
@@ -196,13 +197,16 @@ def near_duplicate_pairs(store: Store, scope: Scope, model: str, dims: int, *, t
         if should_stop is not None:
             should_stop()
         fact_memories.update(ids[facts].tolist())
-        if mean is None:
-            mean = mat.mean(axis=0)
+        if mean is None:  # centre on the first block's mean: embeddings share a direction that
+            mean = mat.mean(axis=0)  # would put every vector in one bucket
+            offset = mean @ planes
         total += len(ids)
         if total <= EXACT_PAIRS_UPTO:
             kept.append(mat)
         ids_parts.append(ids)
-        sig_parts.append(np.packbits((mat - mean) @ planes > 0, axis=1))
+        proj = mat @ planes
+        proj -= offset  # (mat - mean) @ planes, without a centred copy of the block
+        sig_parts.append(np.packbits(proj > 0, axis=1))
     if total < 2:
         return NearPairs([], fact_memories)
     ids = np.concatenate(ids_parts)
@@ -232,23 +236,28 @@ def near_duplicate_pairs(store: Store, scope: Scope, model: str, dims: int, *, t
 
 
 def _lsh_note(n: int) -> str:
-    return (f"{n:,} vectors: near duplicates found by random-hyperplane hashing (a pair at cosine {NEAR_COSINE} "
-            "is found with about 90 % probability); identical texts are always found")
+    return (f"{n:,} vectors: near duplicates found by random-hyperplane hashing (about 95 % of the pairs at "
+            f"cosine {NEAR_COSINE} are found, more above it); identical texts are always found")
 
 
 def _signature_candidates(sig: np.ndarray, should_stop) -> np.ndarray:
     """Row pairs (i < j) that share a band of signature bits and differ in at most HAMMING_CUT bits."""
     n = len(sig)
-    bits = min(24, max(12, math.ceil(math.log2(n))))
-    bands = min(16, SIGNATURE_BITS // bits)
-    unpacked_weights = (1 << np.arange(bits, dtype=np.int64))
+    # Buckets of about four rows: narrower bands collide more often, so more of them fit in the
+    # signature and a near pair shares at least one more surely; the Hamming filter drops the rest.
+    bits = min(24, max(10, math.ceil(math.log2(n)) - 2))
+    bands = SIGNATURE_BITS // bits
+    padded = np.pad(sig, ((0, 0), (0, 4)))  # a band may end in the last byte: read 4 bytes from anywhere
     found = []
     for band in range(bands):
         if should_stop is not None:
             should_stop()
         lo = band * bits
-        cols = np.unpackbits(sig[:, lo // 8:(lo + bits + 7) // 8 + 1], axis=1)[:, lo % 8:lo % 8 + bits]
-        keys = cols.astype(np.int64) @ unpacked_weights
+        first = lo // 8  # the band's bits sit inside these 4 bytes (bits <= 24, offset < 8), big-endian
+        word = np.zeros(len(sig), dtype=np.uint32)
+        for k in range(4):
+            word |= padded[:, first + k].astype(np.uint32) << np.uint32(24 - 8 * k)
+        keys = (word >> np.uint32(32 - lo % 8 - bits)) & np.uint32((1 << bits) - 1)
         order = np.argsort(keys)
         sorted_keys = keys[order]
         for d in range(1, 64):  # members of one bucket sit next to each other once sorted

@@ -497,3 +497,27 @@ def test_every_fix_offered_binds_to_its_curation_command(engine):
         if f.command == "rebuild_fts":
             continue
         inspect.signature(getattr(Curator, f.command)).bind(None, **f.args)
+
+
+def test_signature_bands_find_nearly_every_pair_at_the_threshold():
+    """The approximate part of the near-duplicate search: 20,000 anisotropic vectors (sharing one
+    direction, as text embeddings do) with 300 pairs planted at cosine 0.96 and 300 at 0.97."""
+    rng = np.random.default_rng(5)
+    n, dims = 20000, 384
+    x = rng.standard_normal((n, dims)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x += 0.8 * (common := rng.standard_normal(dims).astype(np.float32)) / np.linalg.norm(common)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    a = rng.choice(n // 2, 600, replace=False)
+    b = a + n // 2
+    for k, (i, j) in enumerate(zip(a, b)):
+        r = rng.standard_normal(dims).astype(np.float32)
+        r -= r.dot(x[i]) * x[i]
+        cos = 0.96 if k < 300 else 0.97
+        x[j] = cos * x[i] + np.sqrt(1 - cos ** 2) * r / np.linalg.norm(r)
+    planes = np.random.default_rng(23).standard_normal((dims, health.SIGNATURE_BITS)).astype(np.float32)
+    sig = np.packbits((x - x.mean(axis=0)) @ planes > 0, axis=1)
+    found = set(map(tuple, health._signature_candidates(sig, None).tolist()))
+    hits = [(int(i), int(j)) in found for i, j in zip(a, b)]
+    assert sum(hits[:300]) / 300 >= 0.95 and sum(hits[300:]) / 300 >= 0.98
+    assert len(found) < 700  # random pairs are filtered out by their Hamming distance
