@@ -217,6 +217,12 @@ class MemoryEngine:
         self._reembed_thread = threading.Thread(target=work, name="memlens-reembed", daemon=False)
         self._reembed_thread.start()
 
+    @property
+    def background_busy(self) -> bool:
+        """Is a background re-embed still running?"""
+        thread = self._reembed_thread
+        return thread is not None and thread.is_alive()
+
     def wait_for_background(self) -> None:
         thread = self._reembed_thread
         if thread is not None:
