@@ -63,6 +63,7 @@ EXACT_PAIRS_UPTO = 4096  # vectors compared all against all below this
 SIGNATURE_BITS = 256
 HAMMING_CUT = 50  # signature bits apart: about 35 degrees between centred vectors
 DEFAULT_LIMIT = 200  # items returned per check (the count is always the total)
+MAX_LISTED = 50  # records listed in one item's evidence (the item says how many there are)
 
 
 @dataclass(slots=True)
@@ -327,21 +328,21 @@ def duplicate_memories(ctx: CheckContext) -> CheckResult:
         best[a], best[b] = max(best.get(a, 0.0), cos), max(best.get(b, 0.0), cos)
     found = groups.groups()
     page = ctx.page(found)
-    members_of_page = [m for g in page for m in g]
+    members_of_page = [m for g in page for m in g[:MAX_LISTED]]
     briefs = ctx.store.memory_briefs(ctx.scope, members_of_page)
     spans = ctx.store.evidence_spans(ctx.scope, members_of_page, context=0)
     items = []
     for g in page:
         keep, drops = g[0], g[1:]
         members = []
-        for m in g:
+        for m in g[:MAX_LISTED]:
             b = briefs.get(m, {})
             src = (spans.get(m) or [{}])[0]
             members.append({"memory_id": m, "kind": b.get("kind"), "text": b.get("text"),
                             "source_time": b.get("source_time"), "document_id": src.get("document_id"),
                             "document": src.get("title")})
         how = {str(d): "identical text" if d in identical and keep in identical else f"cosine {best.get(d, 1.0):.3f}"
-               for d in drops}
+               for d in drops[:MAX_LISTED]}
         fixes = [Fix("merge", {"keep": keep, "drop": d}, f"Merge #{d} into #{keep}") for d in drops[:3]]
         fixes += [Fix("forget", {"memory_id": d, "reason": f"duplicate of memory {keep}"}, f"Forget #{d}")
                   for d in drops[:3]]
@@ -350,7 +351,7 @@ def duplicate_memories(ctx: CheckContext) -> CheckResult:
             summary=f"{len(g)} memories say the same ({', '.join(sorted(set(how.values())))}): "
                     f"“{_brief(briefs.get(keep, {}).get('text'), 70)}”",
             target={"kind": "memory", "id": keep}, pane="spans",
-            evidence={"memories": members, "keep": keep, "how": how}, fixes=fixes))
+            evidence={"memories": members, "keep": keep, "how": how, "member_count": len(g)}, fixes=fixes))
     return CheckResult("duplicate_memories", TITLES["duplicate_memories"], len(found), items, note=near.note)
 
 
@@ -445,15 +446,18 @@ def unflagged_contradictions(ctx: CheckContext) -> CheckResult:
         fixes = [Fix("open_conflict", {"fact_a_id": a["id"], "fact_b_id": b["id"],
                                        "reason": f"two active values for single-valued '{a['predicate']}':"
                                                  f" '{a['object']}' and '{b['object']}' (found by the health check)"},
-                     f"Open a conflict: #{a['id']} vs #{b['id']}") for a, b in pairs[:3]]
+                     f"Conflict #{a['id']} vs #{b['id']}") for a, b in pairs[:2]]
         fixes += [Fix("retract_fact", {"fact_id": f["id"], "reason": "contradicted, retracted from the health view"},
-                      f"Retract #{f['id']} ({_brief(f['object'], 24)})") for f in group[:3]]
+                      f"Retract #{f['id']} ({_brief(f['object'], 16)})") for f in group[:2]]
+        values = ", ".join(f"“{_brief(f['object'], 30)}” (#{f['id']})" for f in group[:4])
         items.append(HealthItem(
             key=f"unflagged_contradictions:{first['subject_key']}:{first['predicate_key']}",
-            summary=f"{first['subject']} · {first['predicate']} has {len(group)} active values: "
-                    + ", ".join(f"“{_brief(f['object'], 30)}” (#{f['id']})" for f in group),
+            summary=f"{first['subject']} · {first['predicate']} has {len(group)} active values: {values}"
+                    + (f" and {len(group) - 4} more" if len(group) > 4 else ""),
             target={"kind": "fact", "id": pairs[0][0]["id"]}, pane="timeline",
-            evidence={"facts": [_fact_brief(f) for f in group], "pairs": [[a["id"], b["id"]] for a, b in pairs]},
+            evidence={"facts": [_fact_brief(f) for f in group[:MAX_LISTED]],
+                      "pairs": [[a["id"], b["id"]] for a, b in pairs[:MAX_LISTED]], "pair_count": len(pairs),
+                      "value_count": len(group)},
             fixes=fixes))
     return CheckResult("unflagged_contradictions", TITLES["unflagged_contradictions"], len(found), items)
 
@@ -610,8 +614,8 @@ def vector_problems(ctx: CheckContext) -> CheckResult:
             key=f"vector_problems:{r['id']}",
             summary=f"Memory #{r['id']} ({r['kind']}) {words[why]}: “{_brief(r['text'], 50)}”",
             target={"kind": "memory", "id": r["id"]}, pane="memories",
-            evidence={"memory_id": r["id"], "why": why, "vector": {k: r[k] for k in ("provider", "model", "dims", "stale",
-                                                                                     "embedded_at")},
+            evidence={"memory_id": r["id"], "why": why, "vector": None if why == "missing" else {
+                          k: r[k] for k in ("provider", "model", "dims", "stale", "embedded_at")},
                       "store_embedder": emb},
             fixes=[Fix("reembed", {"memory_ids": [r["id"]]}, f"Re-embed #{r['id']}")]))
     return CheckResult("vector_problems", TITLES["vector_problems"], total, items)

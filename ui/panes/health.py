@@ -167,7 +167,7 @@ class HealthPane(PaneBase):
         self.checks = row_table(self, self.checks_model)
         self.checks.setItemDelegateForColumn(2, TrendDelegate(self.checks))
         em = self.fontMetrics().horizontalAdvance("M")
-        for col, width in ((1, 5), (2, 7), (3, 5)):
+        for col, width in ((1, 5), (2, 7), (3, 6)):
             self.checks.setColumnWidth(col, width * em)
         header = self.checks.horizontalHeader()
         header.setStretchLastSection(False)
@@ -222,9 +222,11 @@ class HealthPane(PaneBase):
         self.about.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.about.setProperty("role", "muted")
         ll.addWidget(self.about, 1)
+        left.setMinimumWidth(30 * em)  # the check names stay readable however wide an item gets
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.addWidget(left)
         self.splitter.addWidget(right)
+        self.splitter.setChildrenCollapsible(False)
         self.splitter.setStretchFactor(0, 2)
         self.splitter.setStretchFactor(1, 3)
         self.root_layout.addWidget(self.splitter, 1)
@@ -489,8 +491,9 @@ class HealthPane(PaneBase):
         for b, fix in zip(self.fix_buttons, item.fixes + [None] * MAX_FIX_BUTTONS):
             b.setVisible(fix is not None)
             if fix is not None:
-                b.setText(fix.label)
-                b.setToolTip(f"{fix.command}({', '.join(f'{k}={v!r}' for k, v in fix.args.items())})"
+                width = 18 * self.fontMetrics().horizontalAdvance("M")  # a long label elides: the pane never widens
+                b.setText(self.fontMetrics().elidedText(fix.label, Qt.TextElideMode.ElideRight, width))
+                b.setToolTip(f"{fix.label}: {fix.command}({', '.join(f'{k}={v!r}' for k, v in fix.args.items())})"
                              " — logged in the audit log, undoable")
 
     def open_item(self, item: HealthItem | None) -> None:
