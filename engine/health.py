@@ -139,13 +139,13 @@ class CheckContext:
         self.now = now
         self.limit = limit
         self.offset = offset
-        self._should_stop = should_stop
+        self.should_stop = should_stop  # the run's cancel check, for reads that loop over many rows
         self._facts: list[dict[str, Any]] | None = None
         self._pairs: NearPairs | None = None
         self._fact_memory: dict[int, dict[str, Any]] | None = None
 
     def stop_check(self) -> None:
-        if self._should_stop is not None and self._should_stop():
+        if self.should_stop is not None and self.should_stop():
             raise _Stopped
 
     def page(self, items: list) -> list:
@@ -625,7 +625,7 @@ def fts_out_of_sync(ctx: CheckContext) -> CheckResult:
     found = []
     for table in ("memories", "chunks"):
         ctx.stop_check()
-        rows = ctx.store.fts_rows_out_of_sync(ctx.scope, table, should_stop=ctx._should_stop)
+        rows = ctx.store.fts_rows_out_of_sync(ctx.scope, table, should_stop=ctx.should_stop)
         for problem in ("missing", "changed", "orphaned"):
             found += [(table, problem, rid) for rid in rows[problem]]
     ctx.stop_check()
