@@ -276,7 +276,7 @@ class HealthReads:
     # trend ------------------------------------------------------------------------------------
     def health_trend(self, scope: Scope, *, limit: int = 50) -> list[dict[str, Any]]:
         """The latest recorded runs, oldest first: {taken_at, trigger, counts}."""
-        rows = dict_rows(self.conn, f"SELECT taken_at, trigger, counts FROM health_counts WHERE {_SCOPE_WHERE}"
+        rows = dict_rows(self.conn, f"SELECT taken_at, occasion AS trigger, counts FROM health_counts WHERE {_SCOPE_WHERE}"
                          " ORDER BY id DESC LIMIT ?", (*scope.as_params(), limit))
         for r in rows:
             r["counts"] = json.loads(r["counts"])
@@ -298,7 +298,7 @@ class HealthWrites:
 
     def record_health_counts(self, trigger: str, counts: dict[str, int]) -> int:
         self.conn.execute(
-            "INSERT INTO health_counts(user_id, agent_id, scope_type, scope_id, taken_at, trigger, counts)"
+            "INSERT INTO health_counts(user_id, agent_id, scope_type, scope_id, taken_at, occasion, counts)"
             " VALUES (?,?,?,?,?,?,?)", (*self._sp, self.now, trigger, json.dumps(counts, sort_keys=True)))
         rid = self.conn.last_insert_rowid()
         self.conn.execute(
