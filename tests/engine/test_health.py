@@ -207,16 +207,32 @@ def test_unverified_evidence_is_unsupported(engine):
     assert _run(engine, "unsupported_facts").count == 0
 
 
-def test_a_fact_whose_two_sources_were_retracted_one_by_one_outlives_them(engine):
-    """Retraction keeps a fact with a source elsewhere, and counts a retracted document as elsewhere:
-    retract both documents of a two-source fact and it stays active. The check finds it."""
+def _two_source_fact(engine):
     berlin = fact(engine, ANA, "lives_in", "Berlin")
     turn = [("Ana", "user", "As I said, I live in Berlin.", [("lives_in", "Berlin", "I live in Berlin", 0.8, "new", [], None)])]
     second = add_chat(engine, ANA, turn, external_id="c2", uri="chat://ana-2")
     assert len(engine.store.sources_of(ANA, berlin["memory_id"])) == 2  # reinforced from the second chat
     first = engine.store.sources_of(ANA, berlin["memory_id"])[0].document_id
+    return berlin, first, second
+
+
+def test_retracting_both_sources_of_a_fact_one_by_one_retracts_it(engine):
+    """The cascade once counted an already retracted document as support elsewhere, so a fact
+    outlived both of its sources (the health check below found it)."""
+    berlin, first, second = _two_source_fact(engine)
     _curator(engine).retract(first)
+    assert engine.store.fact(ANA, berlin["id"])["status"] == "active"  # the second chat still says it
     _curator(engine).retract(second)
+    assert engine.store.fact(ANA, berlin["id"])["status"] == "retracted"
+    assert _run(engine, "unsupported_facts").count == 0
+
+
+def test_a_fact_whose_sources_are_all_retracted_is_unsupported(engine):
+    """A store written before that fix (or by an import) can hold such facts: the check finds them."""
+    berlin, first, second = _two_source_fact(engine)
+    with engine.store.writer(ANA) as w:  # retracted without the cascade, as the old code left them
+        for doc in (first, second):
+            w.retract_document(doc, "2024-05-01T00:00:00Z", "planted")
     assert engine.store.fact(ANA, berlin["id"])["status"] == "active"
     result = _run(engine, "unsupported_facts")
     item = next(i for i in result.items if i.target["id"] == berlin["id"])
