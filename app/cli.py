@@ -222,7 +222,22 @@ def build_parser() -> argparse.ArgumentParser:
                         " (default 5)")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
                    help="override $MEMLENS_EMBEDDER")
+    _add_health_parser(sub)
     return parser
+
+
+def _add_health_parser(sub) -> None:
+    p = sub.add_parser("health", help="what is wrong with this memory: every store-health check and its items")
+    _common(p)
+    _scoped(p)
+    p.add_argument("--check", action="append", default=None, metavar="NAME",
+                   help="only this check (repeatable; default: all, and the counts join the trend)")
+    p.add_argument("--limit", type=int, default=200, help="items per check (default 200; counts are always total)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many items per check (paging)")
+    p.add_argument("--synthetic", type=int, default=None, metavar="N",
+                   help="instead of --db: time every check on a synthetic N-memory store with provenance")
+    p.add_argument("--keep", type=Path, default=None, help="with --synthetic: keep that store at this new path")
+    p.add_argument("--workdir", default=None, help="with --synthetic: where the temporary store goes")
 
 
 def _scope(args: argparse.Namespace) -> Scope:
@@ -652,6 +667,47 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 COMMANDS["import"] = cmd_import
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    from engine.health import CHECKS
+
+    if args.limit < 0 or args.offset < 0:
+        raise BadInput("--limit and --offset must not be negative")
+    for name in args.check or ():
+        if name not in CHECKS:
+            raise BadInput(f"unknown health check {name!r} (one of {', '.join(CHECKS)})")
+    if args.synthetic is not None:
+        from engine.perf import run_health_perf
+
+        if args.synthetic < 2:
+            raise BadInput("--synthetic needs at least 2 memories")
+        out = run_health_perf(args.synthetic, workdir=args.workdir, keep=str(args.keep) if args.keep else None,
+                              progress=None if args.json else _progress)
+        if not args.json:
+            sys.stderr.write("\n")
+        lines = [f"{out['memories']:,} memories (built in {out['build_seconds']} s): every check in "
+                 f"{out['seconds']['first']} s, again in {out['seconds']['second']} s"]
+        lines += [f"  {n:<26} {c['count']:>7,}  {c['seconds']:>7.3f} s" for n, c in out["checks"].items()]
+        _emit(args, out, "\n".join(lines))
+        return 0
+    if args.keep is not None:
+        raise BadInput("--keep goes with --synthetic")
+    with _open_existing(args) as engine:
+        report = engine.health(_scope(args), checks=args.check, limit=args.limit, offset=args.offset,
+                               record=None if args.check else "cli")
+    d = report.as_dict()
+    lines = [f"store health of {_scope(args).user_id}/{_scope(args).agent_id} in {d['seconds']:.2f} s"]
+    for name, c in d["checks"].items():
+        lines.append(f"{c['count']:>7,}  {name:<26} {c['title']}")
+        lines += [f"           - {item['summary']}" for item in c["items"][:5]]
+        if c["count"] > 5 and c["items"]:
+            lines.append(f"           ... {c['count'] - min(5, len(c['items'])):,} more (--check {name} --json)")
+    _emit(args, d, "\n".join(lines))
+    return 0
+
+
+COMMANDS["health"] = cmd_health
 
 
 def main(argv: list[str] | None = None) -> int:

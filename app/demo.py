@@ -49,6 +49,16 @@ def _curated(engine: MemoryEngine, corpus: Path) -> int:
     return report.inserted
 
 
+def _forget_editor_turn(engine: MemoryEngine) -> int:
+    """Ana asked the assistant to forget what she said about her editor; the operator forgets that
+    turn. The fact read from it stays (forgetting a turn does not cascade), which the Health pane
+    shows as a fact without live support."""
+    turn = next(m for m in engine.export(DEMO_SCOPE)["memories"]
+                if m["kind"] == "episode" and "I use Neovim" in m["text"])
+    engine.curator(DEMO_SCOPE).forget(turn["id"], reason="Ana asked to forget what she said about her editor")
+    return turn["id"]
+
+
 def build_demo(path: Path, *, progress: Callable[[float, str], None] | None = None,
                should_stop: Callable[[], bool] | None = None, embedder=None) -> dict:
     """Build the demo DB at `path` (which must not exist yet); return what was made."""
@@ -67,6 +77,8 @@ def build_demo(path: Path, *, progress: Callable[[float, str], None] | None = No
         curated = _curated(engine, corpus)
         step(0.6, "expiring what is past its forget_after")
         engine.expire_due(DEMO_SCOPE)
+        step(0.62, "an operator forgets a turn at Ana's request")
+        forgotten = _forget_editor_turn(engine)
         step(0.65, "a first recall so the traces pane has one")
         engine.recall("Where does Ana live now?", scope=DEMO_SCOPE)
         engine.recall("What pets does Ana have?", scope=DEMO_SCOPE)
@@ -81,4 +93,4 @@ def build_demo(path: Path, *, progress: Callable[[float, str], None] | None = No
         counts = engine.counts(DEMO_SCOPE)
     return {"path": str(path), "documents": report.documents, "memories": counts["memories"],
             "facts": counts["facts"], "curated_facts": curated, "open_conflicts": counts["open_conflicts"],
-            "bench_run": bench["run_id"], "redacted": report.redacted}
+            "bench_run": bench["run_id"], "redacted": report.redacted, "forgotten_turn": forgotten}

@@ -18,13 +18,14 @@ from .changes import ChangeSet, apply_images
 from .embed.base import Embedder
 from .errors import BadInput
 from .extract import canonical
-from .ingest.pipeline import fact_vector_text
+from .ingest.pipeline import fact_vector_text, vector_text
 from .profile import build_profile
 from .scope import Scope
 from .store.store import Store
 from .timeutil import now_iso
 
 KEEP_CHOICES = ("a", "b", "both", "none")
+REEMBED_MAX = 1000  # memories one logged re-embed may touch (its undo keeps every old vector)
 
 
 @dataclass(slots=True)
@@ -239,6 +240,121 @@ class Curator:
             return {"expired": [f["id"] for f in due]}
 
         return self._run("expire", "facts", None, None, body)
+
+    # repairs the store-health view offers (engine/health.py) -------------------------------------
+    def merge(self, keep: int, drop: int, *, note: str | None = None) -> CurationResult:
+        """`drop` says what `keep` says: its source spans move onto `keep`, and it is forgotten (a fact:
+        also retracted), so one memory carries all the evidence."""
+        if keep == drop:
+            raise BadInput("merge needs two different memories")
+        kept, dropped = self._memory(keep), self._memory(drop)
+        for m in (kept, dropped):
+            if m.forgotten_at or m.retracted_at:
+                raise BadInput(f"memory {m.id} is no longer current (forgotten or retracted)")
+        keep_fact, drop_fact = self.store.fact_by_memory(self.scope, keep), self.store.fact_by_memory(self.scope, drop)
+        if (keep_fact is None) != (drop_fact is None):
+            raise BadInput("merge a fact into a fact, or a memory into a memory")
+        sources = self.store.sources_of(self.scope, drop)
+        now = now_iso()
+
+        def body(w, ch: ChangeSet):
+            before = set(w.ids_where("memory_sources", "memory_id", keep))
+            for src in sources:
+                w.add_source(memory_id=keep, chunk_id=src.chunk_id, document_id=src.document_id,
+                             start=src.start, end=src.end, relevance=src.relevance)
+            for rid in set(w.ids_where("memory_sources", "memory_id", keep)) - before:
+                ch.created("memory_sources", rid)
+            ch.touch(w, "memories", drop)
+            w.update_memory(drop, forgotten_at=now, forget_reason=f"merged into memory {keep}")
+            if keep_fact is not None:
+                ch.touch(w, "facts", keep_fact["id"])
+                ch.touch(w, "facts", drop_fact["id"])
+                w.update_fact(keep_fact["id"], source_count=keep_fact["source_count"] + drop_fact["source_count"],
+                              confidence=max(keep_fact["confidence"], drop_fact["confidence"]))
+                w.update_fact(drop_fact["id"], status="retracted", invalidated_at=now, rule="operator_merge",
+                              reason=f"the same claim as fact {keep_fact['id']}, merged into it")
+            return {"keep": keep, "drop": drop, "sources_moved": len(sources),
+                    "fact_ids": [keep_fact["id"], drop_fact["id"]] if keep_fact else []}
+
+        return self._run("merge", "memory", drop, note, body)
+
+    def open_conflict(self, fact_a_id: int, fact_b_id: int | None = None, *, reason: str,
+                      note: str | None = None) -> CurationResult:
+        """Put two facts (or one, held for review) in the review queue, as reconciliation would have."""
+        a = self._fact(fact_a_id)
+        b = self._fact(fact_b_id) if fact_b_id is not None else None
+        if fact_a_id == fact_b_id:
+            raise BadInput("a conflict needs two different facts (or one, held for review)")
+        for f in (a, b):
+            if f is not None and f["status"] not in ("active", "needs_review"):
+                raise BadInput(f"fact {f['id']} is {f['status']}, not current")
+        ids = {fact_a_id, fact_b_id} - {None}
+        for c in self.store.conflicts(self.scope, status="open"):
+            if {c["fact_a_id"], c["fact_b_id"]} - {None} == ids:
+                raise BadInput(f"conflict {c['id']} already holds {'these facts' if len(ids) > 1 else 'this fact'}")
+
+        def body(w, ch: ChangeSet):
+            cid = w.open_conflict(fact_a_id=fact_a_id, fact_b_id=fact_b_id,
+                                  rule="operator_flag" if b is not None else "operator_review", reason=reason)
+            ch.created("conflicts", cid)
+            return {"conflict_id": cid, "fact_ids": sorted(ids)}
+
+        return self._run("open_conflict", "fact", fact_a_id, note, body)
+
+    def retract_fact(self, fact_id: int, *, reason: str = "retracted by operator", note: str | None = None
+                     ) -> CurationResult:
+        """Withdraw one fact (its memory and sources stay, for the record): out of recall and the profile."""
+        fact = self._fact(fact_id)
+        if fact["status"] == "retracted":
+            raise BadInput(f"fact {fact_id} is already retracted")
+
+        def body(w, ch: ChangeSet):
+            ch.touch(w, "facts", fact_id)
+            w.update_fact(fact_id, status="retracted", invalidated_at=now_iso(), rule="operator_retract", reason=reason)
+            return {"fact_id": fact_id, "reason": reason}
+
+        return self._run("retract_fact", "fact", fact_id, note or reason, body)
+
+    def reembed(self, memory_ids: list[int], *, note: str | None = None) -> CurationResult:
+        """Give these memories a vector of the current model, from the text ingestion embeds."""
+        ids = sorted(set(int(i) for i in memory_ids))
+        if not ids:
+            raise BadInput("nothing to re-embed")
+        if len(ids) > REEMBED_MAX:
+            raise BadInput(f"at most {REEMBED_MAX} memories per re-embed (got {len(ids)})")
+        if self._embedder is None:
+            raise BadInput("re-embedding needs an embedder")
+        mems = [self._memory(i) for i in ids]
+        context = self.store.embedding_context(ids)
+        emb = self._embedder()
+        vectors = emb.embed([vector_text(m.text, context.get(m.id)) for m in mems], kind="passage")
+
+        def body(w, ch: ChangeSet):
+            for mid in ids:
+                for rid in w.ids_where("embeddings", "owner_id", mid):
+                    ch.touch(w, "embeddings", rid)
+            w.put_embeddings("memory", list(zip(ids, vectors)), provider=emb.provider, model=emb.model,
+                             dims=emb.dims, embed_ms=None)
+            for mid in ids:
+                for rid in w.ids_where("embeddings", "owner_id", mid):
+                    ch.before.setdefault("embeddings", {}).setdefault(str(rid), None)
+            return {"memory_ids": ids, "model": emb.model}
+
+        return self._run("reembed", "memory", ids[0] if len(ids) == 1 else None, note, body)
+
+    def remove_entity(self, entity_id: int, *, note: str | None = None) -> CurationResult:
+        """Drop an entity and its mentions (a noisy name: the memories keep their text)."""
+        if self.store.entity_key(self.scope, entity_id) is None:
+            raise BadInput(f"no entity {entity_id} in this scope")
+
+        def body(w, ch: ChangeSet):
+            for rid in w.ids_where("entity_mentions", "entity_id", entity_id):
+                ch.touch(w, "entity_mentions", rid)
+            ch.touch(w, "entities", entity_id)
+            w.delete_entity(entity_id)
+            return {"entity_id": entity_id}
+
+        return self._run("remove_entity", "entity", entity_id, note, body)
 
     # retraction ---------------------------------------------------------------------------------
     def retract(self, document_id: int, *, dry_run: bool = False, note: str | None = None) -> CurationResult:

@@ -43,6 +43,7 @@ from .embed.base import Embedder
 from .errors import BadInput
 from .extract.canonical import subject_key as canonical_subject
 from .extract.runner import ExtractReport, Extractor
+from .health import DEFAULT_LIMIT, HealthReport, run_checks
 from .ingest.model import ParsedDocument
 from .ingest.pipeline import VECTOR_TEXT_VERSION, Ingestor, IngestReport, vector_text
 from .llm import LLMClient, LLMConfig
@@ -215,6 +216,12 @@ class MemoryEngine:
 
         self._reembed_thread = threading.Thread(target=work, name="memlens-reembed", daemon=False)
         self._reembed_thread.start()
+
+    @property
+    def background_busy(self) -> bool:
+        """Is a background re-embed still running?"""
+        thread = self._reembed_thread
+        return thread is not None and thread.is_alive()
 
     def wait_for_background(self) -> None:
         thread = self._reembed_thread
@@ -499,6 +506,28 @@ class MemoryEngine:
 
     def expire_due(self, scope: Scope, now: str | None = None):
         return Curator(self.store, scope, actor="system").expire_due(now)
+
+    # store health -----------------------------------------------------------------------------
+    def health(self, scope: Scope, *, checks: list[str] | None = None, limit: int = DEFAULT_LIMIT, offset: int = 0,
+               now: str | None = None, record: str | None = None, progress: Progress | None = None,
+               should_stop: ShouldStop | None = None) -> HealthReport:
+        """Run the store-health checks (engine.health) in this scope: each check's count and one page
+        of items with their evidence and fixes. record="open" | "ingest" | "cli" ... keeps the counts
+        of a complete, uncancelled run of every check for the trend (health_trend)."""
+        report = run_checks(self.store, scope, checks=checks, limit=limit, offset=offset, now=now,
+                            progress=progress, should_stop=should_stop)
+        if record and not report.cancelled and checks is None and not self.store.db.readonly:
+            with self.store.writer(scope) as w:
+                w.record_health_counts(record, report.counts())
+        return report
+
+    def health_trend(self, scope: Scope, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The recorded health runs of this scope, oldest first: {taken_at, trigger, counts}."""
+        return self.store.health_trend(scope, limit=limit)
+
+    def rebuild_fts(self) -> None:
+        """Rebuild the full-text indexes from their tables (the fix for fts_out_of_sync)."""
+        self.store.rebuild_fts()
 
     # reading ----------------------------------------------------------------------------------
     def counts(self, scope: Scope) -> dict[str, int]:

@@ -10,6 +10,7 @@ neighbour at cosine ~0.8). Query embedding is excluded: the pipeline gets the qu
 from __future__ import annotations
 
 import hashlib
+import json
 import resource
 import tempfile
 import time
@@ -27,6 +28,10 @@ VERBS = ["visited", "mentioned", "bought", "planned", "loved", "fixed", "painted
          "started", "finished", "joined", "left", "found", "lost", "shared", "booked", "tried", "missed"]
 STOP = ["the", "a", "with", "and", "to", "of", "in", "for", "on", "that", "it", "was", "my", "our", "last", "this"]
 PREDICATES = ["lives_in", "works_at", "has_role", "likes", "has_pet", "studies_at", "drives", "plays"]
+CONVERSATION = 50  # memories per synthetic chat document (build(provenance=True))
+# Problems build(provenance=True) plants, one in every N memories: a turn repeated verbatim, an
+# episode without a source span, a memory without a vector.
+PLANT_EVERY = {"duplicate": 5000, "no_source": 10007, "no_vector": 7001}
 
 
 def _vocabulary(rng: np.random.Generator, size: int) -> list[str]:
@@ -74,11 +79,20 @@ class SyntheticStore:
             out.append((" ".join(parts) + ".", content))
         return out
 
-    def build(self, store, embedder_model: str, progress: Callable[[float, str], None] | None = None) -> np.ndarray:
-        """Fill the store; return the float32 matrix of vectors in memory-id order (for ground truth)."""
+    def build(self, store, embedder_model: str, progress: Callable[[float, str], None] | None = None, *,
+              provenance: bool = False) -> np.ndarray:
+        """Fill the store; return the float32 matrix of vectors in memory-id order (for ground truth).
+
+        provenance=True also writes what ingestion would have: a chat document per CONVERSATION
+        turns, a chunk per episode with its exact span, a source span for every memory (a fact
+        points at the next turn of its conversation), and a mention of the speaker's name; and it plants a few
+        of the problems the health checks look for (PLANTED says which, and how many)."""
         vectors = self.rng.standard_normal((self.n, self.dims), dtype=np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        batch = 20000
+        batch = 20000  # a multiple of CONVERSATION: no conversation spans two batches
+        if provenance:
+            with store.writer(self.scope) as w:
+                w.bulk_entities([(k + 1, name, name.lower(), "name") for k, name in enumerate(NAMES)])
         fact_id = 0
         base_day = np.datetime64("2020-01-01")
         for start in range(0, self.n, batch):
@@ -112,16 +126,62 @@ class SyntheticStore:
                         facts[j] = (*f[:8], "superseded", f[9], f[10], when, f[12], when, *f[14:])
                         rels.append((mid, prev[1], "updates"))
                     chain[key] = (fact_id, mid, when)
-                embs.append((mid, vectors[i]))
+                if provenance and i % PLANT_EVERY["duplicate"] == PLANT_EVERY["duplicate"] - 1 \
+                        and len(mems) > 1 and mems[-2][1] == mems[-1][1] == "episode":
+                    prev = mems[-2]  # the same turn again, verbatim: its text, hash and vector
+                    mems[-1] = (mid, "episode", prev[2], *mems[-1][3:7], prev[7])
+                    vectors[i] = vectors[i - 1]
+                if not (provenance and i % PLANT_EVERY["no_vector"] == 0):
+                    embs.append((mid, vectors[i]))
             with store.writer(self.scope) as w:
                 w.bulk_memories(mems)
                 w.bulk_facts(facts)
                 w.bulk_relations(rels)
                 w.put_embeddings("memory", embs, provider="synthetic", model=embedder_model, dims=self.dims,
                                  embed_ms=None)
+                if provenance:
+                    self._provenance(w, mems)
             if progress is not None:
                 progress(stop / self.n, f"built {stop:,} memories")
         return vectors
+
+    def _provenance(self, w, mems: list[tuple]) -> None:
+        """Documents, chunks, source spans and name mentions for one batch of memories (see build)."""
+        docs, chunks, sources, mentions = [], [], [], []
+        for c in range(0, len(mems), CONVERSATION):
+            conv = mems[c:c + CONVERSATION]
+            doc_id = conv[0][0]  # ids of the conversation's first memory: unique, no counter needed
+            parts, pos, last_chunk = [], 0, None
+            pending_facts = []
+            for m in conv:
+                mid, kind, text, when = m[0], m[1], m[2], m[6]
+                if kind != "episode":
+                    pending_facts.append(mid)
+                    continue
+                chunk = (mid, doc_id, len(chunks), pos, pos + len(text), text, m[7], text.split(" ", 1)[0], "user",
+                         when, "user")
+                chunks.append(chunk)
+                parts.append(text)
+                if mid % PLANT_EVERY["no_source"] != 0:
+                    sources.append((mid, mid, doc_id, pos, pos + len(text)))
+                name = text.split(" ", 1)[0]
+                mentions.append((NAMES.index(name) + 1, mid, mid, pos, pos + len(name)))
+                for fid in pending_facts:  # facts before this turn are read from it
+                    sources.append((fid, mid, doc_id, pos, pos + len(text)))
+                pending_facts = []
+                last_chunk = chunk
+                pos += len(text) + 1
+            for fid in pending_facts:  # facts after the last turn: read from it
+                if last_chunk is not None:
+                    sources.append((fid, last_chunk[0], doc_id, last_chunk[3], last_chunk[4]))
+            if parts:
+                text = "\n".join(parts)
+                docs.append((doc_id, "chat", f"synthetic://chat/{doc_id}", f"Conversation {doc_id}", text,
+                             hashlib.blake2b(text.encode(), digest_size=8).hexdigest(), "user", conv[0][6]))
+        w.bulk_documents(docs)
+        w.bulk_chunks(chunks)
+        w.bulk_sources(sources)
+        w.add_mentions(mentions)
 
     def queries(self, vectors: np.ndarray, q: int) -> list[tuple[int, str, np.ndarray]]:
         out = []
@@ -219,4 +279,40 @@ def run_perf(memories: int = 100_000, queries: int = 200, *, dims: int = 384, wo
         "build_seconds": round(build_seconds, 2), "vector_load_seconds": round(load_seconds, 3),
         "db_bytes": db_bytes, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "note": "query embedding excluded (query vectors are given); BLAS threads as set by OPENBLAS_NUM_THREADS",
+    }
+
+
+def run_health_perf(memories: int = 100_000, *, dims: int = 384, workdir: str | None = None, keep: str | None = None,
+                    progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
+    """Build a synthetic store with provenance (SyntheticStore.build(provenance=True)), reopen it as
+    the CLI would, and time every health check over it twice (first read, then warm caches)."""
+    from .health import run_checks
+    from .store.store import Store
+
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = Path(keep) if keep else Path(tmp) / "health.db"
+        if path.exists():
+            from .errors import BadInput
+
+            raise BadInput(f"{path}: already exists; the synthetic store is only built into a new file")
+        model = f"synthetic-{dims}"
+        t0 = time.perf_counter()
+        synth = SyntheticStore(path, memories, dims=dims)
+        with Store(path) as store:
+            synth.build(store, model, progress, provenance=True)
+            store.set_meta("embedder", json.dumps({"dims": dims, "model": model, "provider": "synthetic"}, sort_keys=True))
+        build_seconds = time.perf_counter() - t0
+        runs = []
+        for _ in range(2):
+            with Store(path) as store:  # reopened: what `memlens health --db` does
+                report = run_checks(store, synth.scope)
+            runs.append(report)
+        db_bytes = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    first, second = runs
+    return {
+        "memories": memories, "dims": dims, "build_seconds": round(build_seconds, 2),
+        "seconds": {"first": round(first.seconds, 3), "second": round(second.seconds, 3)},
+        "checks": {n: {"count": r.count, "seconds": round(r.seconds, 3), "note": r.note} for n, r in first.checks.items()},
+        "planted_every": PLANT_EVERY, "db": str(path) if keep else None, "db_bytes": db_bytes,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }

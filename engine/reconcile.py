@@ -90,8 +90,14 @@ _INSTRUCTION = re.compile(
 )
 
 
+def instruction_span(text: str) -> tuple[int, int] | None:
+    """Where text first reads as an instruction to the AI ([start, end) of the phrase), or None."""
+    m = _INSTRUCTION.search(text)
+    return (m.start(), m.end()) if m else None
+
+
 def looks_like_instruction(text: str) -> bool:
-    return bool(_INSTRUCTION.search(text))
+    return instruction_span(text) is not None
 
 
 def reinforced_confidence(old: float, new: float, weight: float) -> float:

@@ -158,6 +158,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._restore_window()
         self.bus.sigDataChanged.connect(lambda _t: self.refresh_status())
+        self.bus.sigShowPane.connect(self.show_pane)
         self.live.sigNewMemories.connect(self._memories_arrived)
         self.live.sigScopesChanged.connect(self._refresh_scope_list)
 
@@ -192,7 +193,7 @@ class MainWindow(QMainWindow):
 
     def _default_layout(self) -> None:
         """Browser (tabbed with traces and benchmarks) on the left; spans above the review panes on the right."""
-        left_top = [k for k in ("memories", "traces", "bench") if k in self.docks]
+        left_top = [k for k in ("memories", "traces", "bench", "health") if k in self.docks]
         left_bottom: list[str] = []
         right_top = [k for k in ("spans",) if k in self.docks]
         right_bottom = [k for k in ("conflicts", "profile", "graph", "timeline", "settings") if k in self.docks]

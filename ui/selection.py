@@ -24,6 +24,7 @@ class SelectionBus(QObject):
     sigSelected = Signal(object)  # Selection
     sigAsOfChanged = Signal(object)  # ISO string or None: the as-of time for every pane and query
     sigDataChanged = Signal(object)  # a set of table names that changed (curation, ingest, live refresh)
+    sigShowPane = Signal(str)  # a pane key: a pane asks the window to bring another pane forward
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,3 +45,7 @@ class SelectionBus(QObject):
 
     def data_changed(self, tables: set[str]) -> None:
         self.sigDataChanged.emit(set(tables))
+
+    def show_pane(self, key: str) -> None:
+        """Ask for pane `key` to be shown (e.g. the pane that explains what was just selected)."""
+        self.sigShowPane.emit(key)

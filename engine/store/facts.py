@@ -278,11 +278,14 @@ class FactReads:
                          (*scope.as_params(), now))
 
     def document_support(self, scope: Scope, document_id: int) -> list[dict]:
-        """Memories with a source in this document, and how many sources they have elsewhere."""
+        """Memories with a source in this document, and how many sources they have in other documents
+        that are not retracted."""
         return dict_rows(
             self.conn,
             "SELECT s.memory_id, m.kind,"
-            " (SELECT count(*) FROM memory_sources o WHERE o.memory_id = s.memory_id AND o.document_id != ?) AS elsewhere"
+            # support elsewhere: sources in other documents that still stand (not retracted themselves)
+            " (SELECT count(*) FROM memory_sources o JOIN documents d ON d.id = o.document_id"
+            "  WHERE o.memory_id = s.memory_id AND o.document_id != ? AND d.retracted_at IS NULL) AS elsewhere"
             " FROM memory_sources s JOIN memories m ON m.id = s.memory_id"
             f" WHERE s.document_id = ? AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?"
             " GROUP BY s.memory_id",

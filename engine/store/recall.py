@@ -346,3 +346,30 @@ class BulkWrites:
             "INSERT INTO memory_relations(user_id, agent_id, scope_type, scope_id, src_memory_id, dst_memory_id, type,"
             " confidence, created_by, rule, created_at) VALUES (?,?,?,?,?,?,?,1.0,'extractor','synthetic',?)",
             [(*self._sp, *r, self.now) for r in rows])
+
+    def bulk_documents(self, rows: list[tuple]) -> None:
+        """rows: (id, source_type, uri, title, text, content_hash, trust, source_time)."""
+        self.conn.executemany(
+            "INSERT INTO documents(id, user_id, agent_id, scope_type, scope_id, source_type, uri, title, text,"
+            " content_hash, trust, source_time, ingested_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(r[0], *self._sp, *r[1:], self.now) for r in rows])
+
+    def bulk_chunks(self, rows: list[tuple]) -> None:
+        """rows: (id, document_id, ordinal, start, end, text, content_hash, speaker, role, source_time, trust)."""
+        self.conn.executemany(
+            'INSERT INTO chunks(id, user_id, agent_id, scope_type, scope_id, document_id, ordinal, kind, start, "end",'
+            " text, content_hash, speaker, role, source_time, trust) VALUES (?,?,?,?,?,?,?,'message',?,?,?,?,?,?,?,?)",
+            [(r[0], *self._sp, *r[1:]) for r in rows])
+
+    def bulk_sources(self, rows: list[tuple]) -> None:
+        """rows: (memory_id, chunk_id, document_id, start, end)."""
+        self.conn.executemany(
+            'INSERT INTO memory_sources(user_id, agent_id, scope_type, scope_id, memory_id, chunk_id, document_id,'
+            ' start, "end", created_at) VALUES (?,?,?,?,?,?,?,?,?,?)', [(*self._sp, *r, self.now) for r in rows])
+
+    def bulk_entities(self, rows: list[tuple]) -> None:
+        """rows: (id, name, canonical, kind)."""
+        self.conn.executemany(
+            "INSERT INTO entities(id, user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?)", [(r[0], *self._sp, *r[1:], self.now) for r in rows])
+

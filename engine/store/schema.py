@@ -404,5 +404,18 @@ def _v2_chunk_times(conn: apsw.Connection) -> None:
         " window_start, window_end) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
 
 
-MIGRATIONS = [_v1, _v2_chunk_times]
+def _v3_health_counts(conn: apsw.Connection) -> None:
+    """The store-health trend (issue 23): how many items each check found, at each run."""
+    conn.execute(f"""
+CREATE TABLE health_counts (
+    id         INTEGER PRIMARY KEY,{SCOPE_COLS},
+    taken_at   TEXT NOT NULL,
+    occasion   TEXT NOT NULL,  -- what recorded it: open, ingest, health ("trigger" is an SQL keyword)
+    counts     TEXT NOT NULL
+) STRICT;
+CREATE INDEX health_counts_scope ON health_counts(user_id, agent_id, scope_type, scope_id, id);
+""")
+
+
+MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,7 @@ from .db import Database
 from .browse import BrowseReads
 from .facts import FactReads, FactWrites
 from .graph import GraphReads
+from .health import HealthReads, HealthWrites
 from .recall import BulkWrites, RecallReads, RecallWrites
 
 _SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
@@ -46,7 +47,7 @@ def _all(conn, cls, sql: str, params: tuple) -> list:
     return [from_dict(cls, r) for r in _dicts(conn, sql, params)]
 
 
-class Writer(FactWrites, RecallWrites, BulkWrites):
+class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     """Granular writes inside one open transaction, all stamped with one scope."""
 
     def __init__(self, conn, scope: Scope) -> None:
@@ -232,7 +233,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites):
                           (key, value))
 
 
-class Store(FactReads, RecallReads, GraphReads, BrowseReads):
+class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
         self.db = Database(path, create=create, readonly=readonly)
         self.path = self.db.path

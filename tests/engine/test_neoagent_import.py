@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 
 import pytest
 
@@ -326,16 +325,14 @@ def test_a_stopped_import_keeps_finished_owners_and_a_rerun_completes(engine, qu
     assert report["unchanged"]  # what the first run committed was not written twice
 
 
-def test_large_import_throughput(tmp_path, engine):
+def test_a_large_import_is_complete_and_then_a_no_op(tmp_path, engine):
+    """(Its speed is a figure, not an assertion: `memlens import neoagent --json` reports seconds.)"""
     path = tmp_path / "large.db"
     counts = build_large_db(path, memories=2000)
-    t = time.perf_counter()
     report = import_neoagent(engine, path).as_dict()
-    seconds = time.perf_counter() - t
     assert report["imported"]["memories"] >= counts["memories"]
     assert report["imported"]["facts"] == counts["facts"]
     assert report["skipped"] == {}
-    assert report["rows_read"] / seconds > 1000  # rows per second, embedding included (hashing)
     again = import_neoagent(engine, path).as_dict()
     assert again["imported"] == {} and again["updated"] == {}
 

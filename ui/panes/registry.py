@@ -12,4 +12,5 @@ PANES: tuple[tuple[str, str, str, str, str], ...] = (
     ("profile", "Profile", "ui.panes.profile", "ProfilePane", "Ctrl+7"),
     ("bench", "Benchmarks", "ui.panes.bench", "BenchPane", "Ctrl+8"),
     ("settings", "Settings", "ui.panes.settings", "SettingsPane", "Ctrl+9"),
+    ("health", "Store health", "ui.panes.health", "HealthPane", "Ctrl+0"),
 )

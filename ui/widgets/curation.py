@@ -34,6 +34,14 @@ def describe_result(result: CurationResult) -> str:
         "redo": lambda: f"Redid {d.get('redid_command')} #{d.get('redid')}",
         "forget": lambda: f"Forgot memory {d.get('memory_id')}",
         "restore": lambda: f"Restored fact {d.get('fact_id')}",
+        "merge": lambda: f"Merged memory {d.get('drop')} into {d.get('keep')}",
+        "open_conflict": lambda: f"Opened conflict {d.get('conflict_id')} for facts {d.get('fact_ids')}",
+        "retract_fact": lambda: f"Retracted fact {d.get('fact_id')}",
+        "reembed": lambda: f"Re-embedded {len(d.get('memory_ids') or [])} memories with {d.get('model')}",
+        "remove_entity": lambda: f"Removed entity {d.get('entity_id')}",
+        "expire": lambda: f"Expired {len(d.get('expired') or [])} facts past their forget_after",
+        "pin": lambda: f"Pinned memory {d.get('memory_id')}",
+        "unpin": lambda: f"Unpinned memory {d.get('memory_id')}",
     }.get(result.command, lambda: result.command.capitalize())()
     log = f" (log #{result.log_id}" if result.log_id else " ("
     return f"{what}{log}, {rows} rows changed)".replace("( ", "(").replace("(, ", "(")
