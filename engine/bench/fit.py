@@ -14,9 +14,9 @@ caps and shared places), so the fit alternates with real answers under the new w
 (`--rounds`), and every figure it reports comes from the real pipeline.
 
 Cross-validation holds out one fold at a time (LoCoMo: a conversation; LongMemEval: a question
-type): weights fitted on everything else answer the held-out fold's questions through the real
-pipeline, so the cross-validated figure is what the fitting procedure does on data it did not
-see. `--write` stores the weights fitted on everything in resources/recipes/fitted.json, which
+type): weights fitted on everything else (one search over the hand-set weights' candidates)
+answer the held-out fold's questions through the real pipeline, so the cross-validated figure is
+what the fitting procedure does on data it did not see. `--write` stores the weights fitted on everything in resources/recipes/fitted.json, which
 the offline and default recipes load.
 """
 
@@ -233,21 +233,18 @@ def run_fit(engine, data_paths: list[str], *, recipe: str = "offline", folds: st
 
 def _cross_validate(base_items, specs, files, metric_of, hand, recipe_obj, workers, should_stop, rounds,
                     note) -> dict[str, Any]:
-    """Leave one fold out: weights fitted without it (from the hand-set weights' answers, then
-    `rounds` refits) answer its questions."""
+    """Leave one fold out: weights fitted without it answer its questions through the pipeline.
+
+    The held-out fit searches from the hand-set weights on the other folds' candidates as the
+    hand-set weights ranked them (no answering again in between: with 17 folds that would cost
+    17 passes over every file), then answers the held-out fold with the result."""
     folds = sorted({it["fold"] for it in base_items})
     held: list[dict] = []
     per_fold: dict[str, Any] = {}
     for i, fold in enumerate(folds):
         note(1 + rounds + i / max(1, len(folds)), f"cross-validation: fold {fold}")
         train = [it for it in base_items if it["fold"] != fold]
-        weights = hand
-        train_specs = [s for s in specs if any(q["fold"] != fold for q in s["questions"])]
-        for rnd in range(rounds):
-            weights = fit_weights(train, files, weights)
-            if rnd + 1 < rounds:
-                train = [it for it in _answer(train_specs, weights, recipe_obj, workers, should_stop)
-                         if it["fold"] != fold]
+        weights = fit_weights(train, [f for f in files if any(it["file"] == f for it in train)], hand)
         test_specs = [dict(s, questions=[q for q in s["questions"] if q["fold"] == fold]) for s in specs]
         test_specs = [s for s in test_specs if s["questions"]]
         got = _answer(test_specs, weights, recipe_obj, workers, should_stop)
