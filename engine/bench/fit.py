@@ -258,9 +258,12 @@ def write_weights(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Store the weights fitted on everything where the recipes load them."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"fitted": report["fitted"], "hand": report["hand"], "files": report["files"],
-           "dev_hand": report["dev_hand"], "dev_fitted": report["dev_fitted"],
-           "cross_validated": (report.get("cross_validated") or {}).get("by_file"),
+    name = lambda p: Path(p).name  # noqa: E731  (where the files lie here says nothing)
+    by_name = lambda d: {name(k): v for k, v in (d or {}).items()}  # noqa: E731
+    doc = {"fitted": report["fitted"], "hand": report["hand"],
+           "files": [{"file": name(f["path"]), "metric": f["metric"]} for f in report["files"]],
+           "dev_hand": by_name(report["dev_hand"]), "dev_fitted": by_name(report["dev_fitted"]),
+           "cross_validated": by_name((report.get("cross_validated") or {}).get("by_file")),
            "git_commit": report.get("git_commit"),
            "command": "memlens bench fit " + " ".join(f"--data {Path(f['path']).name}" for f in report["files"])}
     out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
