@@ -37,7 +37,7 @@ from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, _fold_of
 from ..retrieve.recipes import FITTED, overrides_for, recipe_weights
 from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
-                     open_container, question_metrics)
+                     limit_questions, open_container, question_metrics)
 
 STEPS = (0.0, 0.5, 0.75, 1.25, 1.5, 2.0)  # multipliers tried per weight and pass
 FROM_ZERO = (0.05, 0.1, 0.2, 0.4)  # values tried for a weight at zero
@@ -142,16 +142,7 @@ def _specs(paths: list[Path], folds: str | None, recipe: str, emb_name: str, ext
         loaded, raw = ds.read_dataset(path)
         kind = folds or DEFAULT_FOLDS.get(loaded.name, "type")
         metric_of[str(path)] = DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
-        file_specs = _containers(loaded, raw)
-        if limit is not None:
-            kept, n = [], 0
-            for s in file_specs:
-                if n >= limit:
-                    break
-                s["questions"] = s["questions"][: limit - n]
-                n += len(s["questions"])
-                kept.append(s)
-            file_specs = kept
+        file_specs = limit_questions(_containers(loaded, raw), limit)
         for s in file_specs:
             for q in s["questions"]:
                 q["fold"] = f"{path.stem}:{_fold_of(loaded.name, kind, s['container'], q['category'])}"

@@ -77,6 +77,22 @@ def _containers(dataset, raw: Any) -> list[dict]:
     return specs
 
 
+def limit_questions(specs: list[dict], limit: int | None) -> list[dict]:
+    """The first `limit` questions (None: all), taken a container at a time in file order."""
+    if limit is None:
+        return specs
+    if limit < 1:
+        raise BadInput("--limit must be at least 1")
+    kept, n = [], 0
+    for spec in specs:
+        if n >= limit:
+            break
+        spec["questions"] = spec["questions"][: limit - n]
+        n += len(spec["questions"])
+        kept.append(spec)
+    return kept
+
+
 def _session_of(fmt: str, message_id: str) -> str | None:
     if fmt == "locomo":  # "D3:5" -> "D3"
         return message_id.split(":")[0] if ":" in message_id else None
@@ -252,17 +268,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
     specs = _containers(loaded, raw)
-    if limit is not None:
-        if limit < 1:
-            raise BadInput("--limit must be at least 1")
-        kept, n = [], 0
-        for spec in specs:  # limit counts questions, whole containers at a time
-            if n >= limit:
-                break
-            spec["questions"] = spec["questions"][: limit - n]
-            n += len(spec["questions"])
-            kept.append(spec)
-        specs = kept
+    specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     if workers == 1 and executor in (None, "processes"):
         _share_embedder(emb_name, getattr(engine, "embedder", None))
