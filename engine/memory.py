@@ -157,6 +157,14 @@ class MemoryEngine:
                         self._llm_owned = True
             return self._llm
 
+    @staticmethod
+    def check_endpoint(config: LLMConfig) -> dict[str, Any]:
+        """One tiny call of each kind to the endpoint, through the real prompts (engine.llm_check);
+        needs no database."""
+        from .llm_check import check_endpoint
+
+        return check_endpoint(config)
+
     def __enter__(self) -> "MemoryEngine":
         return self
 

@@ -11,6 +11,7 @@ from typing import Any
 from ..llm import LLMClient, Recorder
 
 VERSION = "rerank-v1"
+SCHEMA_NAME = "rerank"
 SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False, "required": ["order", "reason"],
     "properties": {"order": {"type": "array", "items": {"type": "integer"}}, "reason": {"type": "string"}},
@@ -19,12 +20,16 @@ SYSTEM = ("Rank memories by how well they help answer the question. Return the i
           "using only ids from the list, and one sentence on why.")
 
 
+def build_messages(query: str, items: list[tuple[int, str]]) -> list[dict[str, str]]:
+    listing = "\n".join(f"id {mid}: {text[:400]}" for mid, text in items)
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Question: {query}\n\nMemories:\n{listing}"}]
+
+
 def rerank(llm: LLMClient, query: str, items: list[tuple[int, str]], *, timeout: float,
            recorder: Recorder | None = None) -> dict[str, Any]:
-    listing = "\n".join(f"id {mid}: {text[:400]}" for mid, text in items)
-    result = llm.complete_json("RERANK", [{"role": "system", "content": SYSTEM},
-                                          {"role": "user", "content": f"Question: {query}\n\nMemories:\n{listing}"}],
-                               "rerank", SCHEMA, timeout=timeout, recorder=recorder)
+    result = llm.complete_json("RERANK", build_messages(query, items), SCHEMA_NAME, SCHEMA, timeout=timeout,
+                               recorder=recorder)
     out: dict[str, Any] = {"ok": result.ok, "version": VERSION, "latency_ms": result.latency_ms,
                            "model": result.model, "error": result.error, "detail": result.detail,
                            "mode": result.mode, "fallbacks": list(result.fallbacks),
