@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 import jsonschema
 import openai
 
+from engine.errors import BadInput
 from engine.timeutil import now_iso
 
 __all__ = [
@@ -89,7 +90,8 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_FIRST_CALL_TIMEOUT = 120.0
 DEFAULT_MAX_RETRIES = 2
 # Completion room per task (tokens); a truncated answer is asked once more with twice as much.
-TASK_MAX_TOKENS = {"EXTRACT": 2048, "PLAN": 400, "RERANK": 400, "ANSWER": 300, "JUDGE": 300}
+# EXTRACT: a window of eight turns rarely holds more than ~8 memories of ~100 tokens each.
+TASK_MAX_TOKENS = {"EXTRACT": 1024, "PLAN": 400, "RERANK": 400, "ANSWER": 300, "JUDGE": 300}
 # Local servers (Ollama, LM Studio, vLLM, llama.cpp) ignore the key, but the client wants one.
 PLACEHOLDER_API_KEY = "memlens-no-key"
 
@@ -141,11 +143,20 @@ class LLMConfig:
             for task in TASKS
             if (model := _get(env, f"MEMLENS_LLM_MODEL_{task}")) is not None
         }
+        timeout = DEFAULT_TIMEOUT
+        if (text := _get(env, "MEMLENS_LLM_TIMEOUT")) is not None:
+            try:
+                timeout = float(text)
+            except ValueError:
+                timeout = -1.0
+            if not 0 < timeout < 86_400:
+                raise BadInput(f"MEMLENS_LLM_TIMEOUT must be a number of seconds, got {text!r}")
         return cls(
             base_url=base_url,
             api_key=api_key,
             model=_get(env, "MEMLENS_LLM_MODEL") or DEFAULT_MODEL,
             task_models=task_models,
+            timeout=timeout,
         )
 
 
@@ -212,6 +223,7 @@ def canonical_json(value: Any) -> str:
 @dataclass
 class _Endpoint:
     mode: str | None = None  # the structured-output mode it accepted, once known
+    refused: set[str] = field(default_factory=set)  # modes it refused (not asked again)
     warm: bool = False  # it has answered a chat completion for this model
 
 
@@ -279,19 +291,24 @@ class LLMClient:
         timeout: float | None = None,
         recorder: Recorder | None = None,
         max_tokens: int | None = None,
+        max_retries: int | None = None,
     ) -> LLMResult:
         """Ask the `task` model for a JSON object matching `schema`.
 
         `messages` are chat messages ({"role", "content"}). Raises only for caller mistakes
         (an unknown task); endpoint and model failures come back as ok=False. `recorder`
         overrides the client's for this call (the store records calls under their scope).
-        `max_tokens` overrides the task's completion room.
+        `max_tokens` overrides the task's completion room. `max_retries` overrides the
+        client's transport retries: a caller with a deadline and a fallback (the planner,
+        the reranker) passes 0, since the client retries a timeout with the same timeout, and
+        a local server that answers one request at a time still works on the abandoned one.
         """
         recorder = recorder if recorder is not None else self.recorder
+        transport = self._client if max_retries is None else self._client.with_options(max_retries=max_retries)
         task_name = _task_name(task)
         model = self.config.model_for(task_name)
         endpoint = _endpoint(self.config.base_url, model)
-        modes = [endpoint.mode] if endpoint.mode else list(STRUCTURED_MODES)
+        modes = [endpoint.mode] if endpoint.mode else [m for m in STRUCTURED_MODES if m not in endpoint.refused]
         room = max_tokens or TASK_MAX_TOKENS[task_name]
         wait = timeout if timeout is not None else self.config.timeout
         fallbacks: list[str] = []
@@ -301,13 +318,13 @@ class LLMClient:
             mode = modes[0]
             request = self._request(model, messages, schema_name, schema, mode, room)
             first = not endpoint.warm
-            attempt = self._attempt(request, schema,
+            attempt = self._attempt(transport, request, schema,
                                     max(wait, self.config.first_call_timeout) if first else wait)
             attempts.append(attempt)
             note = None
             if attempt.error == "format_refused" and len(modes) > 1:
                 note = f"{mode} refused, asking again as {modes[1]}"
-                modes.pop(0)
+                endpoint.refused.add(modes.pop(0))
             elif attempt.completed:  # a chat completion came back: the mode works here
                 endpoint.warm = True
                 if endpoint.mode is None:
@@ -375,13 +392,13 @@ class LLMClient:
             msgs.append({"role": "user", "content": ask.strip()})
         return request
 
-    def _attempt(self, request: dict[str, Any], schema: dict[str, Any],
+    def _attempt(self, transport: openai.OpenAI, request: dict[str, Any], schema: dict[str, Any],
                  timeout: float) -> _Attempt:
         request_json = canonical_json(request)
         attempt = _Attempt(request_json=request_json,
                            request_hash=hashlib.sha256(request_json.encode("utf-8")).hexdigest())
         started = time.perf_counter()
-        self._send(request, timeout, attempt)
+        self._send(transport, request, timeout, attempt)
         if attempt.error is None:
             data, attempt.error, detail = parse_reply(attempt.raw or "", schema)
             if attempt.error is not None and attempt.finish_reason == "length":
@@ -393,11 +410,11 @@ class LLMClient:
         attempt.latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
         return attempt
 
-    def _send(self, request: dict[str, Any], timeout: float, out: _Attempt) -> None:
+    def _send(self, transport: openai.OpenAI, request: dict[str, Any], timeout: float, out: _Attempt) -> None:
         try:
             # The raw response keeps the body text for the record even when it is not a
             # chat completion; parse() then builds the typed object from it.
-            http = self._client.chat.completions.with_raw_response.create(**request,
+            http = transport.chat.completions.with_raw_response.create(**request,
                                                                           timeout=timeout)
         except openai.APITimeoutError:
             out.error, out.detail = "timeout", f"no answer within {timeout:g} s"
@@ -491,7 +508,7 @@ def _join(*parts: str | None) -> str | None:
 # Words in an error body that say the response_format was the problem: llama.cpp's
 # "Input should be 'text' or 'json_object'", LM Studio's "'response_format.type' must be
 # 'json_schema' or 'text'", vLLM's and OpenAI's "Invalid schema for response_format ...".
-_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|'text'", re.IGNORECASE)
+_FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object", re.IGNORECASE)
 _MODEL_WORDS = re.compile(r"\bmodel", re.IGNORECASE)
 
 
@@ -579,10 +596,10 @@ def _json_values(body: str):
     objects decoded from each '{' in prose ("Here is the JSON: {...} Hope it helps")."""
     for block in _FENCE.findall(body):
         try:
-            yield json.loads(block)
+            yield json.loads(block, strict=False)
         except ValueError:
             pass
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)
     end = -1
     for m in list(re.finditer(r"\{", body))[:_MAX_OBJECT_STARTS]:
         if m.start() < end:
@@ -600,7 +617,7 @@ def parse_reply(text: str, schema: dict[str, Any]) -> tuple[dict[str, Any] | Non
     `schema`. A reasoning preamble is dropped first."""
     body = _THINK.sub("", text).strip()
     try:
-        values = iter([json.loads(body)])
+        values = iter([json.loads(body, strict=False)])  # strict=False: a raw newline in a string
         not_json = None
     except ValueError as exc:
         values = _json_values(body)

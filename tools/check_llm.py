@@ -2,14 +2,15 @@
 against a real llama.cpp server with a small model, every LLM stage, and a report of what each did.
 
 What it checks is the protocol and the failure handling, not the quality of the answers: a
-270M-parameter model extracts poorly and answers worse. It starts llama-cpp-python's
-OpenAI-compatible server on 127.0.0.1, first as a user would (no --chat_format: the model's
-template is not recognised and llama.cpp falls back to llama-2's) to record what that server
-does with memlens' calls, then with the model's own chat format for the stages:
+135M-parameter model extracts poorly and answers worse. It starts llama-cpp-python's
+OpenAI-compatible server on 127.0.0.1, first with Gemma 3 270M (the pretrained model, whose GGUF
+has no chat template: llama.cpp falls back to llama-2's) to record what such a server does with
+memlens' calls, then with SmolLM2-135M-Instruct (its own template) for the stages:
 
 1. extraction: `memlens ingest resources/demo/chats --extract llm` (the CLI, as a user runs it);
 2. recall: one query with the planner and the reranker forced on (weak_top_score 2.0, so the
-   cheap result always counts as weak), with the default recipe's 8 s timeout for them;
+   cheap result always counts as weak), with the default recipe's 8 s timeout for them, then the
+   same query allowing them 120 s (a CPU server shared with other work is slow);
 3. `memlens bench locomo --answer` on the first few LoCoMo dev questions (answer and judge).
 
 For each stage the report gives the requests made (from llm_calls: every request memlens sent
@@ -28,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -47,7 +50,11 @@ from engine.llm_check import check_endpoint  # noqa: E402
 from engine.memory import MemoryEngine  # noqa: E402
 from engine.scope import Scope  # noqa: E402
 
-MODEL_ALIAS = "gemma3-270m"
+MODEL_ALIAS = "smollm2-135m-instruct"
+PROBE_ALIAS = "gemma3-270m"
+# The stages' per-call timeout (MEMLENS_LLM_TIMEOUT): a 135M model on one shared core writes
+# ~10 tokens/s, so a full extraction answer (1024 tokens) takes minutes, not the default 60 s.
+STAGE_TIMEOUT_S = 300
 DEMO_CHATS = ROOT / "resources" / "demo" / "chats"
 RECALL_QUERY = "What did Ana decide about the trip, and who is coming with her?"
 TRANSPORT = ("connection", "unknown_model")  # with http_*: the protocol itself failed
@@ -70,13 +77,14 @@ def free_port() -> int:
 class Server:
     """llama-cpp-python's OpenAI-compatible server as a child process on 127.0.0.1."""
 
-    def __init__(self, python: str, model_file: str, log_path: Path, *, chat_format: str | None) -> None:
+    def __init__(self, python: str, model_file: str, alias: str, log_path: Path) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        cmd = [python, "-m", "llama_cpp.server", "--model", model_file, "--model_alias", MODEL_ALIAS,
-               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "8192", "--n_threads", "2"]
-        if chat_format:
-            cmd += ["--chat_format", chat_format]
+        cmd = [python, "-m", "llama_cpp.server", "--model", model_file, "--model_alias", alias,
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "8192",
+               # one thread: on two cores shared with other work, ggml's two OpenMP threads spin
+               # on each other and generation was 7-14x slower (1.2 against 8-16 tokens/s)
+               "--n_threads", "1", "--n_threads_batch", "1"]
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -94,19 +102,20 @@ class Server:
                 time.sleep(0.5)
         raise SystemExit(f"check-llm: the server did not answer /v1/models within {timeout:g} s")
 
+    def alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise SystemExit(f"check-llm: the server died (exit status {self.proc.returncode}); see {self.log_path}")
+
     def stop(self) -> None:
+        """Terminate it (a generation a client gave up on may still run: then kill it)."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(15)
+                self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
-        if self.proc.returncode not in (0, -15) and self.proc.returncode is not None:
-            crashed = self.proc.returncode
-            if crashed < 0:
-                raise SystemExit(f"check-llm: the server died with signal {-crashed}; see {self.log_path}")
 
 
 def raw_chat(base_url: str, body: dict) -> tuple[int, str]:
@@ -185,10 +194,40 @@ def protocol_problems(s: dict, rows: list[dict]) -> list[str]:
     return out
 
 
+def recall_stage(db: Path, scope: Scope, base_url: str, llm_timeout: float | None, label: str,
+                 seen: int) -> tuple[dict, list[dict], list[str]]:
+    t0 = time.perf_counter()
+    overrides = {"weak_top_score": 2.0} | ({} if llm_timeout is None else {"llm_timeout_s": llm_timeout})
+    with LLMClient(LLMConfig(base_url=base_url, model=MODEL_ALIAS, timeout=STAGE_TIMEOUT_S)) as client, \
+            MemoryEngine(db, create=False, llm=client, background_reembed=False) as eng:
+        res = eng.recall(RECALL_QUERY, scope=scope, **overrides)
+    trace = res.trace
+    rows = [r for r in calls_of(db, scope) if r["id"] > seen]
+    stages = {st["name"]: st for st in trace.stages}
+    fallbacks = [f"{n}: {stages[n]['fallback']}" for n in ("plan", "rerank") if stages.get(n, {}).get("fallback")]
+    outcome, problems = [], []
+    for name, part in (("planner", trace.plan), ("reranker", trace.rerank)):
+        if part is None:
+            outcome.append(f"{name}: did not run")
+            problems.append(f"recall: the {name} did not run")
+        elif part.get("ok"):
+            extra = (f"{len(part.get('variants', []))} variants, intent {part.get('intent')}" if name == "planner"
+                     else f"{len(part.get('order', []))} of {len(part.get('candidates', []))} ranked, "
+                          f"{len(part.get('ignored_ids', []))} invented ids ignored")
+            outcome.append(f"{name}: ok in {part['latency_ms'] / 1000:.1f} s ({part.get('mode')}): {extra}")
+        else:
+            outcome.append(f"{name}: {describe_failure(part.get('error'), part.get('detail'))}")
+    outcome.append(f"{len(res.results)} results; {time.perf_counter() - t0:.0f} s wall")
+    return summarise(f"recall, planner + reranker with {label}", rows, fallbacks, outcome), rows, problems
+
+
 def main() -> int:
+    # a stop (make interrupted, CI's end) still stops the server: finally blocks run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server-python", required=True)
-    ap.add_argument("--model-file", required=True)
+    ap.add_argument("--model-file", required=True, help="the instruct model the stages run on")
+    ap.add_argument("--probe-model-file", required=True, help="the model only probed (Gemma 3 270M base)")
     ap.add_argument("--questions", type=int, default=4, help="LoCoMo dev questions for bench --answer")
     ap.add_argument("--data", default=os.environ.get("MEMLENS_SHARED_DATA", str(ROOT.parent / "shared" / "data")),
                     help="the shared dev data folder (with locomo-dev.json)")
@@ -200,49 +239,56 @@ def main() -> int:
     work = Path(args.keep or tempfile.mkdtemp(prefix="memlens-check-llm-"))
     work.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
-    report: dict = {"model": f"{Path(args.model_file).name} as {MODEL_ALIAS!r}", "work": str(work), "stages": []}
+    report: dict = {"model": f"{Path(args.model_file).name} as {MODEL_ALIAS!r}", "work": str(work), "stages": [],
+                    "load": [os.getloadavg()[0]]}
 
-    # 0. the server as a user would start it, and what it does with memlens' calls
-    log("server as a user starts it (no --chat_format) ...")
-    plain = Server(args.server_python, args.model_file, work / "server-default-template.log", chat_format=None)
+    # 0. the model issue 22 tried, and what its server does with memlens' calls
+    log(f"probing {Path(args.probe_model_file).name} ...")
+    plain = Server(args.server_python, args.probe_model_file, PROBE_ALIAS, work / "server-probe.log")
     try:
         listed = plain.wait_ready()
         fallback_template = "Using fallback chat format" in plain.log_path.read_text(errors="replace")
-        status, body = raw_chat(plain.base_url, {"model": MODEL_ALIAS, "max_tokens": 64,
+        status, body = raw_chat(plain.base_url, {"model": PROBE_ALIAS, "max_tokens": 16,
                                                  "messages": [{"role": "user", "content": "Say hello."}]})
-        empty = status == 200 and not (json.loads(body)["choices"][0]["message"]["content"] or "").strip()
-        status_s, body_s = raw_chat(plain.base_url, {"model": MODEL_ALIAS, "messages": [{"role": "user", "content": "x"}],
+        text = json.loads(body)["choices"][0]["message"]["content"] if status == 200 else ""
+        status_s, body_s = raw_chat(plain.base_url, {"model": PROBE_ALIAS, "messages": [{"role": "user", "content": "x"}],
                                                      "response_format": {"type": "json_schema", "json_schema": {
                                                          "name": "x", "schema": {"type": "object"}}}})
-        status_u, _ = raw_chat(plain.base_url, {"model": "no-such-model", "max_tokens": 4,
+        status_u, _ = raw_chat(plain.base_url, {"model": "no-such-model", "max_tokens": 1,
                                                 "messages": [{"role": "user", "content": "Say hello."}]})
-        probe_default = check_endpoint(LLMConfig(base_url=plain.base_url, model=MODEL_ALIAS))
+        with LLMClient(LLMConfig(base_url=plain.base_url, model=PROBE_ALIAS, max_retries=0)) as client:
+            r = client.complete_json("ANSWER", [{"role": "user", "content": "Where does Ana live? She lives in Lisbon."}],
+                                     "answer", {"type": "object", "additionalProperties": False, "required": ["answer"],
+                                                "properties": {"answer": {"type": "string"}}}, max_tokens=24)
+        plain.alive()
     finally:
         plain.stop()
     report["server"] = {
+        "model probed": f"{Path(args.probe_model_file).name} as {PROBE_ALIAS!r} (pretrained, not instruction-tuned)",
         "/v1/models": listed,
-        "chat template": "not recognised: llama-2 fallback" if fallback_template else "the model's own",
-        "plain chat, default template": "empty message" if empty else f"HTTP {status}, text",
-        "response_format json_schema": f"HTTP {status_s}: " + json.loads(body_s)["error"]["message"].split("\n")[2].strip()
-        if status_s >= 400 else f"HTTP {status_s}",
-        "unknown model name": f"HTTP {status_u} (" + ("served by the one model anyway" if status_u == 200 else
-                                                     "refused") + ")",
-        "Test connection, default template": [f"{c['task']}: {'ok' if c['ok'] else c['line']}"
-                                              for c in probe_default["calls"]],
+        "chat template": "none in the GGUF: llama-2 fallback" if fallback_template else "the model's own",
+        "plain chat": "an empty message" if status == 200 and not text.strip() else f"HTTP {status}: {text[:60]!r}",
+        "response_format json_schema": f"HTTP {status_s}" + "".join(
+            f": {m.group(1)}" for m in [re.search(r"'msg': \"([^\"]+)\"", body_s)] if m),
+        "an unknown model name": f"HTTP {status_u}" + (": served by the one model anyway" if status_u == 200 else ""),
+        "memlens' client": f"{'ok' if r.ok else describe_failure(r.error, r.detail)} after {r.requests} requests "
+                           f"({'; '.join(r.fallbacks) or 'no fallback'})",
     }
 
-    # 1-3. the stages, on the server with the model's chat format
-    log("server with --chat_format gemma ...")
-    server = Server(args.server_python, args.model_file, work / "server.log", chat_format="gemma")
+    # 1-3. the stages, on the instruct model
+    log(f"server with {Path(args.model_file).name} ...")
+    server = Server(args.server_python, args.model_file, MODEL_ALIAS, work / "server.log")
     problems: list[str] = []
     try:
         server.wait_ready()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMLENS_"))}
         env.update({"MEMLENS_LLM_BASE_URL": server.base_url, "MEMLENS_LLM_MODEL": MODEL_ALIAS,
-                    "QT_QPA_PLATFORM": "offscreen"})
+                    "MEMLENS_LLM_TIMEOUT": str(STAGE_TIMEOUT_S), "QT_QPA_PLATFORM": "offscreen"})
+        log("Test connection ...")
         probe = check_endpoint(LLMConfig(base_url=server.base_url, model=MODEL_ALIAS))
-        report["server"]["Test connection, gemma template"] = [
-            f"{c['task']}: {'ok' if c['ok'] else c['line']} ({c['mode']})" for c in probe["calls"]]
+        report["server"]["Test connection (instruct model)"] = [
+            f"{c['task']}: {'ok' if c['ok'] else c['line']} ({c['mode']}, {c['latency_ms'] / 1000:.1f} s)"
+            for c in probe["calls"]]
 
         db = work / "demo.db"
         scope = Scope.default(None, None)
@@ -251,6 +297,7 @@ def main() -> int:
         code, out, err = memlens(["ingest", str(DEMO_CHATS), "--extract", "llm", "--db", str(db), "--json"], env)
         if code != 0:
             raise SystemExit(f"check-llm: memlens ingest failed ({code}): {err.strip()[-500:]}")
+        server.alive()
         ex = json.loads(out)["extraction"]
         rows = calls_of(db, scope)
         s = summarise("extraction", rows, [f"{ex['failed_windows']} windows left queued for the next run"]
@@ -262,33 +309,14 @@ def main() -> int:
         problems += protocol_problems(s, rows)
         seen = rows[-1]["id"] if rows else 0
 
-        log("2/3 recall with planner and reranker ...")
-        t0 = time.perf_counter()
-        client = LLMClient(LLMConfig(base_url=server.base_url, model=MODEL_ALIAS))
-        with MemoryEngine(db, create=False, llm=client, background_reembed=False) as eng:
-            res = eng.recall(RECALL_QUERY, scope=scope, weak_top_score=2.0)
-        client.close()
-        trace = res.trace
-        rows = [r for r in calls_of(db, scope) if r["id"] > seen]
-        stages = {st["name"]: st for st in trace.stages}
-        fallbacks = [f"{n}: {stages[n]['fallback']}" for n in ("plan", "rerank")
-                     if n in stages and stages[n].get("fallback")]
-        outcome = []
-        for name, part in (("planner", trace.plan), ("reranker", trace.rerank)):
-            if part is None:
-                outcome.append(f"{name}: did not run")
-                problems.append(f"recall: the {name} did not run")
-            elif part.get("ok"):
-                extra = (f"{len(part.get('variants', []))} variants, intent {part.get('intent')}" if name == "planner"
-                         else f"{len(part.get('order', []))} of {len(part.get('candidates', []))} ranked, "
-                              f"{len(part.get('ignored_ids', []))} invented ids ignored")
-                outcome.append(f"{name}: ok in {part['latency_ms'] / 1000:.1f} s ({part.get('mode')}): {extra}")
-            else:
-                outcome.append(f"{name}: {describe_failure(part.get('error'), part.get('detail'))}")
-        outcome.append(f"{len(res.results)} results; {time.perf_counter() - t0:.0f} s wall")
-        s = summarise("recall (planner + reranker)", rows, fallbacks, outcome)
-        report["stages"].append(s)
-        problems += protocol_problems(s, rows)
+        for llm_timeout in (None, 120.0):
+            label = "the recipe's 8 s" if llm_timeout is None else f"{llm_timeout:g} s"
+            log(f"2/3 recall with planner and reranker ({label}) ...")
+            s, rows, trouble = recall_stage(db, scope, server.base_url, llm_timeout, label, seen)
+            server.alive()
+            seen = max([seen] + [r["id"] for r in rows])
+            report["stages"].append(s)
+            problems += trouble + protocol_problems(s, rows)
 
         log(f"3/3 memlens bench locomo --answer --limit {args.questions} ...")
         t0 = time.perf_counter()
@@ -297,6 +325,7 @@ def main() -> int:
                                   "--answer", "--db", str(bench_db), "--json"], env)
         if code != 0:
             raise SystemExit(f"check-llm: memlens bench failed ({code}): {err.strip()[-500:]}")
+        server.alive()
         bench = json.loads(out)
         with MemoryEngine(bench_db, create=False, llm=False, background_reembed=False) as eng:
             from engine.store import bench as bench_sql
@@ -312,7 +341,7 @@ def main() -> int:
                      if no_answer else [])
         s = summarise("bench --answer (answer + judge)", rows, fallbacks,
                       [f"{len(items)} questions, {len(answered)} answered, {len(judged)} judged "
-                       f"(qa_accuracy {bench['metrics'].get('qa_accuracy')}: meaningless for a 270M model)",
+                       f"(qa_accuracy {bench['metrics'].get('qa_accuracy')}: meaningless for a 135M model)",
                        f"{time.perf_counter() - t0:.0f} s wall"])
         report["stages"].append(s)
         problems += protocol_problems(s, rows)
@@ -321,6 +350,7 @@ def main() -> int:
     finally:
         server.stop()
     report["seconds"] = round(time.perf_counter() - t_all)
+    report["load"].append(os.getloadavg()[0])
     report["problems"] = problems
     (work / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(render(report))
@@ -329,7 +359,7 @@ def main() -> int:
 
 def render(r: dict) -> str:
     out = ["memlens check-llm: a real llama.cpp server, every LLM stage",
-           "This checks the protocol and the failure handling, not quality: a 270M model extracts and",
+           "This checks the protocol and the failure handling, not quality: a 135M model extracts and",
            "answers poorly, and that is not what is measured here.",
            f"model: {r['model']}   work folder: {r['work']}", "", "The server as found:"]
     for k, v in r["server"].items():
@@ -349,7 +379,8 @@ def render(r: dict) -> str:
                 f"  tokens: {s['prompt_tokens']} prompt, {s['completion_tokens']} completion",
                 f"  latency per request: p50 {lat['p50']} ms, max {lat['max']} ms, total {lat['total']} ms"]
         out += [f"  {line}" for line in s["outcome"]]
-    out += ["", f"{r['seconds']} s in all.",
+    out += ["", f"{r['seconds']} s in all; load average {r['load'][0]:.1f} at the start, {r['load'][1]:.1f} at the end "
+            f"on {os.cpu_count()} cores (the machine is shared: times are not figures of memlens)",
             "PROTOCOL OK" if not r["problems"] else "PROTOCOL PROBLEMS:\n  " + "\n  ".join(r["problems"])]
     return "\n".join(out)
 

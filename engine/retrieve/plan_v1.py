@@ -34,7 +34,9 @@ def build_messages(query: str) -> list[dict[str, str]]:
 
 
 def plan(llm: LLMClient, query: str, *, timeout: float, recorder: Recorder | None = None) -> dict[str, Any]:
-    result = llm.complete_json("PLAN", build_messages(query), SCHEMA_NAME, SCHEMA, timeout=timeout, recorder=recorder)
+    # no transport retries: a retried timeout would multiply the deadline (the fallback is cheap retrieval)
+    result = llm.complete_json("PLAN", build_messages(query), SCHEMA_NAME, SCHEMA, timeout=timeout, recorder=recorder,
+                               max_retries=0)
     out: dict[str, Any] = {"ok": result.ok, "version": VERSION, "latency_ms": result.latency_ms,
                            "model": result.model, "error": result.error, "detail": result.detail,
                            "mode": result.mode, "fallbacks": list(result.fallbacks)}

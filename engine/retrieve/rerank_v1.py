@@ -28,8 +28,9 @@ def build_messages(query: str, items: list[tuple[int, str]]) -> list[dict[str, s
 
 def rerank(llm: LLMClient, query: str, items: list[tuple[int, str]], *, timeout: float,
            recorder: Recorder | None = None) -> dict[str, Any]:
+    # no transport retries: a retried timeout would multiply the deadline (the fallback is the fused order)
     result = llm.complete_json("RERANK", build_messages(query, items), SCHEMA_NAME, SCHEMA, timeout=timeout,
-                               recorder=recorder)
+                               recorder=recorder, max_retries=0)
     out: dict[str, Any] = {"ok": result.ok, "version": VERSION, "latency_ms": result.latency_ms,
                            "model": result.model, "error": result.error, "detail": result.detail,
                            "mode": result.mode, "fallbacks": list(result.fallbacks),

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.errors import BadInput
 from engine.llm import (
     DEFAULT_MODEL,
     TASKS,
@@ -363,6 +364,15 @@ def test_from_env_reads_every_task_model():
     config = LLMConfig.from_env(env)
     assert config is not None
     assert {t: config.model_for(t) for t in TASKS} == {t: f"model-{t.lower()}" for t in TASKS}
+
+
+def test_from_env_reads_the_timeout():
+    base = {"MEMLENS_LLM_BASE_URL": "http://x/v1"}
+    assert LLMConfig.from_env(base).timeout == 60.0
+    assert LLMConfig.from_env({**base, "MEMLENS_LLM_TIMEOUT": "300"}).timeout == 300.0
+    for bad in ("soon", "0", "-5"):
+        with pytest.raises(BadInput, match="MEMLENS_LLM_TIMEOUT must be a number of seconds"):
+            LLMConfig.from_env({**base, "MEMLENS_LLM_TIMEOUT": bad})
 
 
 def test_from_env_defaults_to_os_environ(monkeypatch):

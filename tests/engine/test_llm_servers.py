@@ -97,6 +97,18 @@ def test_the_refusal_is_detected_through_the_clients_own_retries(server):
     assert time.perf_counter() - started < 10
 
 
+@pytest.mark.parametrize("server", [{"response_formats": LLAMA_CPP_FORMATS}], indirect=True)
+def test_a_refused_mode_is_not_asked_again_even_before_a_mode_has_worked(server):
+    server.queue_chat(Reply.delayed(2, GOOD), GOOD)  # json_object's first answer comes too late
+    with client_for(server, timeout=0.5, first_call_timeout=0) as client:
+        first = ask(client)
+        second = ask(client)
+    assert first.error == "timeout" and first.requests == 2
+    assert second.ok and second.requests == 1 and second.mode == "json_object"
+    assert [r.json.get("response_format", {}).get("type") for r in server.chat_requests] == [
+        "json_schema", "json_object", "json_object"]
+
+
 def test_an_http_500_that_is_not_about_the_format_is_not_a_mode_change(server):
     server.queue_chat(Reply.error(500, "CUDA out of memory"))
     with client_for(server) as client:
@@ -120,6 +132,30 @@ def test_json_wrapped_in_text_is_found_and_validated(server, reply):
     with client_for(server) as client:
         result = ask(client)
     assert result.ok and result.data == GOOD
+
+
+@pytest.mark.parametrize("wrap", [lambda t: t, lambda t: f"Here: {t}", lambda t: f"```\n{t}\n```"],
+                         ids=["bare", "prose", "fence"])
+def test_a_raw_newline_inside_a_string_is_read(server, wrap):
+    """SmolLM2 on llama.cpp wrote a line break inside a JSON string (invalid strict JSON)."""
+    server.queue_chat(Reply.text(wrap('{"answer": "Lisbon,\nPortugal", "sure": true}')))
+    with client_for(server) as client:
+        result = ask(client)
+    assert result.ok and result.data == {"answer": "Lisbon,\nPortugal", "sure": True}
+
+
+def test_a_caller_with_a_deadline_gets_no_transport_retries(server):
+    """The planner and the reranker have a fallback: a retried timeout would multiply their deadline."""
+    from engine.retrieve import plan_v1, rerank_v1
+
+    busy = Reply.error(503, "busy", headers={"retry-after-ms": "10"})
+    server.queue_chat(busy, busy, busy, GOOD)
+    with client_for(server, max_retries=2) as client:
+        planned = plan_v1.plan(client, "where?", timeout=5)
+        reranked = rerank_v1.rerank(client, "where?", [(1, "Ana lives in Lisbon.")], timeout=5)
+        answered = ask(client)  # the client's own retries still hold for the others
+    assert planned["error"] == reranked["error"] == "http_503"
+    assert answered.ok and len(server.chat_requests) == 4
 
 
 @pytest.mark.parametrize(("reply", "error"), [

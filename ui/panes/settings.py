@@ -94,6 +94,11 @@ class SettingsPane(PaneBase):
         form = QFormLayout(endpoint)
         self._line(form, "llm_base_url", "Base URL", "e.g. http://localhost:11434/v1 or https://api.openai.com/v1")
         self._line(form, "llm_model", "Default model", "used for every task without its own model")
+        timeout = QSpinBox(endpoint)
+        timeout.setRange(1, 3600)
+        timeout.setSuffix(" s")
+        self.fields["llm_timeout"] = timeout
+        form.addRow("Timeout", timeout)
         key_row = QHBoxLayout()
         self.key_status = QLabel("", endpoint)
         key_row.addWidget(self.key_status, 1)
