@@ -59,6 +59,7 @@ __all__ = [
     "Recorder",
     "canonical_json",
     "describe_failure",
+    "parse_reply",
     "structured_mode",
     "validate_json",
 ]
@@ -335,6 +336,10 @@ class LLMClient:
                 room *= 2
             if first and attempt.error == "timeout" and self.config.first_call_timeout > wait:
                 attempt.detail = _join(attempt.detail, "the first call to this endpoint waits longer")
+            if attempt.error == "unknown_model":
+                listed = self.list_models()
+                attempt.detail = _join(attempt.detail, "the endpoint lists no models" if listed == [] else
+                                       f"the endpoint lists: {', '.join(listed[:8])}" if listed else None)
             if note is not None:
                 fallbacks.append(note)
                 attempt.detail = _join(attempt.detail, note)
@@ -342,10 +347,6 @@ class LLMClient:
             if note is None:
                 break
         last = attempts[-1]
-        if last.error == "unknown_model":
-            listed = self.list_models()
-            last.detail = _join(last.detail, "the endpoint lists no models" if listed == [] else
-                                f"the endpoint lists: {', '.join(listed[:8])}" if listed else None)
         latency_ms = round((time.perf_counter() - started) * 1000.0, 3)
         return LLMResult(
             ok=last.error is None,

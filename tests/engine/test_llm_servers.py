@@ -297,6 +297,7 @@ def test_extraction_stops_at_an_unknown_model_and_leaves_the_rest_queued(tmp_pat
     assert "extraction stopped, 2 windows left queued" in extraction["stopped"]
     assert "unknown_model" in extraction["stopped"] and "the endpoint lists: gemma3" in extraction["stopped"]
     assert len(calls) == 1 and calls[0]["error"].startswith("unknown_model: ")
+    assert "the endpoint lists: gemma3" in calls[0]["error"]  # the row says what to pick instead
     assert facts == []
 
 
