@@ -546,7 +546,7 @@ def _status_error(status: int, message: str, body: str | None, request: Mapping[
 
 
 _HINTS = {
-    "timeout": "the endpoint did not answer in time; check that the server is running",
+    "timeout": "the endpoint did not answer in time: a slow model (a longer timeout helps) or a server down",
     "connection": "could not connect; check the base URL (scheme, host, port, /v1)",
     "unknown_model": "check the model name",
     "format_refused": "the endpoint takes no structured output",

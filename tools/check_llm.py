@@ -129,6 +129,13 @@ def raw_chat(base_url: str, body: dict) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def _error_message(body: str) -> str:
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return body
+
+
 # -- the stages ------------------------------------------------------------------------------------
 
 
@@ -269,7 +276,7 @@ def main() -> int:
         "chat template": "none in the GGUF: llama-2 fallback" if fallback_template else "the model's own",
         "plain chat": "an empty message" if status == 200 and not text.strip() else f"HTTP {status}: {text[:60]!r}",
         "response_format json_schema": f"HTTP {status_s}" + "".join(
-            f": {m.group(1)}" for m in [re.search(r"'msg': \"([^\"]+)\"", body_s)] if m),
+            f": {m.group(1)}" for m in [re.search(r"'msg': \"([^\"]+)\"", _error_message(body_s))] if m),
         "an unknown model name": f"HTTP {status_u}" + (": served by the one model anyway" if status_u == 200 else ""),
         "memlens' client": f"{'ok' if r.ok else describe_failure(r.error, r.detail)} after {r.requests} requests "
                            f"({'; '.join(r.fallbacks) or 'no fallback'})",
