@@ -194,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
     p.add_argument("--size", default="1280x800", help="window size WIDTHxHEIGHT (default 1280x800)")
+    p.add_argument("--test-connection", action="store_true",
+                   help="press Settings' Test connection first (calls the endpoint $MEMLENS_LLM_BASE_URL names)")
 
     p = sub.add_parser("log", help="the curation audit log")
     _common(p)
@@ -280,8 +282,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.json:
         sys.stderr.write("\n")
     d = report.as_dict()
-    _emit(args, d, (f"ingested {d['documents']} documents, {d['chunks']} chunks, {d['memories']} memories; "
-                    f"{d['skipped']} unchanged, {d['failed']} failed in {d['seconds']:.2f}s"))
+    text = (f"ingested {d['documents']} documents, {d['chunks']} chunks, {d['memories']} memories; "
+            f"{d['skipped']} unchanged, {d['failed']} failed in {d['seconds']:.2f}s")
+    ex = d.get("extraction")
+    if ex and ex["windows"]:
+        text += (f"\nextracted {ex['windows']} windows ({ex['failed_windows']} failed, {ex['llm_calls']} model calls): "
+                 f"{ex['facts_inserted']} new facts")
+        if ex["errors"]:
+            text += f"\nfirst failure: {ex['errors'][0]}"
+        if ex.get("stopped"):
+            text += f"\n{ex['stopped']}"
+    _emit(args, d, text)
     return 0
 
 
@@ -597,7 +608,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         width, height = (int(v) for v in args.size.lower().split("x"))
     except ValueError:
         raise BadInput(f"--size must look like 1280x800, got {args.size!r}") from None
-    paths = snapshot(args.out, db_path=args.db, size=(width, height))
+    paths = snapshot(args.out, db_path=args.db, size=(width, height), test_connection=args.test_connection)
     _emit(args, {"files": [str(p) for p in paths]}, "\n".join(str(p) for p in paths))
     return 0
 

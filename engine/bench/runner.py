@@ -185,6 +185,8 @@ def run_container(spec: dict) -> list[dict]:
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
     with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
+        if qa_client is not None:  # answer and judge calls go into the container's llm_calls
+            qa_client.recorder = engine.store.llm_recorder(scope)
         for q in spec["questions"]:
             t0 = time.perf_counter()
             try:
@@ -278,7 +280,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             raise BadInput("--answer needs an endpoint: set MEMLENS_LLM_BASE_URL (and models for ANSWER and JUDGE)")
         c = llm.config
         qa_config = {"base_url": c.base_url, "api_key": c.api_key, "model": c.model, "task_models": dict(c.task_models),
-                     "timeout": c.timeout, "max_retries": c.max_retries}
+                     "timeout": c.timeout, "max_retries": c.max_retries, "first_call_timeout": c.first_call_timeout}
         models = {"answer": c.model_for("ANSWER"), "judge": c.model_for("JUDGE")}
         prompt_hashes = qa_v1.prompt_hashes()
     if resume_run is not None:

@@ -139,6 +139,15 @@ def test_optional_question_answering_through_the_endpoint(tmp_path, openai_serve
     assert all(it["answer"] == "a cat" and json.loads(it["judge"])["ok"] for it in items)
     answers = [r for r in openai_server.chat_requests if r.json["response_format"]["json_schema"]["name"] == "answer"]
     assert len(answers) == len(items), "one answer per question, never best-of-N"
+    # every answer and judgement is accounted for in its container's llm_calls
+    from engine.bench.runner import BENCH_SCOPE
+    from engine.scope import Scope
+
+    recorded = []
+    for db in {it["trace_db"] for it in items}:
+        with MemoryEngine(db, create=False, llm=False) as container:
+            recorded += container.store.llm_calls(Scope.default(*BENCH_SCOPE), limit=1000)
+    assert sorted((r["task"], r["ok"]) for r in recorded) == [("ANSWER", 1)] * len(items) + [("JUDGE", 1)] * len(items)
 
 
 def test_answer_without_endpoint_is_bad_input(engine):
