@@ -311,8 +311,7 @@ LOCOMO_OFFICIAL = Scheme(
 # --- registry -------------------------------------------------------------------------------------
 
 MEMLENS = memlens_scheme()
-CONVOMEM_NOTE = ("ConvoMem's own evaluation judges answers with an LLM under its own prompts and has no "
-                 "retrieval metric; these figures are memlens's")
+CONVOMEM_NOTE = "ConvoMem's own evaluation has no retrieval metric (an LLM judges its answers)"
 # dataset -> its schemes, the default first
 SCHEMES: dict[str, tuple[Scheme, ...]] = {
     "locomo": (LOCOMO_OFFICIAL, MEMLENS),

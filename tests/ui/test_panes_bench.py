@@ -170,7 +170,7 @@ def test_official_scoring_first_ours_beside_it_and_unscored_categories_say_so(pa
     assert b.run["id"] == run_id
     assert [b.scheme.itemData(i) for i in range(b.scheme.count())] == ["official", "memlens"]
     assert b.scheme.itemText(1) == "memlens (ours)" and b.scheme_name() == "official"
-    assert "task_eval/evaluation.py" in b.scheme.toolTip() and "<b>official</b> (default)" in b.summary.text()
+    assert "task_eval/evaluation.py" in b.scheme.toolTip() and "scoring <b>official</b> (default)" in b.summary.text()
     assert set(b.curve_items) == {"evidence_recall"}  # the official scheme scores evidence recall only
     b.k.setCurrentText("5")
     assert b.metric_key() == "turn_evidence_recall@5"

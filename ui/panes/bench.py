@@ -384,9 +384,9 @@ class BenchPane(PaneBase):
             f"{_fmt(lat.get('p50'))}/{_fmt(lat.get('p95'))}/{_fmt(lat.get('p99'))} ms; context tokens mean "
             f"{_fmt(tok.get('mean'))}, p95 {_fmt(tok.get('p95'))}<br><small>sha256 {run['sha256'][:16]}… · commit "
             f"{(run.get('git_commit') or 'unknown')[:10]} · extract {cfg.get('extract', '?')}</small><br>"
-            + "<br>".join(f"<small><b>{html.escape(name)}</b>{' (default)' if name == scoring['default'] else ''}: "
-                          f"{html.escape((scoring['schemes'].get(name) or {}).get('label', name))}</small>"
-                          for name in schemes))
+            f"<small>scoring <b>{html.escape(scoring['default'])}</b> (default): "
+            f"{html.escape((scoring['schemes'].get(scoring['default']) or {}).get('label', ''))}"
+            + "".join(f"; {html.escape(n)} beside it" for n in schemes if n != scoring["default"]) + "</small>")
         self._draw()
         self._fill_items()
         self.sigRunShown.emit(run)
