@@ -326,11 +326,9 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
 
             config["qa_prompts"] = {"version": qa_v1.VERSION, "answer": qa_v1.ANSWER_SYSTEM, "judge": qa_v1.JUDGE_SYSTEM}
         run_id = bench_sql.create_run(
-            store, dataset=dataset, data_path=str(path), sha256=loaded.sha256, split=path.stem if path.is_file() else path.name,
-            recipe=recipe,
-            k_values=ks, embedder=emb_name, models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(),
-            config=config,
-            started_at=now_iso())
+            store, dataset=dataset, data_path=str(path), sha256=loaded.sha256,
+            split=path.stem if path.is_file() else path.name, recipe=recipe, k_values=ks, embedder=emb_name,
+            models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(), config=config, started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     run_dir.mkdir(parents=True, exist_ok=True)
     cache = containers.cache_dir_for(engine.path)

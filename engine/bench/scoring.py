@@ -71,7 +71,7 @@ def _official_gold(q: Question) -> Mapping[str, Any]:
 
 
 def _means(items: Sequence[tuple[str | None, Scores]], keys: Sequence[str]) -> dict[str, Any]:
-    """Plain means of per-question values, overall and per category ({} of None where nothing counts)."""
+    """Plain means of per-question values, overall and per category (None where no question counts)."""
     cats = sorted({c for c, _ in items if c is not None})
     return {
         "metrics": {key: mean(s[key] for _, s in items if key in s) for key in keys},

@@ -50,9 +50,11 @@ def lme(tmp_path):
           "haystack_dates": ["2023/05/01 (Mon) 10:00"] * 3,
           "haystack_sessions": [
               _session(("user", True), ("assistant", False), ("user", False), ("assistant", False)),
-              [{"role": "user", "content": "u0"}, {"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"}],
+              [{"role": "user", "content": "u0"}, {"role": "assistant", "content": "a1"},
+               {"role": "user", "content": "u2"}],
               _session(("user", False), ("assistant", True))]}
-    q2 = {**base, "question_id": "q2", "question_type": "single-session-assistant", "answer_session_ids": ["answer_bb_1"],
+    q2 = {**base, "question_id": "q2", "question_type": "single-session-assistant",
+          "answer_session_ids": ["answer_bb_1"],
           "haystack_session_ids": ["answer_bb_1"], "haystack_dates": ["2023/05/01 (Mon) 10:00"],
           "haystack_sessions": [_session(("user", False), ("assistant", True))]}
     q3 = {**q1, "question_id": "q3_abs"}

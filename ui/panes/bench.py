@@ -125,7 +125,7 @@ class BenchPane(PaneBase):
         self.dataset = QComboBox(self)
         self.dataset.addItems(DATASETS)
         self.data_path = QLineEdit(self)
-        self.data_path.setPlaceholderText("dataset file (LoCoMo / LongMemEval / ConvoMem JSON) or a ConvoMem folder")
+        self.data_path.setPlaceholderText("dataset file (LoCoMo / LongMemEval / ConvoMem JSON), or a ConvoMem folder")
         self.browse = QPushButton("…", self)
         self.limit = QSpinBox(self)
         self.limit.setRange(0, 1_000_000)
@@ -517,13 +517,12 @@ class BenchPane(PaneBase):
             self._set_bars(self.category_bars_b, x + 0.2, [(ob.get(c) or {}).get(key) for c in cats])
         # a metric that scores no question of a category draws no bar there, and says so: a 0 bar
         # would read as a total failure (LoCoMo's adversarial questions have no gold for ours)
-        for i, c in enumerate(cats):
-            if (by_cat[c] or {}).get(key) is None:
-                label = pg.TextItem("not scored", color=fg, anchor=(0.5, 1.0))
-                label.setPos(float(i), 0.0)
-                self.category_plot.addItem(label, ignoreBounds=True)
-                self._marks.append((self.category_plot, label))
         self.not_scored = [c for c in cats if (by_cat[c] or {}).get(key) is None]
+        for c in self.not_scored:
+            label = pg.TextItem("not scored", color=fg, anchor=(0.5, 1.0))
+            label.setPos(float(cats.index(c)), 0.0)
+            self.category_plot.addItem(label, ignoreBounds=True)
+            self._marks.append((self.category_plot, label))
         names = [c.replace("-", "-\n") for c in cats]  # a line per part: long names do not run together
         axis = self.category_plot.getPlotItem().getAxis("bottom")
         lines = max((n.count("\n") + 1 for n in names), default=1)
