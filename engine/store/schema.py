@@ -418,7 +418,7 @@ CREATE INDEX health_counts_scope ON health_counts(user_id, agent_id, scope_type,
 
 
 def _v4_bench_scores(conn: apsw.Connection) -> None:
-    """Benchmark runs scored under several schemes (issue 17) (engine/bench/scoring.py): each scheme's summary
+    """Benchmark runs scored under several schemes (issue 17, engine/bench/scoring.py): each scheme's summary
     per run and per-question metrics per item; the default scheme's stay in `metrics` /
     `by_category`. `ranking` keeps an item's whole turn ranking, so it can be scored again."""
     conn.execute("ALTER TABLE bench_runs ADD COLUMN scores TEXT NOT NULL DEFAULT '{}'")
