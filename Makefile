@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint clean package
+.PHONY: install run test lint clean package check-llm
 
 install: $(STAMP)
 
@@ -31,5 +31,11 @@ package: install
 	$(PY) -m pip install --quiet -e '.[test,package]'
 	QT_QPA_PLATFORM=offscreen $(PY) packaging/build.py
 
+# Opt-in, not in `make test` or CI: memlens against a real llama.cpp server with a small model from
+# PyPI (Gemma 3 270M), on 127.0.0.1; builds llama-cpp-python once (cached in
+# ~/.cache/memlens-check-llm) and reports what every LLM stage did (tests/llm_check/check_llm.py).
+check-llm: install
+	bash tests/llm_check/check_llm.sh
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-llm build dist *.egg-info .pytest_cache .hypothesis

@@ -20,6 +20,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: one BL
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from engine import __version__  # noqa: E402
+from engine.bench import DATASETS as BENCH_DATASETS
 from engine.errors import BadInput, Busy, MemlensError
 from engine.scope import SCOPE_TYPES, Scope
 
@@ -159,12 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dims", type=int, default=384)
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
 
-    p = sub.add_parser("bench", help="run a retrieval benchmark (locomo, longmemeval, convomem), report a run, "
+    p = sub.add_parser("bench", help=f"run a retrieval benchmark ({', '.join(BENCH_DATASETS)}), report a run, "
                                      "or ablate the retrieval features on folds")
     _common(p)
-    p.add_argument("dataset", choices=("locomo", "longmemeval", "convomem", "report", "ablate", "fit"))
+    p.add_argument("dataset", choices=(*BENCH_DATASETS, "report", "ablate", "fit"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
-    p.add_argument("--data", default=None, action="append", help="the dataset file (fit: repeat for several)")
+    p.add_argument("--data", default=None, action="append",
+                   help="the dataset file, ConvoMem also a folder of them (fit: repeat for several)")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
     p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
@@ -194,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
     p.add_argument("--size", default="1280x800", help="window size WIDTHxHEIGHT (default 1280x800)")
+    p.add_argument("--test-connection", action="store_true",
+                   help="press Settings' Test connection first (calls the endpoint $MEMLENS_LLM_BASE_URL names)")
 
     p = sub.add_parser("log", help="the curation audit log")
     _common(p)
@@ -280,8 +284,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.json:
         sys.stderr.write("\n")
     d = report.as_dict()
-    _emit(args, d, (f"ingested {d['documents']} documents, {d['chunks']} chunks, {d['memories']} memories; "
-                    f"{d['skipped']} unchanged, {d['failed']} failed in {d['seconds']:.2f}s"))
+    text = (f"ingested {d['documents']} documents, {d['chunks']} chunks, {d['memories']} memories; "
+            f"{d['skipped']} unchanged, {d['failed']} failed in {d['seconds']:.2f}s")
+    ex = d.get("extraction")
+    if ex and ex["windows"]:
+        text += (f"\nextracted {ex['windows']} windows ({ex['failed_windows']} failed, {ex['llm_calls']} model calls): "
+                 f"{ex['facts_inserted']} new facts")
+        if ex["errors"]:
+            text += f"\nfirst failure: {ex['errors'][0]}"
+        if ex.get("stopped"):
+            text += f"\n{ex['stopped']}"
+    _emit(args, d, text)
     return 0
 
 
@@ -528,10 +541,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
-    m = out["metrics"]
-    keys = [k for k in m if k.endswith("@10") or k.endswith("@5")]
-    _emit(args, out, f"run {out['run_id']} ({out['questions']} questions, {out['failures']} failed)\n" + "\n".join(
-        f"  {k}: {m[k]:.4f}" for k in sorted(keys) if m[k] is not None))
+    _emit(args, out, _bench_text(out))
     return 0
 
 
@@ -578,6 +588,27 @@ def _bench_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_text(out: dict) -> str:
+    """The headline figures at k 5 and 10 (`bench report` has them all): the default scoring
+    first, the others beside it."""
+    from engine.bench.runner import score_rows
+
+    scores = out["scores"]
+    order = [out["scoring"], *(n for n in scores if n != out["scoring"])]
+    headline = ("recall_any@", "recall_all@", "ndcg_any@", "evidence_recall@")
+    rows = [(k, v) for k, v in score_rows(scores, order)
+            if k.endswith(("@5", "@10")) and k.split("_", 1)[1].startswith(headline)]
+    width = max((len(k) for k, _ in rows), default=10)
+    lines = [f"run {out['run_id']} ({out['questions']} questions, {out['failures']} failed); "
+             f"scoring {out['scoring']} (default)" + "".join(f", {n} beside it" for n in order[1:]),
+             *(f"  {n}: {out['labels'][n]}" for n in order),
+             "  " + "metric".ljust(width) + "".join(f"  {n:>10}" for n in order)]
+    for key, values in rows:
+        cells = ("–" if v == "" else "not scored" if v is None else f"{v:.4f}" for v in values)
+        lines.append("  " + key.ljust(width) + "".join(f"  {c:>10}" for c in cells))
+    return "\n".join(lines)
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
         rows = engine.store.curation_log(_scope(args), limit=args.limit)
@@ -597,7 +628,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         width, height = (int(v) for v in args.size.lower().split("x"))
     except ValueError:
         raise BadInput(f"--size must look like 1280x800, got {args.size!r}") from None
-    paths = snapshot(args.out, db_path=args.db, size=(width, height))
+    paths = snapshot(args.out, db_path=args.db, size=(width, height), test_connection=args.test_connection)
     _emit(args, {"files": [str(p) for p in paths]}, "\n".join(str(p) for p in paths))
     return 0
 

@@ -44,6 +44,8 @@ SETTINGS: tuple[Setting, ...] = (
             "API key for that endpoint (OPENAI_API_KEY is read when unset); environment or OS keychain only",
             secret=True),
     Setting("llm_model", "MEMLENS_LLM_MODEL", None, "the default chat model for every LLM task"),
+    Setting("llm_timeout", "MEMLENS_LLM_TIMEOUT", "60",
+            "seconds to wait for one model answer (a local server on a CPU may need minutes)", kind="int"),
     Setting("llm_model_extract", "MEMLENS_LLM_MODEL_EXTRACT", None, "model for fact extraction"),
     Setting("llm_model_plan", "MEMLENS_LLM_MODEL_PLAN", None, "model for the retrieval planner"),
     Setting("llm_model_rerank", "MEMLENS_LLM_MODEL_RERANK", None, "model for the reranker"),

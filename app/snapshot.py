@@ -173,11 +173,13 @@ def _settle(app, window) -> None:
 
 
 def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | None = None,
-             size: tuple[int, int] = (1280, 800)) -> list[Path]:
+             size: tuple[int, int] = (1280, 800), test_connection: bool = False) -> list[Path]:
     """Render the whole window and every registered pane offscreen to PNG files named after the pane keys.
 
     Without `db_path`, a sample database is built in a temporary directory. The user's settings are
     never read or written (a throwaway INI file is used), and the database is opened as-is.
+    test_connection presses the Settings pane's "Test connection" first (the endpoint comes from
+    the environment, since the throwaway settings hold none).
     """
     import tempfile
 
@@ -217,6 +219,8 @@ def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | 
                 raise BadInput(f"{db_path}: {window.banner.text}")
             _settle(app, window)
             stage_selection(window)
+            if test_connection:
+                window.panes["settings"].run_test()  # the inline runner: done when it returns
             _settle(app, window)
             path = out / "window.png"
             window.grab().save(str(path))

@@ -158,6 +158,14 @@ class MemoryEngine:
                         self._llm_owned = True
             return self._llm
 
+    @staticmethod
+    def check_endpoint(config: LLMConfig) -> dict[str, Any]:
+        """One tiny call of each kind to the endpoint, through the real prompts (engine.llm_check);
+        needs no database."""
+        from .llm_check import check_endpoint
+
+        return check_endpoint(config)
+
     def __enter__(self) -> "MemoryEngine":
         return self
 
@@ -399,7 +407,10 @@ class MemoryEngine:
             now = now_iso()  # expiry is judged against the wall clock; benchmarks bring their own "now"
         index = self.vectors(scope)
         llm = self.llm if (rec.planner or rec.reranker) else None
-        result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now).run(
+        # the planner's and reranker's requests are accounted for in llm_calls, without the
+        # query's text when it is an agent's or a what-if's
+        recorder = self.store.llm_recorder(scope, redact=origin == "agent" or not persist) if llm else None
+        result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now, recorder=recorder).run(
             query, k=k, as_of=as_of_iso, origin=origin, budget=budget, query_vector=query_vector)
         if persist:
             self._persist_trace(scope, result, keep_query=origin != "agent")

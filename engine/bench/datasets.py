@@ -5,7 +5,8 @@ normalised to the ids the ingest importers give their chunks, so retrieval can b
 id: LoCoMo turns are `dia_id`s ("D3:7") and sessions "<sample_id>:session_<n>" (the LoCoMo
 importer's external_id); LongMemEval turns are "<session_id>:<turn_index>" and sessions the
 raw session ids; ConvoMem messages are "c<conversation>:<message>" and conversations
-"c<conversation>", both 0-based and private to their evidence item.
+"c<conversation>", both 0-based and private to their test case (a pre-mixed file's haystack, or
+one core evidence item's conversations).
 
 The published files are not clean. Every repair and every refusal to repair is counted in the
 dataset's `quirks` (a QuirkReport), so a benchmark report can say what was done to the gold.
@@ -31,7 +32,7 @@ from engine.ingest.formats.longmemeval import parse_haystack_date
 from engine.ingest.normalize import read_file_bytes
 from engine.timeutil import to_iso
 
-DATASETS = ("locomo", "longmemeval", "convomem")
+from . import DATASETS  # noqa: F401  (re-exported: the names the loaders below answer to)
 
 # The codes used in the data (task_eval/evaluation.py), NOT the paper's list order.
 LOCOMO_CATEGORIES: dict[int, str] = {
@@ -130,7 +131,8 @@ def _answer_text(value: Any, quirks: QuirkReport, where: str) -> str | None:
 
 
 def _sniff(data: Any) -> str | None:
-    if isinstance(data, dict) and isinstance(data.get("evidence_items"), list):
+    if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
+                                   or isinstance(data.get("evidenceItems"), list)):
         return "convomem"
     item = data
     if isinstance(data, list):
@@ -149,7 +151,10 @@ def _sniff(data: Any) -> str | None:
 
 
 def detect_dataset(path: Path | str) -> str:
-    """"locomo" | "longmemeval" | "convomem" from the file's structure (UnknownFormat if none)."""
+    """"locomo" | "longmemeval" | "convomem" from the file's structure (UnknownFormat if none).
+    A folder is ConvoMem's layout (one file per test case or evidence batch)."""
+    if Path(path).is_dir():
+        return "convomem"
     data, _ = _read_json(path)
     return _detect(data, str(path))
 
@@ -170,14 +175,13 @@ def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | Convo
 
 def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset | ConvoMemDataset, Any]:
     """(the loaded dataset, the parsed JSON it came from): the runner hands the raw records of
-    each container to the normal importers, so it must not read and parse the file twice."""
+    each container to the normal importers, so it must not read and parse the file twice. A
+    folder is read as ConvoMem (its raw JSON is then None: the runner builds chat JSON from it)."""
+    if Path(path).is_dir():
+        return _convomem_folder(Path(path)), None
     data, sha = _read_json(path)
     kind = _detect(data, str(path))
-    if kind == "locomo":
-        return _locomo(data, sha, path), data
-    if kind == "longmemeval":
-        return _longmemeval(data, sha, path), data
-    return _convomem(data, sha, path), data
+    return _LOADERS[kind](data, sha, path), data
 
 
 # --- LoCoMo ---------------------------------------------------------------------------------
@@ -643,19 +647,52 @@ def _lme_question(i: int, item: Any, name: str, quirks: QuirkReport) -> LongMemE
 
 
 # --- ConvoMem -------------------------------------------------------------------------------
+#
+# Two layouts, both from SalesforceAIResearch/ConvoMem (EvidenceSchema.scala, TestCase.scala):
+#
+# - pre-mixed test case (what the official evaluation reads): {"evidenceItems": [item],
+#   "conversations": [conv], "contextSize"}. The conversations are the haystack every item's
+#   question is asked against; each item also lists its own evidence conversations by id.
+# - core evidence file (Hugging Face core_benchmark/evidence_questions/<category>/<n>_evidence/
+#   <person>.json): {"evidence_items": [item], "checkpoint"?}; an item's conversations are its
+#   haystack. A bare list of items, or one item, is read the same way.
+#
+# Gold has no ids: an evidence text is gold wherever a message has exactly that text.
+
+# The core benchmark's six categories: its evidence folders, and the names shown for them.
+CONVOMEM_CATEGORIES: dict[str, str] = {
+    "user_evidence": "user facts",
+    "assistant_facts_evidence": "assistant facts",
+    "changing_evidence": "changing facts",
+    "abstention_evidence": "abstention",
+    "preference_evidence": "preferences",
+    "implicit_connection_evidence": "implicit connections",
+}
+# ConvoMem's repackaging of LoCoMo (LocomoTestCasesGenerator.scala): category_<n>_<name> folders,
+# items labelled "locomo_category_<n>". Its names follow the paper's list order, not the data's codes:
+# "basic facts" holds LoCoMo's code-1 (multi-hop) questions, "reasoning" code 3 (open-domain),
+# "multi-session" code 4 (single-hop), "abstention" code 5 (adversarial). Shown as ConvoMem names them.
+CONVOMEM_LOCOMO_CATEGORIES: dict[int, str] = {
+    1: "basic facts",
+    2: "temporal",
+    3: "reasoning",
+    4: "multi-session",
+    5: "abstention",
+}
+_LOCOMO_ITEM = re.compile(r"^locomo_category_(\d+)$")
+_LOCOMO_FOLDER = re.compile(r"^category_(\d+)_")
 
 
 @dataclass(frozen=True)
 class ConvoMemMessage:
-    message_id: str  # "c<conversation index>:<message index>"
+    message_id: str  # "c<conversation index>:<message index>", within its test case
     speaker: str
     text: str
-    is_evidence: bool
 
 
 @dataclass(frozen=True)
 class ConvoMemConversation:
-    conversation_id: str  # "c<index>"
+    conversation_id: str  # "c<index>" within its test case
     source_id: str | None  # the file's own "id", when it has one
     contains_evidence: bool | None  # the file's "containsEvidence" flag, when present
     messages: tuple[ConvoMemMessage, ...]
@@ -663,56 +700,117 @@ class ConvoMemConversation:
 
 @dataclass(frozen=True)
 class ConvoMemQuestion:
-    question_id: str  # "q<index in the file>"
+    question_id: str  # "<case>:q<index of the item>"
+    case_id: str
     question: str
     answer: str | None
-    category: str | None  # the item's "category", else the *_evidence folder it sits in
-    evidence_texts: tuple[str, ...]  # message_evidences texts, stripped, deduplicated
-    conversations: tuple[ConvoMemConversation, ...]
-    evidence: tuple[str, ...]  # message ids whose stripped text equals an evidence text
+    category: str | None  # a CONVOMEM_CATEGORIES or CONVOMEM_LOCOMO_CATEGORIES name, else as written
+    use_case: str | None  # the item's own "category" when it is not the benchmark category
+    evidence_texts: tuple[str, ...]  # message_evidences texts as written, repeats dropped
+    evidence: tuple[str, ...]  # ids of the messages whose text is exactly an evidence text
     evidence_sessions: tuple[str, ...]  # conversation ids holding gold messages
-    unmatched_evidence: int  # evidence texts that match no message
+    unmatched_evidence: int  # evidence texts that are no message's exact text
+
+
+@dataclass(frozen=True)
+class ConvoMemTestCase:
+    """One haystack and the questions asked against it: a benchmark container."""
+
+    case_id: str  # the file (relative to the data path, no .json) for pre-mixed; "<file>#<item>" for core
+    source: str  # the file it came from
+    layout: str  # "premixed" | "core"
+    context_size: int | None
+    conversations: tuple[ConvoMemConversation, ...]
+    questions: tuple[ConvoMemQuestion, ...]
 
 
 @dataclass(frozen=True)
 class ConvoMemDataset:
     path: str
-    sha256: str
-    questions: tuple[ConvoMemQuestion, ...]
+    sha256: str  # of the file; for a folder, of its files' relative paths and sha256s
+    cases: tuple[ConvoMemTestCase, ...]
     quirks: QuirkReport
 
     name = "convomem"
 
+    @property
+    def questions(self) -> tuple[ConvoMemQuestion, ...]:
+        return tuple(q for case in self.cases for q in case.questions)
+
     def stats(self) -> dict[str, Any]:
         by_category: dict[str, int] = {}
-        for q in self.questions:
-            key = q.category or ""
-            by_category[key] = by_category.get(key, 0) + 1
+        layouts: dict[str, int] = {}
+        for case in self.cases:
+            layouts[case.layout] = layouts.get(case.layout, 0) + 1
+            for q in case.questions:
+                key = q.category or ""
+                by_category[key] = by_category.get(key, 0) + 1
+        questions = self.questions
         return {
-            "questions": len(self.questions),
-            "conversations": sum(len(q.conversations) for q in self.questions),
-            "messages": sum(len(c.messages) for q in self.questions for c in q.conversations),
-            "evidence_messages": sum(len(q.evidence) for q in self.questions),
-            "unmatched_evidence": sum(q.unmatched_evidence for q in self.questions),
+            "files": len({c.source for c in self.cases}),
+            "test_cases": len(self.cases),
+            "layouts": dict(sorted(layouts.items())),
+            "questions": len(questions),
+            "conversations": sum(len(c.conversations) for c in self.cases),
+            "messages": sum(len(v.messages) for c in self.cases for v in c.conversations),
+            "evidence_texts": sum(len(q.evidence_texts) for q in questions),
+            "evidence_messages": sum(len(q.evidence) for q in questions),
+            "unmatched_evidence": sum(q.unmatched_evidence for q in questions),
+            "questions_without_evidence": sum(1 for q in questions if not q.evidence),
             "by_category": dict(sorted(by_category.items())),
         }
 
 
 def load_convomem(path: Path | str) -> ConvoMemDataset:
+    """A ConvoMem file, or a folder of them (read recursively, in path order)."""
+    if Path(path).is_dir():
+        return _convomem_folder(Path(path))
     data, sha = _read_json(path)
     return _convomem(data, sha, path)
 
 
-def _folder_category(path: Path | str) -> str | None:
-    """ConvoMem ships one folder per category: .../user_evidence/1_evidence/<batch>.json."""
-    for part in reversed(PurePath(path).parts[:-1]):
-        if part.endswith("_evidence") and not part[:1].isdigit():
-            return part
-    return None
+def _convomem_folder(folder: Path) -> ConvoMemDataset:
+    files = sorted(p for p in folder.rglob("*.json") if p.is_file())
+    if not files:
+        raise _fail(str(folder), "a folder is read as ConvoMem, and this one holds no .json files")
+    quirks = QuirkReport()
+    cases: list[ConvoMemTestCase] = []
+    digest = hashlib.sha256()
+    for file in files:
+        data, sha = _read_json(file)
+        if _sniff(data) != "convomem":
+            raise _fail(str(file), "not a ConvoMem file (a folder is read as ConvoMem only)")
+        rel = file.relative_to(folder)
+        digest.update(f"{rel.as_posix()}\0{sha}\n".encode())
+        cases.extend(_convomem_cases(data, rel, str(file), quirks))
+    return ConvoMemDataset(path=str(folder), sha256=digest.hexdigest(), cases=tuple(cases), quirks=quirks)
 
 
 def _convomem(data: Any, sha: str, path: Path | str) -> ConvoMemDataset:
-    name = str(path)
+    quirks = QuirkReport()
+    cases = _convomem_cases(data, PurePath(Path(path).name), str(path), quirks)
+    return ConvoMemDataset(path=str(path), sha256=sha, cases=tuple(cases), quirks=quirks)
+
+
+def _convomem_cases(data: Any, rel: PurePath, name: str, quirks: QuirkReport) -> list[ConvoMemTestCase]:
+    stem = rel.with_suffix("").as_posix()
+    # the folders above the file name the category; a folder run also has its own path parts
+    folders = (*PurePath(name).parts[:-1], *rel.parts[:-1], rel.stem.split("__")[0])
+    if isinstance(data, dict) and "evidenceItems" in data:
+        items = data["evidenceItems"]
+        if not isinstance(items, list) or not items:
+            raise _fail(name, "not ConvoMem: \"evidenceItems\" is not a non-empty list")
+        if not isinstance(data.get("conversations"), list):
+            raise _fail(name, "not ConvoMem: a pre-mixed test case needs a \"conversations\" list")
+        conversations = _convomem_conversations(data["conversations"], name, "conversations")
+        size = data.get("contextSize")
+        size = size if isinstance(size, int) and not isinstance(size, bool) else None
+        if size is not None and size != len(conversations):
+            quirks.note("context_size_mismatch", f"{stem}: contextSize {size}, {len(conversations)} conversations")
+        questions = [_convomem_question(stem, i, item, conversations, True, folders, name, quirks)
+                     for i, item in enumerate(items)]
+        _check_contains_evidence(stem, conversations, questions, quirks)
+        return [ConvoMemTestCase(stem, rel.as_posix(), "premixed", size, conversations, tuple(questions))]
     if isinstance(data, dict) and "evidence_items" in data:
         items = data["evidence_items"]
     elif isinstance(data, dict):
@@ -720,13 +818,19 @@ def _convomem(data: Any, sha: str, path: Path | str) -> ConvoMemDataset:
     else:
         items = data
     if not isinstance(items, list) or not items:
-        raise _fail(
-            name, "not ConvoMem: expected evidence items (a list, or {\"evidence_items\": [...]})"
-        )
-    quirks = QuirkReport()
-    fallback = _folder_category(path)
-    questions = [_convomem_question(i, item, fallback, name, quirks) for i, item in enumerate(items)]
-    return ConvoMemDataset(path=name, sha256=sha, questions=tuple(questions), quirks=quirks)
+        raise _fail(name, "not ConvoMem: expected evidence items ({\"evidenceItems\": [...], \"conversations\": "
+                          "[...]}, {\"evidence_items\": [...]} or a list)")
+    cases = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _fail(name, f"not ConvoMem: item {i} is not a JSON object")
+        if not isinstance(item.get("conversations"), list):
+            raise _fail(name, f"not ConvoMem: item {i} has no \"conversations\" list")
+        conversations = _convomem_conversations(item["conversations"], name, f"item {i} conversations")
+        question = _convomem_question(stem, i, item, conversations, False, folders, name, quirks)
+        _check_contains_evidence(question.question_id, conversations, [question], quirks)
+        cases.append(ConvoMemTestCase(f"{stem}#{i}", rel.as_posix(), "core", None, conversations, (question,)))
+    return cases
 
 
 def _speaker_text(value: Any, name: str, where: str) -> tuple[str, str]:
@@ -735,67 +839,111 @@ def _speaker_text(value: Any, name: str, where: str) -> tuple[str, str]:
     return str(value.get("speaker") or ""), value["text"]
 
 
-def _convomem_question(
-    i: int, item: Any, fallback: str | None, name: str, quirks: QuirkReport
-) -> ConvoMemQuestion:
-    qid = f"q{i}"
+def _convomem_conversations(raw: list[Any], name: str, where: str) -> tuple[ConvoMemConversation, ...]:
+    out = []
+    for c, conv in enumerate(raw):
+        if not isinstance(conv, dict) or not isinstance(conv.get("messages"), list):
+            raise _fail(name, f"{where}[{c}]: no \"messages\" list")
+        messages = tuple(
+            ConvoMemMessage(f"c{c}:{m}", *_speaker_text(message, name, f"{where}[{c}] message {m}"))
+            for m, message in enumerate(conv["messages"]))
+        flag = conv.get("containsEvidence")
+        source = conv.get("id")
+        out.append(ConvoMemConversation(f"c{c}", None if source is None else str(source),
+                                        flag if isinstance(flag, bool) else None, messages))
+    return tuple(out)
+
+
+def _convomem_category(item: dict, folders: tuple[str, ...], quirks: QuirkReport,
+                       qid: str) -> tuple[str | None, str | None]:
+    """(the benchmark category, the item's own use-case category when that is something else)."""
+    raw = item.get("category")
+    raw = None if raw in (None, "") else str(raw)
+    for part in reversed(folders):
+        if part in CONVOMEM_CATEGORIES:
+            return CONVOMEM_CATEGORIES[part], (raw if raw != part else None)
+    if raw in CONVOMEM_CATEGORIES:
+        return CONVOMEM_CATEGORIES[raw], None
+    if raw is not None and (m := _LOCOMO_ITEM.match(raw)) and int(m.group(1)) in CONVOMEM_LOCOMO_CATEGORIES:
+        return CONVOMEM_LOCOMO_CATEGORIES[int(m.group(1))], None
+    for part in reversed(folders):
+        if (m := _LOCOMO_FOLDER.match(part)) and int(m.group(1)) in CONVOMEM_LOCOMO_CATEGORIES:
+            return CONVOMEM_LOCOMO_CATEGORIES[int(m.group(1))], raw
+    quirks.note("category_outside_the_benchmark", f"{qid}: {raw!r}" if raw else f"{qid}: none")
+    return raw, None
+
+
+def _convomem_question(stem: str, i: int, item: Any, conversations: tuple[ConvoMemConversation, ...],
+                       premixed: bool, folders: tuple[str, ...], name: str,
+                       quirks: QuirkReport) -> ConvoMemQuestion:
+    qid = f"{stem}:q{i}"
     if not isinstance(item, dict):
         raise _fail(name, f"not ConvoMem: item {i} is not a JSON object")
-    for key in ("message_evidences", "conversations"):
-        if not isinstance(item.get(key), list):
-            raise _fail(name, f"not ConvoMem: item {i} has no \"{key}\" list")
+    if not isinstance(item.get("message_evidences"), list):
+        raise _fail(name, f"not ConvoMem: item {i} has no \"message_evidences\" list")
     question = _text(item.get("question"), name, f"item {i}", "question")
     texts: list[str] = []
     for e, ev in enumerate(item["message_evidences"]):
         _, text = _speaker_text(ev, name, f"item {i} message_evidences[{e}]")
-        text = text.strip()
         if text in texts:
             quirks.note("duplicate_evidence", f"{qid}: evidence {e}")
             continue
         texts.append(text)
     if not texts:
         quirks.note("no_evidence", qid)
+    haystack = conversations
+    if premixed:  # the item names its evidence conversations: its gold lies there
+        own = item.get("conversations")
+        own_ids = {str(c.get("id")) for c in own if isinstance(c, dict) and c.get("id") is not None} \
+            if isinstance(own, list) else set()
+        named = tuple(c for c in conversations if c.source_id in own_ids)
+        if own_ids - {c.source_id for c in named}:
+            quirks.note("evidence_conversation_not_in_test_case", f"{qid}: {sorted(own_ids)[0]}")
+        haystack = named if named else conversations
     wanted = set(texts)
     matched: set[str] = set()
-    conversations = []
     evidence: list[str] = []
     sessions: list[str] = []
-    for c, conv in enumerate(item["conversations"]):
-        if not isinstance(conv, dict) or not isinstance(conv.get("messages"), list):
-            raise _fail(name, f"item {i} conversation {c}: no \"messages\" list")
-        cid = f"c{c}"
-        messages = []
-        for m, message in enumerate(conv["messages"]):
-            speaker, text = _speaker_text(message, name, f"item {i} conversation {c} message {m}")
-            gold = text.strip() in wanted
-            if gold:
-                matched.add(text.strip())
-                evidence.append(f"{cid}:{m}")
-                if cid not in sessions:
-                    sessions.append(cid)
-            messages.append(ConvoMemMessage(f"{cid}:{m}", speaker, text, gold))
-        flag = conv.get("containsEvidence")
-        contains = flag if isinstance(flag, bool) else None
-        if contains is not None and contains != (cid in sessions):
-            quirks.note("contains_evidence_mismatch", f"{qid}: {cid}")
-        source = conv.get("id")
-        conversations.append(
-            ConvoMemConversation(
-                cid, None if source is None else str(source), contains, tuple(messages)
-            )
-        )
+    for conv in haystack:
+        for message in conv.messages:
+            if message.text in wanted:
+                matched.add(message.text)
+                evidence.append(message.message_id)
+                if conv.conversation_id not in sessions:
+                    sessions.append(conv.conversation_id)
+    if len(evidence) > len(matched):
+        quirks.note("evidence_text_on_several_messages", qid)
+    stripped = {m.text.strip(): m.message_id for conv in haystack for m in conv.messages}
     unmatched = [e for e, text in enumerate(texts) if text not in matched]
     for e in unmatched:
-        quirks.note("unmatched_evidence", f"{qid}: evidence {e}")
-    category = item.get("category")
+        near = stripped.get(texts[e].strip())
+        quirks.note("unmatched_evidence", f"{qid}: evidence {e}"
+                    + (f" (equals message {near} only without surrounding whitespace)" if near else ""))
+    category, use_case = _convomem_category(item, folders, quirks, qid)
     return ConvoMemQuestion(
         question_id=qid,
+        case_id=stem if premixed else f"{stem}#{i}",
         question=question,
         answer=_answer_text(item.get("answer"), quirks, qid),
-        category=str(category) if category not in (None, "") else fallback,
+        category=category,
+        use_case=use_case,
         evidence_texts=tuple(texts),
-        conversations=tuple(conversations),
         evidence=tuple(evidence),
         evidence_sessions=tuple(sessions),
         unmatched_evidence=len(unmatched),
     )
+
+
+def _check_contains_evidence(where: str, conversations: tuple[ConvoMemConversation, ...],
+                             questions: list[ConvoMemQuestion], quirks: QuirkReport) -> None:
+    """The file's containsEvidence flags against the gold found by text (a test case's flags
+    cover all of its questions)."""
+    holding = {s for q in questions for s in q.evidence_sessions}
+    for conv in conversations:
+        if conv.contains_evidence is not None and conv.contains_evidence != (conv.conversation_id in holding):
+            quirks.note("contains_evidence_mismatch", f"{where}: {conv.conversation_id}")
+
+
+# dataset name -> (parsed JSON, sha256, path) -> dataset; a new file-backed benchmark adds its
+# sniffing rule to _sniff, its name to DATASETS and its loader here
+_LOADERS = {"locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convomem}

@@ -1,4 +1,8 @@
-"""Retrieval metrics against gold evidence ids, and their aggregation into a run summary.
+"""memlens's retrieval metrics against gold evidence ids, and their aggregation into a run summary.
+
+These are OUR definitions (the "memlens" scheme of engine/bench/scoring.py). Each benchmark's own
+scoring, which differs from these in which turns form the corpus, what counts as gold and which
+questions count, is the "official" scheme there; a run reports both.
 
 Scores are computed from ids only, never judged by an LLM. A ranking is the list of ids a
 recipe returned, best first. It may repeat an id (several memories citing one turn, several
@@ -23,11 +27,11 @@ Conventions, all per question, k >= 1:
 - mrr            1 / rank of the first gold id in the whole ranking, 0 if none (no cut-off).
 
 Session level: the ranking is the induced ranking of distinct sessions (each at the rank of its
-best turn), so the top k are the first k distinct sessions, the k that LongMemEval's
-turn-to-session evaluation widens its turn cut-off to reach; recall_any / recall_all then agree
-with it. NDCG is computed on that session ranking, as for a session-granular retriever; the
-turn-to-session script instead scores the widened list of turns, where every turn of a gold
-session counts, which gives a different number.
+best turn), so the top k are the first k distinct sessions, and any turn of a gold session puts
+that session in. This is NOT LongMemEval's turn-to-session evaluation, which credits a gold
+session only through its evidence turns (the others form a separate "noans" session), takes the
+gold sessions from the evidence turns and scores NDCG on the widened turn list: that is the
+official scheme in scoring.py, and the two give different numbers.
 
 With empty gold every metric is 0.0: the question is unanswerable by retrieval, and summarise()
 leaves it out of the means and reports how many there were.
@@ -45,7 +49,10 @@ import numpy as np
 LEVELS = ("turn", "session")
 # Recorded with every run; bump when a definition changes what a run scores. 1: a level's ids
 # came from the top k memories only. 2: from the whole ranking (the first k distinct ids).
-METRICS_VERSION = 2
+# 3: every run is scored under each scheme of engine/bench/scoring.py, the benchmark's official
+# one the default (run metrics are official figures where the benchmark has them); ConvoMem gold
+# is matched by exact text.
+METRICS_VERSION = 3
 AT_K_METRICS = ("recall_any", "recall_all", "ndcg_any", "evidence_recall", "hit", "precision", "f1")
 METRICS = (*AT_K_METRICS, "mrr")
 

@@ -32,19 +32,25 @@ def prompt_hashes() -> dict[str, str]:
     return {"answer": h(ANSWER_SYSTEM), "judge": h(JUDGE_SYSTEM)}
 
 
-def answer(llm: LLMClient, question: str, context: str, when: str | None) -> dict[str, Any]:
+def answer_messages(question: str, context: str, when: str | None) -> list[dict[str, str]]:
     dated = f" (asked on {when})" if when else ""
-    result = llm.complete_json("ANSWER", [{"role": "system", "content": ANSWER_SYSTEM},
-                                          {"role": "user", "content": f"Memories:\n{context}\n\nQuestion{dated}: {question}"}],
-                               "answer", ANSWER_SCHEMA)
+    return [{"role": "system", "content": ANSWER_SYSTEM},
+            {"role": "user", "content": f"Memories:\n{context}\n\nQuestion{dated}: {question}"}]
+
+
+def judge_messages(question: str, gold: str, given: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": f"Question: {question}\nGold answer: {gold}\nAnswer to grade: {given}"}]
+
+
+def answer(llm: LLMClient, question: str, context: str, when: str | None) -> dict[str, Any]:
+    result = llm.complete_json("ANSWER", answer_messages(question, context, when), "answer", ANSWER_SCHEMA)
     return {"ok": result.ok, "answer": result.data["answer"] if result.ok else None, "error": result.error,
-            "model": result.model, "latency_ms": result.latency_ms}
+            "detail": result.detail, "model": result.model, "latency_ms": result.latency_ms}
 
 
 def judge(llm: LLMClient, question: str, gold: str, given: str) -> dict[str, Any]:
-    result = llm.complete_json("JUDGE", [{"role": "system", "content": JUDGE_SYSTEM},
-                                         {"role": "user", "content": f"Question: {question}\nGold answer: {gold}\n"
-                                                                     f"Answer to grade: {given}"}],
-                               "judgement", JUDGE_SCHEMA)
+    result = llm.complete_json("JUDGE", judge_messages(question, gold, given), "judgement", JUDGE_SCHEMA)
     return {"ok": result.ok, "correct": bool(result.data["correct"]) if result.ok else None,
-            "reason": result.data["reason"] if result.ok else None, "error": result.error, "model": result.model}
+            "reason": result.data["reason"] if result.ok else None, "error": result.error, "detail": result.detail,
+            "model": result.model}

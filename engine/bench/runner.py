@@ -27,7 +27,9 @@ from ..errors import BadInput, Cancelled
 from ..timeutil import now_iso
 from . import containers
 from . import datasets as ds
-from .metrics import LEVELS, METRICS_VERSION, percentiles, score_ranking, summarise
+from .metrics import LEVELS, METRICS_VERSION, dedupe, percentiles
+from .scoring import describe as describe_scoring
+from .scoring import MEMLENS, lme_official_id, schemes_for, score_question, summarise_run
 
 DEFAULT_KS = (1, 3, 5, 10)
 BENCH_SCOPE = ("bench", "bench")
@@ -42,38 +44,35 @@ def _git_commit() -> str | None:
         return None
 
 
-def _containers(dataset, raw: Any) -> list[dict]:
-    """One spec per container: the raw JSON the importer reads, and its questions with gold ids."""
-    specs: list[dict] = []
-    if isinstance(dataset, ds.LocomoDataset):
-        by_sample = {c["sample_id"]: c for c in raw}
-        for conv in dataset.conversations:
-            qs = [q for q in dataset.questions if q.sample_id == conv.sample_id]
-            specs.append({"container": conv.sample_id, "format": "locomo", "raw": [by_sample[conv.sample_id]],
-                          "questions": [{
-                              "question_id": q.question_id, "question": q.question, "category": q.category_name,
-                              "now": None, "excluded": q.category == 5,
-                              "answer": q.answer if q.answer is not None else "Not mentioned in the conversation.",
-                              "gold": {"turn": list(q.evidence),
-                                       "session": sorted({e.split(":")[0] for e in q.evidence})},
-                          } for q in qs]})
-    elif isinstance(dataset, ds.LongMemEvalDataset):
-        by_id = {q["question_id"]: q for q in raw}
-        for q in dataset.questions:
-            specs.append({"container": q.question_id, "format": "longmemeval", "raw": [by_id[q.question_id]],
-                          "questions": [{
-                              "question_id": q.question_id, "question": q.question, "category": q.question_type,
-                              "now": q.question_date, "excluded": q.abstention, "answer": q.answer,
-                              "gold": {"turn": list(q.evidence_turn_ids), "session": list(q.answer_session_ids)},
-                          }]})
-    elif isinstance(dataset, ds.ConvoMemDataset):
-        for q in dataset.questions:
-            convs = [{"id": c.conversation_id, "messages": [
-                {"role": "user", "name": m.speaker, "content": m.text, "id": m.message_id} for m in c.messages]}
-                for c in q.conversations]
-            specs.append({"container": q.question_id, "format": "chat", "raw": convs, "questions": [{
-                "question_id": q.question_id, "question": q.question, "category": q.category, "now": None,
-                "excluded": False, "answer": q.answer, "gold": {"turn": list(q.evidence), "session": list(q.evidence_sessions)}}]})
+def _locomo_containers(dataset: ds.LocomoDataset, raw: Any) -> list[dict]:
+    by_sample = {c["sample_id"]: c for c in raw}
+    return [{"container": conv.sample_id, "format": "locomo", "raw": [by_sample[conv.sample_id]], "questions": [{
+        "question_id": q.question_id, "question": q.question, "category": q.category_name, "now": None,
+        "excluded": q.category == 5,
+        "answer": q.answer if q.answer is not None else "Not mentioned in the conversation.",
+        "gold": {"turn": list(q.evidence), "session": sorted({e.split(":")[0] for e in q.evidence}),
+                 "official": {"evidence": list(q.raw_evidence)}},
+    } for q in dataset.questions if q.sample_id == conv.sample_id]} for conv in dataset.conversations]
+
+
+def _lme_corpus(q: ds.LongMemEvalQuestion) -> list[list[str]]:
+    """The official corpus of one question: its user turns, [memlens turn id, run_retrieval.py id]."""
+    return [[turn.turn_id(s.session_id), lme_official_id(s.session_id, turn.index, turn.has_answer)]
+            for s in q.sessions for turn in s.turns if turn.role == "user"]
+
+
+def _longmemeval_containers(dataset: ds.LongMemEvalDataset, raw: Any) -> list[dict]:
+    by_id = {q["question_id"]: q for q in raw}
+    specs = []
+    for q in dataset.questions:
+        corpus = _lme_corpus(q)
+        specs.append({"container": q.question_id, "format": "longmemeval", "raw": [by_id[q.question_id]],
+                      "questions": [{
+                          "question_id": q.question_id, "question": q.question, "category": q.question_type,
+                          "now": q.question_date, "excluded": q.abstention, "answer": q.answer, "corpus": corpus,
+                          "gold": {"turn": list(q.evidence_turn_ids), "session": list(q.answer_session_ids),
+                                   "official": {"turn": [o for _, o in corpus if "answer" in o]}},
+                      }]})
     return specs
 
 
@@ -93,10 +92,28 @@ def limit_questions(specs: list[dict], limit: int | None) -> list[dict]:
     return kept
 
 
-def _session_of(fmt: str, message_id: str) -> str | None:
-    if fmt == "locomo":  # "D3:5" -> "D3"
-        return message_id.split(":")[0] if ":" in message_id else None
-    return message_id.rsplit(":", 1)[0] if ":" in message_id else None
+def _convomem_containers(dataset: ds.ConvoMemDataset, raw: Any) -> list[dict]:
+    return [{"container": case.case_id, "format": "chat", "raw": [{"id": c.conversation_id, "messages": [
+        {"role": "user", "name": m.speaker, "content": m.text, "id": m.message_id} for m in c.messages]}
+        for c in case.conversations], "questions": [{
+            "question_id": q.question_id, "question": q.question, "category": q.category, "now": None,
+            "excluded": False, "answer": q.answer,
+            "gold": {"turn": list(q.evidence), "session": list(q.evidence_sessions)}} for q in case.questions]}
+        for case in dataset.cases]
+
+
+# dataset name -> (loaded dataset, its raw JSON) -> one spec per container: the raw records the
+# normal importer reads ("format"), and its questions with their gold ids (scoring.py reads them)
+CONTAINERS: dict[str, Callable[[Any, Any], list[dict]]] = {
+    "locomo": _locomo_containers,
+    "longmemeval": _longmemeval_containers,
+    "convomem": _convomem_containers,
+}
+
+
+def _containers(dataset, raw: Any) -> list[dict]:
+    """One spec per container of a loaded dataset (CONTAINERS by its name)."""
+    return CONTAINERS[dataset.name](dataset, raw)
 
 
 _EMBEDDERS: dict[str, Any] = {}
@@ -167,20 +184,19 @@ def open_container(spec: dict) -> bool:
     return reused
 
 
-def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int]) -> dict[str, float]:
-    """Gold metrics of one ranking (memory ids, best first) at every level that has gold ids.
-
-    Metrics read the whole ranking, not only the top k memories: a level's top k is its first k
-    distinct ids, and k sessions may need more than k turns (LongMemEval's turn-to-session
-    evaluation widens k the same way). Candidates never proposed rank nowhere."""
+def turn_ranking(engine, scope, order: list[int]) -> list[str]:
+    """A ranking of memories (best first) as the distinct message ids they cite, best first: what
+    every scoring scheme reads. The whole ranking, not only the top k memories: a level's top k is
+    its first k distinct ids, and k sessions may need more than k turns (LongMemEval's
+    turn-to-session evaluation widens k the same way). Candidates never proposed rank nowhere."""
     msgs = engine.store.message_ids(scope, order)
-    turns = [m for mid in order for m in msgs.get(mid, [])]
-    sessions = [_session_of(fmt, m) for m in turns]
-    metrics: dict[str, float] = {}
-    for level, ranked in (("turn", turns), ("session", [s for s in sessions if s])):
-        if gold.get(level):
-            metrics.update(score_ranking(ranked, gold[level], ks, level))
-    return metrics
+    return dedupe(m for mid in order for m in msgs.get(mid, []))
+
+
+def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int]) -> dict[str, float]:
+    """memlens's metrics of one ranking at every level that has gold ids (ablation and weight
+    fitting read ours; `fmt` is kept for their calls)."""
+    return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order), ks)
 
 
 def run_container(spec: dict) -> list[dict]:
@@ -201,6 +217,8 @@ def run_container(spec: dict) -> list[dict]:
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
     with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
+        if qa_client is not None:  # answer and judge calls go into the container's llm_calls
+            qa_client.recorder = engine.store.llm_recorder(scope)
         for q in spec["questions"]:
             t0 = time.perf_counter()
             try:
@@ -212,13 +230,15 @@ def run_container(spec: dict) -> list[dict]:
                               "status": "failed", "error": f"{exc.__class__.__name__}: {exc}"})
                 continue
             latency = (time.perf_counter() - t0) * 1000.0
-            metrics = question_metrics(engine, scope, spec["format"], res.ordered_ids, q["gold"], ks)
+            ranking = turn_ranking(engine, scope, res.ordered_ids)
+            scores = score_question(spec["dataset"], q, ranking, ks)
             msgs = engine.store.message_ids(scope, res.ranked_ids)
             item = {
                 "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                 "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
                 "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
-                "metrics": metrics, "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
+                "metrics": dict(scores[spec["scoring"]]), "scores": scores, "ranking": ranking,
+                "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
                 "trace_id": res.trace.id, "trace_db": str(db), "status": "done", "reused": reused,
             }
             if qa_client is not None:
@@ -255,8 +275,8 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     from ..store import bench as bench_sql
 
     path = Path(data_path)
-    if not path.is_file():
-        raise BadInput(f"{path}: no such dataset file")
+    if not path.exists():
+        raise BadInput(f"{path}: no such dataset file or folder")
     ks = sorted({int(k) for k in k_values})
     if not ks or ks[0] < 1:
         raise BadInput("--k needs positive integers, e.g. 1,3,5,10")
@@ -268,6 +288,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
     specs = _containers(loaded, raw)
+    scoring = describe_scoring(dataset)
     specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     if workers == 1 and executor in (None, "processes"):
@@ -284,7 +305,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             raise BadInput("--answer needs an endpoint: set MEMLENS_LLM_BASE_URL (and models for ANSWER and JUDGE)")
         c = llm.config
         qa_config = {"base_url": c.base_url, "api_key": c.api_key, "model": c.model, "task_models": dict(c.task_models),
-                     "timeout": c.timeout, "max_retries": c.max_retries}
+                     "timeout": c.timeout, "max_retries": c.max_retries, "first_call_timeout": c.first_call_timeout}
         models = {"answer": c.model_for("ANSWER"), "judge": c.model_for("JUDGE")}
         prompt_hashes = qa_v1.prompt_hashes()
     if resume_run is not None:
@@ -304,23 +325,24 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     else:
         config = {"dataset": dataset, "data_path": str(path), "k": ks, "limit": limit, "recipe": recipe, "off": off,
                   "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
-                  "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "quirks": loaded.quirks.as_dict()}
+                  "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "scoring": scoring,
+                  "quirks": loaded.quirks.as_dict()}
         if qa:
             from . import qa_v1
 
             config["qa_prompts"] = {"version": qa_v1.VERSION, "answer": qa_v1.ANSWER_SYSTEM, "judge": qa_v1.JUDGE_SYSTEM}
         run_id = bench_sql.create_run(
-            store, dataset=dataset, data_path=str(path), sha256=loaded.sha256, split=path.stem, recipe=recipe,
-            k_values=ks, embedder=emb_name, models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(),
-            config=config,
-            started_at=now_iso())
+            store, dataset=dataset, data_path=str(path), sha256=loaded.sha256,
+            split=path.stem if path.is_file() else path.name, recipe=recipe, k_values=ks, embedder=emb_name,
+            models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(), config=config, started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     run_dir.mkdir(parents=True, exist_ok=True)
     cache = containers.cache_dir_for(engine.path)
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
                      "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config,
-                     "cache": str(cache), "fresh": fresh, "off": off})
+                     "cache": str(cache), "fresh": fresh, "off": off, "dataset": dataset,
+                     "scoring": scoring["default"]})
     total = max(1, len(specs))
     status = "done"
     built = {"built": 0, "reused": 0}
@@ -334,32 +356,34 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     except Cancelled:
         status = "cancelled"
     all_items = bench_sql.items(store, run_id)
-    summary = _summarise(all_items, ks)
+    summary = _summarise(dataset, all_items, ks)
     failures = sum(1 for it in all_items if it["status"] == "failed")
+    default = summary["scores"][summary["scoring"]]
     bench_sql.finish_run(store, run_id, status=status, sample_count=len(all_items), failures=failures,
-                         metrics=summary["metrics"], by_category=summary["by_category"],
+                         metrics=default["metrics"], by_category=default["by_category"],
                          latency_ms=summary["latency_ms"], context_tokens=summary["context_tokens"],
-                         finished_at=now_iso())
+                         scores=summary["scores"], finished_at=now_iso())
     return {"run_id": run_id, "dataset": dataset, "sha256": loaded.sha256, "status": status,
-            "questions": len(all_items), "failures": failures, "containers": built, **summary}
+            "questions": len(all_items), "failures": failures, "containers": built,
+            "metrics": default["metrics"], "by_category": default["by_category"], "counts": default["counts"], **summary,
+            "labels": {name: s["label"] for name, s in scoring["schemes"].items()},
+            "definitions": {name: s["definitions"] for name, s in scoring["schemes"].items()}}
 
 
-def _summarise(items: list[dict], ks: list[int]) -> dict[str, Any]:
-    done = [it for it in items if it["status"] == "done"]
-    scored = [{"question_id": it["question_id"], "metrics": it["metrics"], "gold": it["gold"],
-               "category": it["category"], "excluded": _excluded(it)} for it in done]
-    s = summarise(scored, ks)
-    judged = [it for it, sc in zip(done, scored) if "qa_correct" in it["metrics"]]
-    if judged:  # single-answer QA accuracy, overall and per category (abstentions included: declining is correct)
-        s["metrics"]["qa_accuracy"] = sum(it["metrics"]["qa_correct"] for it in judged) / len(judged)
-        for cat in {it["category"] for it in judged}:
-            group = [it["metrics"]["qa_correct"] for it in judged if it["category"] == cat]
-            s["by_category"].setdefault(str(cat), {})["qa_accuracy"] = sum(group) / len(group)
-    counted = [it for it, sc in zip(done, scored) if not sc["excluded"]]
+def _summarise(dataset: str, items: list[dict], ks: list[int]) -> dict[str, Any]:
+    """Every scheme's summary of the done questions, the default scheme's name, latency and tokens."""
+    done = [{**it, "excluded": _excluded(it)} for it in items if it["status"] == "done"]
+    scores = summarise_run(dataset, done, ks)
+    judged = [it for it in done if "qa_correct" in (it["metrics"] or {})]
+    if judged:  # single-answer QA accuracy (ours under any scheme; abstentions included: declining is correct)
+        for summary in scores.values():
+            summary["metrics"]["qa_accuracy"] = sum(it["metrics"]["qa_correct"] for it in judged) / len(judged)
+            for cat in {it["category"] for it in judged}:
+                group = [it["metrics"]["qa_correct"] for it in judged if it["category"] == cat]
+                summary["by_category"].setdefault(str(cat), {})["qa_accuracy"] = sum(group) / len(group)
     lat = [it["latency_ms"] for it in done if it["latency_ms"] is not None]
     tokens = [it["context_tokens"] for it in done if it["context_tokens"] is not None]
-    return {"metrics": s["metrics"], "by_category": s["by_category"], "scored": s["scored"],
-            "excluded": s["excluded"], "empty_gold": s["empty_gold"], "counted": len(counted),
+    return {"scoring": schemes_for(dataset)[0].name, "scores": scores,
             "latency_ms": percentiles(lat, (50, 95, 99)) if lat else {},
             "context_tokens": {"mean": round(sum(tokens) / len(tokens), 1) if tokens else None,
                                "p95": percentiles(tokens, (95,)).get("p95") if tokens else None}}
@@ -418,18 +442,41 @@ def _execute_dask(specs: list[dict], address: str, should_stop, fn=run_container
 _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
           ("k_values", "k"), ("embedder", "embedder"), ("extract", "extraction"), ("limit", "question limit"),
           ("models", "models"), ("prompt_hashes", "prompts"), ("metrics_version", "metric definitions"),
-          ("off", "features off"), ("git_commit", "commit"))
+          ("off", "features off"), ("scoring", "default scoring"), ("git_commit", "commit"))
+
+
+def run_scoring(run: dict) -> dict[str, Any]:
+    """The scoring a stored run recorded (scoring.describe); a run from before schemes existed
+    (metric definitions 1 and 2) was scored by memlens's metrics only, under the version it recorded."""
+    cfg = run.get("config") or {}
+    if cfg.get("scoring"):
+        return cfg["scoring"]
+    version = cfg.get("metrics_version", 1)
+    return {"default": "memlens", "schemes": {"memlens": {
+        "label": f"memlens (ours), metric definitions {version}: recorded before definitions were stored",
+        "official": False, "definitions": {}, "notes": []}}}
+
+
+def run_scores(run: dict) -> dict[str, dict[str, Any]]:
+    """A stored run's summaries by scheme name: {"metrics", "by_category", "counts"?}."""
+    if run.get("scores"):
+        return run["scores"]
+    return {run_scoring(run)["default"]: {"metrics": run.get("metrics") or {},
+                                          "by_category": run.get("by_category") or {}}}
 
 
 def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
     """What two runs did differently, beside the code under test: a delta between runs that used
-    different data, extraction or models says nothing about retrieval. [{"field", "label", "run", "other"}]"""
+    different data, extraction, models or metric definitions says nothing about retrieval.
+    [{"field", "label", "run", "other"}]"""
     def value(r: dict, key: str):
         cfg = r.get("config") or {}
         if key == "metrics_version":
             return cfg.get(key, 1)  # runs from before the version was recorded used the first
         if key == "off":
             return cfg.get(key) or []
+        if key == "scoring":
+            return run_scoring(r)["default"]
         return cfg.get(key) if key in ("extract", "limit") else r.get(key)
 
     return [{"field": key, "label": label, "run": value(run, key), "other": value(other, key)}
@@ -447,14 +494,18 @@ def describe_differences(diffs: list[dict[str, Any]]) -> str:
     return "; ".join(f"{d['label']} {show(d['field'], d['run'])} vs {show(d['field'], d['other'])}" for d in diffs)
 
 
+def _delta(a: dict, b: dict) -> dict[str, float | None]:
+    return {k: (None if v is None or b.get(k) is None else round(v - b[k], 4)) for k, v in a.items()}
+
+
 def report(engine, run_id: int, against: int | None = None) -> dict[str, Any]:
-    """A stored run (and its delta against another) as JSON, plus Markdown text."""
+    """A stored run (and its delta against another, scheme by scheme) as JSON, plus Markdown text."""
     from ..store import bench as bench_sql
 
     run = bench_sql.run(engine.store, run_id)
     if run is None:
         raise BadInput(f"no benchmark run {run_id}")
-    out: dict[str, Any] = {"run": run}
+    out: dict[str, Any] = {"run": run, "scoring": run_scoring(run), "scores": run_scores(run)}
     other = None
     if against is not None:
         other = bench_sql.run(engine.store, against)
@@ -462,37 +513,63 @@ def report(engine, run_id: int, against: int | None = None) -> dict[str, Any]:
             raise BadInput(f"no benchmark run {against}")
         out["against"] = other
         out["setup_differences"] = setup_differences(run, other)
-        out["delta"] = {k: (None if v is None or other["metrics"].get(k) is None else round(v - other["metrics"][k], 4))
-                        for k, v in (run["metrics"] or {}).items()}
-        out["delta_by_category"] = {
-            cat: {k: (None if v is None or (other["by_category"] or {}).get(cat, {}).get(k) is None
-                      else round(v - other["by_category"][cat][k], 4)) for k, v in vals.items()}
-            for cat, vals in (run["by_category"] or {}).items()}
-    out["markdown"] = _markdown(run, other, out.get("delta"), out.get("setup_differences"))
+        mine, theirs = run_scores(run), run_scores(other)
+        out["delta"] = _delta(run["metrics"] or {}, other["metrics"] or {})
+        out["delta_by_category"] = {cat: _delta(vals, (other["by_category"] or {}).get(cat, {}))
+                                    for cat, vals in (run["by_category"] or {}).items()}
+        out["delta_scores"] = {name: _delta(mine[name]["metrics"], theirs[name]["metrics"])
+                               for name in mine if name in theirs}
+    out["markdown"] = _markdown(run, other, out.get("setup_differences"))
     return out
 
 
-def _markdown(run: dict, other: dict | None, delta: dict | None, diffs: list[dict] | None = None) -> str:
+def _fmt(value: Any, places: int = 4) -> str:
+    return "not scored" if value is None else f"{value:.{places}f}"
+
+
+def score_rows(scores: dict[str, dict[str, Any]], order: list[str]) -> list[tuple[str, list[Any]]]:
+    """(metric key, [value per scheme in `order`, or "" where the scheme has no such metric]) for
+    every key any scheme has, the default scheme's keys first."""
+    keys = list(dict.fromkeys(k for name in order for k in (scores.get(name) or {}).get("metrics", {})))
+    return [(k, [(scores[name]["metrics"][k] if k in scores[name]["metrics"] else "") for name in order])
+            for k in keys]
+
+
+def _markdown(run: dict, other: dict | None, diffs: list[dict] | None = None) -> str:
     extract = (run.get("config") or {}).get("extract") or "none"
+    scoring, scores = run_scoring(run), run_scores(run)
+    order = [scoring["default"], *(n for n in scores if n != scoring["default"])]
+    theirs = run_scores(other) if other else {}
+    base = scoring["default"]
     lines = [f"# Benchmark run {run['id']}: {run['dataset']} ({run['split']})", "",
              f"- file sha256 `{run['sha256']}`", f"- recipe `{run['recipe']}`, k {run['k_values']}, embedder "
              f"`{run['embedder']}`, extraction `{extract}`, commit `{(run['git_commit'] or 'unknown')[:12]}`",
              f"- {run['sample_count']} questions, {run['failures']} failed, status {run['status']}",
+             *(f"- scoring `{name}`{' (default)' if name == base else ''}: "
+               f"{(scoring['schemes'].get(name) or {}).get('label', name)}" for name in order),
              f"- latency ms {run['latency_ms']}", f"- context tokens {run['context_tokens']}",
              *([f"- compared with run {other['id']}, which differs in: {describe_differences(diffs)}"] if other and diffs
                else [f"- compared with run {other['id']}, same setup"] if other else []), "",
-             "| metric | value |" + (f" run {other['id']} | delta |" if other else ""),
-             "|---|---|" + ("---|---|" if other else "")]
-    for key, value in sorted((run["metrics"] or {}).items()):
-        row = f"| {key} | {'' if value is None else f'{value:.4f}'} |"
+             "| metric | " + " | ".join(order) + " |" + (f" run {other['id']} {base} | delta |" if other else ""),
+             "|---|" + "---|" * len(order) + ("---|---|" if other else "")]
+    for key, values in score_rows(scores, order):
+        row = f"| {key} | " + " | ".join("–" if v == "" else _fmt(v) for v in values) + " |"
         if other:
-            ov = (other["metrics"] or {}).get(key)
-            d = (delta or {}).get(key)
-            row += f" {'' if ov is None else f'{ov:.4f}'} | {'' if d is None else f'{d:+.4f}'} |"
+            mine = scores[base]["metrics"].get(key)
+            ov = (theirs.get(base) or {}).get("metrics", {}).get(key)
+            d = None if mine is None or ov is None else mine - ov
+            row += f" {'' if ov is None else _fmt(ov)} | {'' if d is None else f'{d:+.4f}'} |"
         lines.append(row)
-    lines += ["", "## By category", ""]
-    for cat, vals in sorted((run["by_category"] or {}).items()):
-        main = {k: v for k, v in vals.items() if k.endswith("@10") or k.endswith("@5")}
-        lines.append(f"- **{cat}**: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(main.items()) if v is not None))
+    for name in order:
+        summary, recorded = scores[name], scoring["schemes"].get(name) or {}
+        lines += ["", f"## {name}: by category", ""]
+        for cat, vals in sorted((summary.get("by_category") or {}).items()):
+            main = {k: v for k, v in vals.items() if k.endswith("@10") or k.endswith("@5")}
+            lines.append(f"- **{cat}**: " + ", ".join(f"{k} {_fmt(v, 3)}" for k, v in sorted(main.items())))
+        if summary.get("counts"):
+            lines.append(f"- counts: {json.dumps(summary['counts'], sort_keys=True)}")
+        if recorded.get("definitions"):
+            lines += ["", f"## {name}: definitions", ""]
+            lines += [f"- `{k}`: {v}" for k, v in recorded["definitions"].items()]
+            lines += [f"- {note}" for note in recorded.get("notes") or []]
     return "\n".join(lines) + "\n"
-

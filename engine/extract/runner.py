@@ -3,7 +3,10 @@
 Windows are enqueued in the same run that ingests their document and processed afterwards;
 a window whose model call fails (timeout, HTTP error, malformed JSON) stays in the queue with
 its error and is retried on the next run, so a flaky endpoint never blocks ingestion and
-never silently loses a window. At most one model call is made per window.
+never silently loses a window. One model call per window (which the client may have to send
+more than once: a refused structured-output mode, a truncated answer). An error every later
+window would repeat (unknown model, refused key, unreachable endpoint) stops the run at the
+first window: the rest stay queued, untouched, and the report says why in one line.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 from ..consolidate import ConsolidationReport, consolidate
 from ..embed.base import Embedder
 from ..errors import BadInput, Cancelled
-from ..llm import LLMClient
+from ..llm import FATAL_ERRORS, LLMClient, describe_failure
 from ..records import Chunk
 from ..scope import Scope
 from ..store.store import Store
@@ -35,13 +38,14 @@ class ExtractReport:
     llm_calls: int = 0
     facts: ConsolidationReport = field(default_factory=ConsolidationReport)
     errors: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the run stopped before the last window (a fatal endpoint error)
 
     def as_dict(self) -> dict:
         f = self.facts
         return {"windows": self.windows, "failed_windows": self.failed_windows, "llm_calls": self.llm_calls,
                 "facts_inserted": f.inserted, "facts_reinforced": f.reinforced, "facts_superseded": f.superseded,
                 "conflicts": f.conflicts, "reviews": f.reviews, "candidates_skipped": f.skipped,
-                "evidence_unverified": f.unverified, "errors": self.errors[:20]}
+                "evidence_unverified": f.unverified, "errors": self.errors[:20], "stopped": self.stopped}
 
 
 def windows(chunks: list[Chunk]) -> list[tuple[int, int]]:
@@ -117,13 +121,13 @@ class Extractor:
             if should_stop is not None and should_stop():
                 raise Cancelled("extraction cancelled")
             views = self._views(window)
-            error = None
+            error = fatal = None
             pairs = []
             if views:
                 if self.mode == "heuristic":
                     pairs = [(ch, cand) for ch in views for cand in heuristic.extract(ch)]
                 else:
-                    pairs, error = self._llm(views, report)
+                    pairs, error, fatal = self._llm(views, report)
             if error is None and pairs:
                 facts = consolidate(self.store, self.scope, self.embedder, pairs,
                                     note=f"window {window['id']} ({self.mode})")
@@ -136,18 +140,17 @@ class Extractor:
                 report.errors.append(f"window {window['id']}: {error}")
             if progress is not None:
                 progress((i + 1) / len(pending), f"extracted window {i + 1}/{len(pending)}")
+            if fatal:
+                report.stopped = f"extraction stopped, {len(pending) - i - 1} windows left queued: {error}"
+                break
         return report
 
     def _llm(self, views: list[SourceChunk], report: ExtractReport):
+        """-> (pairs, error line or None, whether the error is fatal to the run)"""
         assert self.llm is not None
-
-        def record(rec) -> None:
-            with self.store.writer(self.scope) as w:
-                w.record_llm_call(rec)
-
         result = self.llm.complete_json(extract_v1.TASK, extract_v1.build_messages(views), extract_v1.SCHEMA_NAME,
-                                        extract_v1.SCHEMA, recorder=record)
+                                        extract_v1.SCHEMA, recorder=self.store.llm_recorder(self.scope))
         report.llm_calls += 1
         if not result.ok:
-            return [], f"{result.error}" + (f": {result.detail}" if result.detail else "")
-        return extract_v1.parse(result.data, views, model=result.model), None
+            return [], describe_failure(result.error, result.detail), result.error in FATAL_ERRORS
+        return extract_v1.parse(result.data, views, model=result.model), None, False

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..embed.base import Embedder
 from ..ingest.entities import canonical_name, find_mentions
-from ..llm import LLMClient
+from ..llm import LLMClient, Recorder
 from ..scope import Scope
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
@@ -78,13 +78,14 @@ class Recall:
     """One recall over one scope. Construct per query; `run()` returns a RecallResult."""
 
     def __init__(self, store: Store, scope: Scope, embedder: Embedder, vectors, recipe: Recipe, *,
-                 llm: LLMClient | None = None, now: str | None = None) -> None:
+                 llm: LLMClient | None = None, now: str | None = None, recorder: Recorder | None = None) -> None:
         self.store = store
         self.scope = scope
         self.embedder = embedder
         self.vectors = vectors  # VectorIndex for this scope and model
         self.recipe = recipe
         self.llm = llm
+        self.recorder = recorder  # where the planner's and reranker's requests go (llm_calls)
         self.now = now
 
     # ----------------------------------------------------------------------------------------
@@ -472,7 +473,7 @@ class Recall:
 
         t0 = time.perf_counter()
         before = len(trace.candidates)
-        plan = plan_v1.plan(self.llm, query, timeout=self.recipe.llm_timeout_s)
+        plan = plan_v1.plan(self.llm, query, timeout=self.recipe.llm_timeout_s, recorder=self.recorder)
         trace.plan = plan
         if plan.get("ok"):
             if plan.get("intent") == "historical":
@@ -500,7 +501,7 @@ class Recall:
         t0 = time.perf_counter()
         top = sorted(trace.alive(), key=lambda c: -c.score)[: self.recipe.rerank_max]
         outcome = rerank_v1.rerank(self.llm, query, [(c.memory_id, c.meta["text"]) for c in top],
-                                   timeout=self.recipe.llm_timeout_s)
+                                   timeout=self.recipe.llm_timeout_s, recorder=self.recorder)
         trace.rerank = outcome
         if outcome.get("ok"):
             order = [mid for mid in outcome["order"] if mid in {c.memory_id for c in top}]  # never unknown ids

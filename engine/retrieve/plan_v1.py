@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..llm import LLMClient
+from ..llm import LLMClient, Recorder
 from ..timeutil import normalise_iso
 
 VERSION = "plan-v1"
+SCHEMA_NAME = "retrieval_plan"
 SCHEMA: dict[str, Any] = {
     "type": "object", "additionalProperties": False,
     "required": ["variants", "entities", "intent", "as_of"],
@@ -28,11 +29,17 @@ SYSTEM = ("You plan a search over a person's long-term memory. Given a question,
           "ISO date if it asks about a specific moment, else null.")
 
 
-def plan(llm: LLMClient, query: str, *, timeout: float) -> dict[str, Any]:
-    result = llm.complete_json("PLAN", [{"role": "system", "content": SYSTEM}, {"role": "user", "content": query}],
-                               "retrieval_plan", SCHEMA, timeout=timeout)
+def build_messages(query: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": query}]
+
+
+def plan(llm: LLMClient, query: str, *, timeout: float, recorder: Recorder | None = None) -> dict[str, Any]:
+    # no transport retries: a retried timeout would multiply the deadline (the fallback is cheap retrieval)
+    result = llm.complete_json("PLAN", build_messages(query), SCHEMA_NAME, SCHEMA, timeout=timeout, recorder=recorder,
+                               max_retries=0)
     out: dict[str, Any] = {"ok": result.ok, "version": VERSION, "latency_ms": result.latency_ms,
-                           "model": result.model, "error": result.error}
+                           "model": result.model, "error": result.error, "detail": result.detail,
+                           "mode": result.mode, "fallbacks": list(result.fallbacks)}
     if result.ok and result.data is not None:
         d = result.data
         as_of = None

@@ -7,8 +7,9 @@ from typing import Any
 
 from .facts import dict_rows
 
-_JSON_RUN = ("k_values", "models", "prompt_hashes", "config", "metrics", "by_category", "latency_ms", "context_tokens")
-_JSON_ITEM = ("gold", "retrieved", "metrics")
+_JSON_RUN = ("k_values", "models", "prompt_hashes", "config", "metrics", "by_category", "latency_ms", "context_tokens",
+             "scores")
+_JSON_ITEM = ("gold", "retrieved", "metrics", "scores", "ranking")
 
 
 def create_run(store, *, dataset: str, data_path: str, sha256: str, split: str | None, recipe: str,
@@ -27,22 +28,25 @@ def add_items(store, run_id: int, items: list[dict]) -> None:
     with store.db.write() as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO bench_items(run_id, container, question_id, question, category, gold, retrieved,"
-            " metrics, latency_ms, context_tokens, trace_id, trace_db, status, error, answer, judge)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " metrics, scores, ranking, latency_ms, context_tokens, trace_id, trace_db, status, error, answer, judge)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(run_id, it["container"], it["question_id"], it.get("question"), it.get("category"),
               json.dumps(it.get("gold", {})), json.dumps(it.get("retrieved", [])), json.dumps(it.get("metrics", {})),
+              json.dumps(it.get("scores", {})), json.dumps(it.get("ranking", [])),
               it.get("latency_ms"), it.get("context_tokens"), it.get("trace_id"), it.get("trace_db"),
               it.get("status", "done"), it.get("error"), it.get("answer"), it.get("judge")) for it in items])
 
 
 def finish_run(store, run_id: int, *, status: str, sample_count: int, failures: int, metrics: dict,
-               by_category: dict, latency_ms: dict, context_tokens: dict, finished_at: str) -> None:
+               by_category: dict, latency_ms: dict, context_tokens: dict, finished_at: str,
+               scores: dict | None = None) -> None:
+    """`metrics` / `by_category` are the default scheme's; `scores` every scheme's summary."""
     with store.db.write() as conn:
         conn.execute(
             "UPDATE bench_runs SET status = ?, sample_count = ?, failures = ?, metrics = ?, by_category = ?,"
-            " latency_ms = ?, context_tokens = ?, finished_at = ? WHERE id = ?",
+            " latency_ms = ?, context_tokens = ?, scores = ?, finished_at = ? WHERE id = ?",
             (status, sample_count, failures, json.dumps(metrics), json.dumps(by_category), json.dumps(latency_ms),
-             json.dumps(context_tokens), finished_at, run_id))
+             json.dumps(context_tokens), json.dumps(scores or {}), finished_at, run_id))
 
 
 def _decode(row: dict, keys) -> dict:
@@ -62,9 +66,16 @@ def runs(store, limit: int = 200) -> list[dict]:
                                                      (limit,))]
 
 
-def items(store, run_id: int) -> list[dict]:
-    return [_decode(r, _JSON_ITEM) for r in dict_rows(store.conn, "SELECT * FROM bench_items WHERE run_id = ?"
-                                                      " ORDER BY id", (run_id,))]
+_ITEM_COLUMNS = ("id, run_id, container, question_id, question, category, gold, retrieved, metrics, scores,"
+                 " latency_ms, context_tokens, trace_id, trace_db, status, error, answer, judge")
+
+
+def items(store, run_id: int, *, ranking: bool = False) -> list[dict]:
+    """A run's questions in run order; `ranking` adds each one's whole turn ranking (long: only
+    for re-scoring and export)."""
+    columns = _ITEM_COLUMNS + (", ranking" if ranking else "")
+    return [_decode(r, _JSON_ITEM) for r in dict_rows(
+        store.conn, f"SELECT {columns} FROM bench_items WHERE run_id = ? ORDER BY id", (run_id,))]
 
 
 def done_question_ids(store, run_id: int) -> set[str]:

@@ -417,5 +417,14 @@ CREATE INDEX health_counts_scope ON health_counts(user_id, agent_id, scope_type,
 """)
 
 
-MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts]
+def _v4_bench_scores(conn: apsw.Connection) -> None:
+    """Benchmark runs scored under several schemes (issue 17, engine/bench/scoring.py): each scheme's summary
+    per run and per-question metrics per item; the default scheme's stay in `metrics` /
+    `by_category`. `ranking` keeps an item's whole turn ranking, so it can be scored again."""
+    conn.execute("ALTER TABLE bench_runs ADD COLUMN scores TEXT NOT NULL DEFAULT '{}'")
+    conn.execute("ALTER TABLE bench_items ADD COLUMN scores TEXT NOT NULL DEFAULT '{}'")
+    conn.execute("ALTER TABLE bench_items ADD COLUMN ranking TEXT NOT NULL DEFAULT '[]'")
+
+
+MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -7,6 +7,7 @@ one per document), under the process-wide single-writer lock of Database.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -257,6 +258,17 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
             raise TypeError("writer() needs a Scope")
         with self.db.write() as conn:
             yield Writer(conn, scope)
+
+    def llm_recorder(self, scope: Scope, *, redact: bool = False):
+        """A recorder for LLMClient: each model request becomes a row of llm_calls in `scope`.
+        redact keeps no request or reply text (an agent's query is never stored), only the
+        hash, the outcome, tokens and latency."""
+        def record(rec) -> None:
+            if redact:
+                rec = dataclasses.replace(rec, request_json=None, response_text=None)
+            with self.writer(scope) as w:
+                w.record_llm_call(rec)
+        return record
 
     # meta ----------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from engine.bench.datasets import (
+    CONVOMEM_CATEGORIES,
     LOCOMO_CATEGORIES,
     ConvoMemDataset,
     LocomoDataset,
@@ -376,69 +378,108 @@ def test_longmemeval_malformed_is_bad_input(tmp_path, data, reason):
 
 # --- ConvoMem -------------------------------------------------------------------------------
 
+CONVOMEM_PREMIXED = FIXTURES / "convomem_premixed_tiny.json"
+
 
 @pytest.fixture(scope="module")
 def convomem() -> ConvoMemDataset:
     return load_convomem(CONVOMEM)
 
 
-def test_convomem_gold_is_matched_by_stripped_text(convomem):
+@pytest.fixture(scope="module")
+def premixed() -> ConvoMemDataset:
+    return load_convomem(CONVOMEM_PREMIXED)
+
+
+def test_convomem_core_items_are_one_test_case_each_with_gold_by_exact_text(convomem):
+    assert [c.case_id for c in convomem.cases] == [f"convomem_tiny#{i}" for i in range(3)]
+    assert {c.layout for c in convomem.cases} == {"core"}
     first, second, third = convomem.questions
-    assert first.question_id == "q0" and first.category == "user_evidence"
-    assert first.answer == "The bassoon"
-    assert [c.conversation_id for c in first.conversations] == ["c0", "c1"]
-    assert first.conversations[1].source_id == "conv-beta"
-    assert first.conversations[1].contains_evidence is True
-    assert first.evidence == ("c1:1",)  # whitespace around the message text is ignored
-    assert first.evidence_sessions == ("c1",)
-    assert first.conversations[1].messages[1].is_evidence
-    assert first.unmatched_evidence == 0
-    # A repeated evidence text counts once; every message that carries it is gold.
-    assert len(second.evidence_texts) == 2
-    assert second.evidence == ("c0:0", "c1:1")
-    assert second.evidence_sessions == ("c0", "c1")
+    assert first.question_id == "convomem_tiny:q0" and first.case_id == "convomem_tiny#0"
+    assert first.category == "user facts" and first.use_case is None and first.answer == "The bassoon"
+    conversations = convomem.cases[0].conversations
+    assert [c.conversation_id for c in conversations] == ["c0", "c1"]
+    assert conversations[1].source_id == "conv-beta" and conversations[1].contains_evidence is True
+    # the message has the evidence text inside surrounding whitespace: not the exact text, so not gold
+    assert first.evidence == () and first.unmatched_evidence == 1
+    # A repeated evidence text counts once; every message that carries it exactly is gold.
+    assert second.evidence_texts == ("I'm going to Tallinn in March.", "After Tallinn I'll take the bus to Riga.")
+    assert second.evidence == ("c0:0", "c1:1") and second.evidence_sessions == ("c0", "c1")
     assert second.unmatched_evidence == 1
     assert third.category is None and third.evidence == () and third.unmatched_evidence == 1
-    assert third.conversations[0].source_id is None
 
 
-def test_convomem_quirks_and_stats(convomem):
-    assert convomem.quirks.as_dict() == {
-        "counts": {"contains_evidence_mismatch": 1, "duplicate_evidence": 1, "unmatched_evidence": 2},
-        "examples": {
-            "contains_evidence_mismatch": ["q2: c0"],
-            "duplicate_evidence": ["q1: evidence 2"],
-            "unmatched_evidence": ["q1: evidence 1", "q2: evidence 0"],
-        },
-    }
-    assert convomem.stats() == {
-        "questions": 3,
-        "conversations": 5,
-        "messages": 11,
-        "evidence_messages": 3,
-        "unmatched_evidence": 2,
-        "by_category": {"": 1, "user_evidence": 2},
-    }
+def test_convomem_quirks_report_every_evidence_text_that_matches_no_message(convomem):
+    quirks = convomem.quirks.as_dict()
+    assert quirks["counts"] == {"category_outside_the_benchmark": 1, "contains_evidence_mismatch": 2,
+                                "duplicate_evidence": 1, "evidence_text_on_several_messages": 1,
+                                "unmatched_evidence": 3}
+    assert quirks["examples"]["unmatched_evidence"] == [
+        "convomem_tiny:q0: evidence 0 (equals message c1:1 only without surrounding whitespace)",
+        "convomem_tiny:q1: evidence 1", "convomem_tiny:q2: evidence 0"]
+    stats = convomem.stats()
+    assert stats["questions"] == 3 and stats["test_cases"] == 3 and stats["messages"] == 11
+    assert stats["evidence_texts"] == 4 and stats["evidence_messages"] == 2 and stats["unmatched_evidence"] == 3
+    assert stats["by_category"] == {"": 1, "user facts": 2}
 
 
-def test_convomem_accepts_a_list_a_single_item_and_takes_category_from_the_folder(tmp_path):
+def test_convomem_premixed_is_one_haystack_for_all_its_questions(premixed):
+    (case,) = premixed.cases
+    assert case.layout == "premixed" and case.context_size == 3 and case.case_id == "convomem_premixed_tiny"
+    assert [c.source_id for c in case.conversations] == ["bakery_session_1", "bakery_session_2", "bakery_session_3"]
+    q0, q1, q2, q3 = case.questions
+    assert [q.category for q in case.questions] == ["basic facts", "temporal", "reasoning", "abstention"]
+    assert q0.evidence == ("c1:0",) and q0.evidence_sessions == ("c1",)
+    # "Thanks!" is in all three conversations; the item names sessions 1 and 3 as its own
+    assert q1.evidence == ("c0:1", "c0:2", "c2:0") and q1.evidence_sessions == ("c0", "c2")
+    assert q2.evidence_texts == () and q2.evidence == ()
+    assert q3.evidence == () and q3.unmatched_evidence == 1
+    assert premixed.quirks.counts == {"contains_evidence_mismatch": 1, "evidence_text_on_several_messages": 1,
+                                      "no_evidence": 1, "unmatched_evidence": 1}
+    assert premixed.quirks.examples["contains_evidence_mismatch"] == ["convomem_premixed_tiny: c2"]
+
+
+def test_convomem_categories_come_from_the_core_folders(tmp_path):
     item = json.loads(CONVOMEM.read_text(encoding="utf-8"))["evidence_items"][2]
     as_list = _write(tmp_path, [item, item], "list.json")
     assert len(load_convomem(as_list).questions) == 2
     assert detect_dataset(as_list) == "convomem"
-    folder = tmp_path / "preference_evidence" / "1_evidence"
-    folder.mkdir(parents=True)
-    single = _write(folder, item, "batch.json")
-    ds = load_convomem(single)
-    assert [q.category for q in ds.questions] == ["preference_evidence"]
-    assert detect_dataset(single) == "convomem"
+    for folder_name, shown in CONVOMEM_CATEGORIES.items():
+        folder = tmp_path / "core" / folder_name / "1_evidence"
+        folder.mkdir(parents=True)
+        _write(folder, {"evidence_items": [{**item, "category": "Travel plans"}]}, "person.json")
+        (q,) = load_convomem(folder / "person.json").questions
+        assert (q.category, q.use_case) == (shown, "Travel plans")
+    everything = load_convomem(tmp_path / "core")  # a folder: every file under it, in path order
+    assert sorted(q.category for q in everything.questions) == sorted(CONVOMEM_CATEGORIES.values())
+    assert len(set(CONVOMEM_CATEGORIES.values())) == 6
+    assert detect_dataset(tmp_path / "core") == "convomem" and load_dataset(tmp_path / "core").name == "convomem"
     assert isinstance(load_dataset(CONVOMEM), ConvoMemDataset)
+
+
+def test_convomem_folder_checksum_covers_names_and_bytes(tmp_path):
+    folder = tmp_path / "set"
+    folder.mkdir()
+    shutil.copy(CONVOMEM_PREMIXED, folder / "category_2_temporal__dataset_0.json")
+    first = load_convomem(folder)
+    assert first.stats()["files"] == 1 and first.sha256 != sha256_file(CONVOMEM_PREMIXED)
+    (folder / "category_2_temporal__dataset_0.json").rename(folder / "other.json")
+    assert load_convomem(folder).sha256 != first.sha256
+    (folder / "notes.json").write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(BadInput, match="notes.json: not a ConvoMem file"):
+        load_convomem(folder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BadInput, match="no .json files"):
+        load_convomem(empty)
 
 
 @pytest.mark.parametrize(
     ("data", "reason"),
     [
         ({"evidence_items": []}, "not ConvoMem"),
+        ({"evidenceItems": [], "conversations": []}, "not a non-empty list"),
+        ({"evidenceItems": [{"question": "?", "message_evidences": []}]}, "\"conversations\" list"),
         ({"evidence_items": [{"question": "?", "conversations": []}]}, "message_evidences"),
         ({"evidence_items": [{"message_evidences": [], "conversations": []}]}, "\"question\""),
         (
@@ -546,3 +587,17 @@ def test_real_longmemeval_dev_counts():
     assert (stats["questions"], stats["abstention"]) == (60, 4)
     assert (stats["sessions"], stats["turns"], stats["evidence_turns"]) == (112, 1283, 101)
     assert detect_dataset(REAL / "longmemeval-dev.json") == "longmemeval"
+
+
+@pytest.mark.skipif(not (REAL / "convomem").is_dir(), reason="no /work/shared/data/convomem")
+def test_real_convomem_premixed_files_load_with_every_evidence_text_matched():
+    folder = load_convomem(REAL / "convomem")
+    stats = folder.stats()
+    assert (stats["files"], stats["test_cases"], stats["layouts"]) == (5, 5, {"premixed": 5})
+    assert stats["by_category"] == {"abstention": 47, "basic facts": 32, "multi-session": 70, "reasoning": 13,
+                                    "temporal": 37}
+    assert stats["evidence_texts"] == stats["evidence_messages"] == 251 and stats["unmatched_evidence"] == 0
+    assert folder.quirks.counts == {"no_evidence": 2}  # two reasoning items list no evidence at all
+    one = load_dataset(REAL / "convomem" / "category_1_basic_facts__dataset_0.json")
+    assert [c.context_size for c in one.cases] == [19] and len(one.cases[0].conversations) == 19
+    assert {q.category for q in one.questions} == {"basic facts"}

@@ -42,7 +42,9 @@ def memory(turn, text, subject, predicate, obj, evidence, *, relation="new", cat
 
 @pytest.fixture
 def engine(tmp_path, openai_server):
-    client = LLMClient(LLMConfig(base_url=openai_server.base_url, model="test-model", timeout=2, max_retries=0))
+    # first_call_timeout=0: a scripted delay must time out on the first call too
+    client = LLMClient(LLMConfig(base_url=openai_server.base_url, model="test-model", timeout=2, max_retries=0,
+                                 first_call_timeout=0))
     eng = MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(), llm=client)
     yield eng
     eng.close()

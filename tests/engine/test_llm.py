@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.errors import BadInput
 from engine.llm import (
     DEFAULT_MODEL,
     TASKS,
@@ -69,8 +70,9 @@ def records():
 
 @pytest.fixture
 def llm(openai_server, records):
+    # first_call_timeout=0: these tests time the client out on purpose, first call or not
     config = LLMConfig(base_url=openai_server.base_url, model="test-model", max_retries=0,
-                       timeout=5.0)
+                       timeout=5.0, first_call_timeout=0)
     with LLMClient(config, recorder=records.append) as client:
         yield client
 
@@ -174,26 +176,27 @@ def test_malformed_json(openai_server, llm):
 
 
 def test_truncated_answer_says_so(openai_server, llm):
-    openai_server.queue_chat(Reply.text('{"facts": [', finish_reason="length"))
+    cut = Reply.text('{"facts": [', finish_reason="length")
+    openai_server.queue_chat(cut, cut)  # asked once more with twice the room, cut again
     result = _extract(llm)
-    assert result.error == "malformed_json"
+    assert result.error == "truncated" and result.requests == 2
     assert "token limit" in (result.detail or "")
 
 
 @pytest.mark.parametrize(
     ("reply", "where"),
     [
-        ({"facts": [], "count": 0}, "missing required key 'done'"),
-        ({**GOOD, "count": "1"}, "$.count: expected integer, got string"),
-        ({**GOOD, "done": 1}, "$.done: expected boolean, got integer"),
-        ({**GOOD, "count": True}, "$.count: expected integer, got boolean"),
-        ({**GOOD, "extra": 1}, "unexpected key 'extra'"),
+        ({"facts": [], "count": 0}, "$: 'done' is a required property"),
+        ({**GOOD, "count": "1"}, "$.count: '1' is not of type 'integer'"),
+        ({**GOOD, "done": 1}, "$.done: 1 is not of type 'boolean'"),
+        ({**GOOD, "count": True}, "$.count: True is not of type 'integer'"),
+        ({**GOOD, "extra": 1}, "('extra' was unexpected)"),
         ({**GOOD, "facts": [{**GOOD["facts"][0], "relation": "replaces"}]},
          "$.facts[0].relation: 'replaces' is not one of"),
         ({**GOOD, "facts": [{**GOOD["facts"][0], "valid_from": 5}]},
-         "$.facts[0].valid_from: expected string or null, got integer"),
-        ({**GOOD, "facts": {"subject": "x"}}, "$.facts: expected array, got object"),
-        ([GOOD], "$: expected object, got array"),
+         "$.facts[0].valid_from: 5 is not of type 'string', 'null'"),
+        ({**GOOD, "facts": {"subject": "x"}}, "$.facts: {'subject': 'x'} is not of type 'array'"),
+        ([GOOD], "is not of type 'object'"),
     ],
 )
 def test_schema_mismatch(openai_server, llm, reply, where):
@@ -228,7 +231,8 @@ def test_http_429_is_retried_when_configured(openai_server, records):
 
 
 def test_http_400_is_not_retried(openai_server):
-    openai_server.queue_chat(Reply.error(400, "bad schema", code="invalid_json_schema"))
+    openai_server.queue_chat(Reply.error(400, "maximum context length exceeded",
+                                         code="context_length_exceeded"))
     config = LLMConfig(base_url=openai_server.base_url, model="m", max_retries=2)
     with LLMClient(config) as llm:
         result = _extract(llm)
@@ -296,7 +300,7 @@ def test_recorder_sees_every_call(openai_server, llm, records):
         assert record.response_text == result.raw
         assert record.prompt_tokens == result.prompt_tokens
         assert record.completion_tokens == result.completion_tokens
-        assert record.latency_ms == result.latency_ms and record.latency_ms > 0
+        assert 0 < record.latency_ms <= result.latency_ms  # the call adds its bookkeeping
         assert ISO_UTC.match(record.created_at)
     ok, bad_json, down, slow = records
     assert ok.ok and ok.prompt_tokens and ok.completion_tokens
@@ -362,6 +366,15 @@ def test_from_env_reads_every_task_model():
     assert {t: config.model_for(t) for t in TASKS} == {t: f"model-{t.lower()}" for t in TASKS}
 
 
+def test_from_env_reads_the_timeout():
+    base = {"MEMLENS_LLM_BASE_URL": "http://x/v1"}
+    assert LLMConfig.from_env(base).timeout == 60.0
+    assert LLMConfig.from_env({**base, "MEMLENS_LLM_TIMEOUT": "300"}).timeout == 300.0
+    for bad in ("soon", "0", "-5"):
+        with pytest.raises(BadInput, match="MEMLENS_LLM_TIMEOUT must be a number of seconds"):
+            LLMConfig.from_env({**base, "MEMLENS_LLM_TIMEOUT": bad})
+
+
 def test_from_env_defaults_to_os_environ(monkeypatch):
     monkeypatch.setenv("MEMLENS_LLM_BASE_URL", "http://127.0.0.1:1/v1")
     config = LLMConfig.from_env()
@@ -371,8 +384,9 @@ def test_from_env_defaults_to_os_environ(monkeypatch):
 # -- the validator ---------------------------------------------------------------------------
 
 
-def test_validator_subset():
+def test_validator():
     assert validate_json(GOOD, FACTS_SCHEMA) == []
+    assert validate_json(True, {"type": "integer"}) != []  # a boolean is no number in JSON
     assert validate_json(3.0, {"type": "integer"}) == []
     assert validate_json(3.5, {"type": "integer"}) != []
     assert validate_json(1, {"type": "number"}) == []
@@ -381,8 +395,19 @@ def test_validator_subset():
     assert validate_json(2, {"anyOf": [{"type": "string"}, {"type": "null"}]}) != []
     assert validate_json("x", {"const": "x"}) == []
     assert validate_json({"k": 1}, {"type": "object", "additionalProperties":
-                                    {"type": "string"}}) == ["$.k: expected string, got integer"]
+                                    {"type": "string"}}) == ["$.k: 1 is not of type 'string'"]
     assert validate_json({"anything": [1, None]}, {}) == []
+    # every keyword counts now (jsonschema), not only the subset memlens' own schemas use
+    assert validate_json("abc", {"type": "string", "maxLength": 2}) != []
+    assert validate_json([1, 1], {"type": "array", "uniqueItems": True}) != []
+    # the most relevant problem comes first
+    problems = validate_json({"facts": [{"subject": 1}], "count": 1, "done": True}, FACTS_SCHEMA)
+    assert problems[0].startswith("$.facts[0]")
+
+
+def test_a_broken_schema_is_a_programming_error_not_a_model_error():
+    with pytest.raises(Exception, match="is not valid under any of the given schemas"):
+        validate_json({}, {"type": "no-such-type"})
 
 
 @given(st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=6))

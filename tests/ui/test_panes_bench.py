@@ -15,6 +15,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 import ui.panes.bench as bench_pane
+from engine.bench.metrics import METRICS_VERSION
+from engine.bench.scoring import describe
 from engine.store import bench as bench_sql
 from tests.ui.memdb_scenarios import ANA, open_engine
 from ui.context import AppContext
@@ -129,12 +131,76 @@ def test_stored_runs_are_listed_newest_first_with_their_dashboards(panes, seeded
     assert "p50/p95/p99 10.0/20.0/30.0 ms" in b.summary.text()
 
 
+def test_official_scoring_first_ours_beside_it_and_unscored_categories_say_so(panes, engine, qtbot):
+    """A run scored under LoCoMo's official scheme and ours: the pane opens on the official figures,
+    each metric's recorded definition is its tooltip, and a category ours does not score (LoCoMo's
+    adversarial questions) draws 'not scored' instead of a zero bar."""
+    b, _ = panes
+    store = engine.store
+    scoring = describe("locomo")
+    run_id = bench_sql.create_run(store, dataset="locomo", data_path="x.json", sha256="cd" * 32, split="dev",
+                                  recipe="offline", k_values=[1, 5], embedder="hashing", models={}, prompt_hashes={},
+                                  git_commit=None, config={"extract": "none", "metrics_version": METRICS_VERSION,
+                                                           "scoring": scoring},
+                                  started_at="2024-03-01T00:00:00Z")
+    official = {"turn_evidence_recall@1": 0.25, "turn_evidence_recall@5": 0.5,
+                "session_evidence_recall@1": 0.5, "session_evidence_recall@5": 0.75}
+    ours = {"turn_evidence_recall@1": 0.5, "turn_evidence_recall@5": 1.0, "turn_recall_any@1": 0.5,
+            "turn_recall_any@5": 1.0, "turn_mrr": 0.75}
+    items = [{"container": "c", "question_id": "c:q0", "question": "Where?", "category": "single-hop",
+              "gold": {"turn": ["D1:1"], "session": ["D1"], "official": {"evidence": ["D1:1"]}},
+              "metrics": {"turn_evidence_recall@5": 0.0}, "scores": {"official": {"turn_evidence_recall@5": 0.0},
+                                                                     "memlens": {"turn_evidence_recall@5": 1.0}},
+              "status": "done"},
+             {"container": "c", "question_id": "c:q1", "question": "Trick?", "category": "adversarial",
+              "gold": {"turn": ["D1:2"], "session": ["D1"], "official": {"evidence": ["D1:2"]}},
+              "metrics": {"turn_evidence_recall@5": 1.0}, "scores": {"official": {"turn_evidence_recall@5": 1.0},
+                                                                     "memlens": {"turn_evidence_recall@5": 1.0}},
+              "status": "done"}]
+    bench_sql.add_items(store, run_id, items)
+    scores = {"official": {"metrics": official, "by_category": {
+                  "adversarial": {"turn_evidence_recall@5": 1.0}, "single-hop": {"turn_evidence_recall@5": 0.0}}},
+              "memlens": {"metrics": ours, "by_category": {
+                  "adversarial": {"turn_evidence_recall@5": None}, "single-hop": {"turn_evidence_recall@5": 1.0}}}}
+    bench_sql.finish_run(store, run_id, status="done", sample_count=2, failures=0, metrics=official,
+                         by_category=scores["official"]["by_category"], latency_ms={}, context_tokens={},
+                         scores=scores, finished_at="2024-03-01T00:01:00Z")
+    b.refresh()
+    b.select_run(run_id)
+    assert b.run["id"] == run_id
+    assert [b.scheme.itemData(i) for i in range(b.scheme.count())] == ["official", "memlens"]
+    assert b.scheme.itemText(1) == "memlens (ours)" and b.scheme_name() == "official"
+    assert "task_eval/evaluation.py" in b.scheme.toolTip() and "scoring <b>official</b> (default)" in b.summary.text()
+    assert set(b.curve_items) == {"evidence_recall"}  # the official scheme scores evidence recall only
+    b.k.setCurrentText("5")
+    assert b.metric_key() == "turn_evidence_recall@5"
+    assert b.metric_combo.toolTip().startswith("turn_evidence_recall@5: official: share of the evidence entries")
+    assert list(b.category_bars.opts["height"]) == [1.0, 0.0] and b.not_scored == []  # a real zero stays a bar
+    col = [c[0] for c in b.items_model.columns].index("metric")
+    assert b.items_model.index(0, col).data() == "0.0000"
+    b.scheme.setCurrentIndex(1)  # ours: adversarial questions are left out
+    assert b.metric_key() == "turn_evidence_recall@5"
+    assert b.metric_combo.toolTip().startswith("turn_evidence_recall@5: ours:")
+    assert set(b.curve_items) == {"evidence_recall", "recall_any"}
+    assert list(b.category_bars.opts["x"]) == [1.0] and list(b.category_bars.opts["height"]) == [1.0]
+    assert b.not_scored == ["adversarial"]
+    labels = [m for plot, m in b._marks if plot is b.category_plot]
+    assert [m.toPlainText() for m in labels] == ["not scored"] and labels[0].pos().x() == 0.0
+    assert b.items_model.headerData(col, Qt.Orientation.Horizontal) == "turn_evidence_recall@5 (memlens)"
+    assert b.items_model.index(0, col).data() == "1.0000"
+    # compared with a run from before schemes (ours only), under the official scheme: nothing to compare
+    b.compare.setCurrentIndex(b.compare.findData(b.runs[-1]["id"]))
+    assert "default scoring official vs memlens" in b.compare_note.text()
+    b.scheme.setCurrentIndex(0)
+    assert "was not scored under <b>official</b>" in b.compare_note.text()
+
+
 def test_question_table_marks_misses_and_filters(panes):
     b, _ = panes
     b.k.setCurrentText("1")
     assert b.items_model.rowCount() == 3
     col = [c[0] for c in b.items_model.columns].index("metric")
-    assert b.items_model.headerData(col, Qt.Orientation.Horizontal) == "turn_recall_any@1"
+    assert b.items_model.headerData(col, Qt.Orientation.Horizontal) == "turn_recall_any@1 (memlens)"
     b.misses_only.setChecked(True)
     ids = [b.items_model.row(i)["question_id"] for i in range(b.items_model.rowCount())]
     assert ids == ["q1", "q3"]  # below 1 at k=1, and the failed one

@@ -11,7 +11,7 @@ import pytest
 
 from app import settings as app_settings
 from app.settings import SETTINGS, SettingsStore
-from tests.fixtures.openai_server import Reply
+from tests.fixtures.openai_server import LLAMA_CPP_FORMATS, Reply, ScriptedOpenAIServer
 from ui.panes.settings import SettingsPane
 from ui.tasks import InlineRunner
 
@@ -114,20 +114,75 @@ def test_broken_keyring_degrades_to_not_set(qsettings, monkeypatch):
     assert app_settings.keychain_set("llm_api_key", "x") is False
 
 
-def test_connection_test_calls_the_endpoint(qtbot, qsettings, openai_server):
+REPLIES = {  # a valid answer to each kind of call, by the schema's name
+    "memory_candidates": {"memories": []},
+    "retrieval_plan": {"variants": ["Ana's city"], "entities": ["Ana"], "intent": "current", "as_of": None},
+    "rerank": {"order": [1], "reason": "it says where she lives"},
+    "answer": {"answer": "Lisbon"},
+    "judgement": {"correct": True, "reason": "same city"},
+}
+
+
+def _by_schema(request):
+    fmt = request.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return REPLIES[fmt["json_schema"]["name"]]
+    text = request["messages"][-1]["content"]  # json_object / prompt: the schema is in the prompt
+    name = next(n for n, key in (("memory_candidates", '"memories"'), ("retrieval_plan", '"variants"'),
+                                 ("rerank", '"order"'), ("judgement", '"correct"'), ("answer", '"answer"'))
+                if key in text.rsplit("JSON schema:", 1)[-1])
+    return Reply.prose(REPLIES[name])
+
+
+def test_connection_test_makes_one_call_of_each_kind(qtbot, qsettings, openai_server):
     store = SettingsStore(qsettings, environ={})
     pane = _pane(qtbot, store)
     pane.fields["llm_base_url"].setText(openai_server.base_url)
     pane.fields["llm_model"].setText("test-model")
-    openai_server.queue_chat({"ok": True, "echo": "memlens"})
+    pane.fields["llm_model_judge"].setText("judge-model")
+    openai_server.chat_responder = _by_schema
     pane.test_button.click()
-    assert pane.test_result.text().startswith("Connected: ") and "answered in" in pane.test_result.text()
-    request = openai_server.requests[-1]
-    assert request.json["model"] == "test-model"
-    assert request.json["response_format"]["type"] == "json_schema"
-    openai_server.queue_chat(Reply.error(500, "boom"))
+    text = pane.test_result.text()
+    assert text.startswith("Connected: all 5 calls answered.")
+    assert "Structured output for test-model: json_schema" in text
+    assert "/v1/models lists: test-model, test-embedding" in text
+    for line in ("EXTRACT (test-model): ok", "PLAN (test-model): ok", "RERANK (test-model): ok",
+                 "ANSWER (test-model): ok", "JUDGE (judge-model): ok"):
+        assert line in text
+    sent = [(r.json["model"], r.json["response_format"]["json_schema"]["name"]) for r in openai_server.chat_requests]
+    assert sent == [("test-model", "memory_candidates"), ("test-model", "retrieval_plan"), ("test-model", "rerank"),
+                    ("test-model", "answer"), ("judge-model", "judgement")]
+    assert pane.test_button.isEnabled()
+
+
+def test_connection_test_shows_the_mode_a_llama_cpp_server_takes(qtbot, qsettings):
+    with ScriptedOpenAIServer(response_formats=LLAMA_CPP_FORMATS, models=()) as server:
+        server.chat_responder = _by_schema
+        pane = _pane(qtbot, SettingsStore(qsettings, environ={}))
+        pane.fields["llm_base_url"].setText(server.base_url)
+        pane.fields["llm_model"].setText("gemma3")
+        pane.test_button.click()
+    text = pane.test_result.text()
+    assert text.startswith("Connected: all 5 calls answered.")
+    assert "Structured output for gemma3: json_object" in text and "refused: json_schema" in text
+    assert "/v1/models lists nothing" in text
+
+
+def test_connection_test_failures_are_one_line_each(qtbot, qsettings, openai_server):
+    pane = _pane(qtbot, SettingsStore(qsettings, environ={}))
+    pane.fields["llm_base_url"].setText(openai_server.base_url)
+    pane.fields["llm_model"].setText("test-model")
+    openai_server.queue_chat(Reply.error(500, "boom"), Reply.text("not json"), Reply.text(""),
+                             Reply.error(401, "Incorrect API key provided"))
     pane.test_button.click()
-    assert pane.test_result.text().startswith("Failed: http_500")
+    lines = pane.test_result.text().splitlines()
+    assert lines[0] == "Failed: 5 of 5 calls."
+    assert lines[1].startswith("Structured output for test-model: json_schema")  # PLAN's 200 settled it
+    assert lines[3].startswith("EXTRACT (test-model): http_500: boom")
+    assert lines[4].startswith("PLAN (test-model): malformed_json")
+    assert lines[5].startswith("RERANK (test-model): empty_response")
+    assert lines[6].startswith("ANSWER (test-model): http_401: the endpoint refused the request")
+    assert lines[7] == "JUDGE (test-model): not tried after http_401"
     assert pane.test_button.isEnabled()
 
 

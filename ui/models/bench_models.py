@@ -1,6 +1,8 @@
 """Item models and small pure helpers for the benchmark pane: runs, questions, run-vs-run deltas.
 
 Metric keys are the runner's: "<level>_<metric>@<k>" and "<level>_mrr" (engine/bench/metrics.py).
+A run holds them under each scoring scheme (engine/bench/scoring.py: "official", "memlens"); the
+question model shows one scheme's, a question's own metrics under that scheme.
 """
 
 from __future__ import annotations
@@ -72,11 +74,19 @@ def gold_ids(item: dict[str, Any]) -> tuple[list[str], list[str]]:
     return [str(g) for g in gold.get("turn") or []], [str(g) for g in gold.get("session") or []]
 
 
-def item_missed(item: dict[str, Any], key: str) -> bool:
+def item_metrics(item: dict[str, Any], scheme: str | None = None) -> dict[str, Any]:
+    """A question's metrics under one scheme (a question stored before schemes: its only metrics)."""
+    scores = item.get("scores") or {}
+    if scheme is not None and scheme in scores:
+        return scores[scheme] or {}
+    return item.get("metrics") or {}
+
+
+def item_missed(item: dict[str, Any], key: str, scheme: str | None = None) -> bool:
     """A question to look at: it failed to run, or the chosen metric is below 1 (gold not fully found)."""
     if item.get("status") not in (None, "done"):
         return True
-    value = (item.get("metrics") or {}).get(key)
+    value = item_metrics(item, scheme).get(key)
     return value is not None and float(value) < 1.0
 
 
@@ -86,11 +96,12 @@ class BenchRunsModel(RowTableModel):
                ("p50", "p50 ms"), ("started_at", "Started"))
 
     def cell(self, row, key):
-        if key == "headline":
+        if key == "headline":  # the run's default scoring (official where the benchmark has its own)
             m = row.get("metrics") or {}
+            scheme = ((row.get("config") or {}).get("scoring") or {}).get("default", "memlens")
             for k in ("turn_evidence_recall@10", "turn_recall_any@10", "session_recall_any@10"):
                 if m.get(k) is not None:
-                    return f"{k} {float(m[k]):.3f}"
+                    return f"{scheme} {k} {float(m[k]):.3f}"
             return ""
         if key == "p50":
             lat = row.get("latency_ms") or {}
@@ -110,21 +121,24 @@ class BenchItemsModel(RowTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.metric_key = "turn_recall_any@5"
+        self.scheme: str | None = None
         self.columns = self._columns()
 
     def _columns(self):
         return (("question_id", "Question id"), ("category", "Category"), ("question", "Question"),
-                ("status", "Status"), ("metric", self.metric_key), ("mrr", "MRR"), ("latency_ms", "Latency ms"),
+                ("status", "Status"), ("metric", f"{self.metric_key} ({self.scheme})" if self.scheme
+                                         else self.metric_key), ("mrr", "MRR"), ("latency_ms", "Latency ms"),
                 ("context_tokens", "Tokens"), ("gold", "Gold"), ("trace_id", "Trace"))
 
-    def set_metric(self, key: str) -> None:
+    def set_metric(self, key: str, scheme: str | None = None) -> None:
         self.beginResetModel()
         self.metric_key = key
+        self.scheme = scheme
         self.columns = self._columns()
         self.endResetModel()
 
     def cell(self, row, key):
-        m = row.get("metrics") or {}
+        m = item_metrics(row, self.scheme)
         if key == "metric":
             v = m.get(self.metric_key)
             return None if v is None else float(v)
@@ -149,8 +163,8 @@ class BenchItemsModel(RowTableModel):
         return None
 
     def extra_role(self, row, key, role):
-        if role == Qt.ItemDataRole.BackgroundRole and item_missed(row, self.metric_key):
-            v = (row.get("metrics") or {}).get(self.metric_key)
+        if role == Qt.ItemDataRole.BackgroundRole and item_missed(row, self.metric_key, self.scheme):
+            v = item_metrics(row, self.scheme).get(self.metric_key)
             miss = row.get("status") not in (None, "done") or not v
             if dark():
                 return QBrush(QColor("#4c1d1d" if miss else "#3f3415"))
@@ -175,4 +189,4 @@ class BenchCompareModel(RowTableModel):
 
 
 __all__ = ["BenchRunsModel", "BenchItemsModel", "BenchCompareModel", "parse_key", "curves", "ks_of",
-           "metric_names", "delta_rows", "gold_ids", "item_missed"]
+           "metric_names", "delta_rows", "gold_ids", "item_missed", "item_metrics"]

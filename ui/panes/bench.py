@@ -38,8 +38,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.bench import DATASETS
 from engine.bench.metrics import AT_K_METRICS
-from engine.bench.runner import describe_differences, setup_differences
+from engine.bench.runner import describe_differences, run_scores, run_scoring, setup_differences
+from engine.bench.scoring import definition
 from engine.retrieve.recipes import RECIPES
 from engine.store import bench as bench_sql
 from ui.models.bench_models import (
@@ -57,7 +59,6 @@ from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.panes.base import PaneBase
 from ui.widgets.tables import row_table
 
-DATASETS = ("locomo", "longmemeval", "convomem")
 REFRESH_COALESCE_MS = 2000
 SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
 CURVE_TOP = 1.04
@@ -124,7 +125,7 @@ class BenchPane(PaneBase):
         self.dataset = QComboBox(self)
         self.dataset.addItems(DATASETS)
         self.data_path = QLineEdit(self)
-        self.data_path.setPlaceholderText("dataset file (LoCoMo / LongMemEval / ConvoMem JSON)")
+        self.data_path.setPlaceholderText("dataset file (LoCoMo / LongMemEval / ConvoMem JSON), or a ConvoMem folder")
         self.browse = QPushButton("…", self)
         self.limit = QSpinBox(self)
         self.limit.setRange(0, 1_000_000)
@@ -165,14 +166,15 @@ class BenchPane(PaneBase):
         lv.addWidget(QLabel("Stored runs", left))
         lv.addWidget(self.runs_view, 1)
         opts = QGridLayout()
+        self.scheme = QComboBox(left)  # scoring scheme: the benchmark's own ("official") or ours
         self.level = QComboBox(left)
         self.level.addItems(["turn", "session"])
         self.metric_combo = QComboBox(left)
         self.k = QComboBox(left)
         self.compare = QComboBox(left)
         self.compare.addItem("(no comparison)", None)
-        for r, (label, w) in enumerate((("Level", self.level), ("Metric", self.metric_combo), ("k", self.k),
-                                        ("Compare with", self.compare))):
+        for r, (label, w) in enumerate((("Scoring", self.scheme), ("Level", self.level), ("Metric", self.metric_combo),
+                                        ("k", self.k), ("Compare with", self.compare))):
             opts.addWidget(QLabel(label, left), r, 0)
             opts.addWidget(w, r, 1)
         lv.addLayout(opts)
@@ -220,6 +222,8 @@ class BenchPane(PaneBase):
                                            pen=pg.mkPen("#16a34a"))
         self.tokens_plot.addItem(self.tokens_hist)
         self._marks: list[Any] = []
+        self.not_scored: list[str] = []  # categories the chosen metric scores no question of
+        self._scheme_run: int | None = None  # the run the scoring combo was filled for
         self.curve_items: dict[str, pg.PlotDataItem] = {}
         for i, w in enumerate((self.curve_plot, self.category_plot, self.latency_plot, self.tokens_plot)):
             w.setMenuEnabled(False)
@@ -240,7 +244,7 @@ class BenchPane(PaneBase):
         qbar.addWidget(self.items_note, 1)
         qv.addLayout(qbar)
         self.items_model = BenchItemsModel(self)
-        self._items_view: tuple | None = None  # (run id, metric, misses only) the table shows
+        self._items_view: tuple | None = None  # (run id, metric, scheme, misses only) the table shows
         self.items_view = row_table(qpage, self.items_model)
         qv.addWidget(self.items_view, 1)
         self.compare_model = BenchCompareModel(self)
@@ -265,6 +269,7 @@ class BenchPane(PaneBase):
         self.start.clicked.connect(self.start_run)
         self.stop.clicked.connect(self.stop_run)
         self.runs_view.selectionModel().currentRowChanged.connect(self._run_row_changed)
+        self.scheme.currentIndexChanged.connect(self._options_changed)
         self.level.currentIndexChanged.connect(self._options_changed)
         self.metric_combo.currentIndexChanged.connect(self._options_changed)
         self.k.currentIndexChanged.connect(self._options_changed)
@@ -353,19 +358,22 @@ class BenchPane(PaneBase):
             self.compare_model.set_rows([])
             self.sigRunShown.emit(None)
             return
-        metrics = run.get("metrics") or {}
-        level = self.level.currentText()
-        names = metric_names(metrics, level) or list(AT_K_METRICS)
-        for combo, values, default in ((self.metric_combo, names, "recall_any"),
-                                       (self.k, [str(k) for k in (ks_of(metrics) or run.get("k_values") or [])],
-                                        "5")):
-            current = combo.currentText() or default
-            combo.blockSignals(True)
-            combo.clear()
-            combo.addItems(values)
-            i = combo.findText(current)
-            combo.setCurrentIndex(i if i >= 0 else max(0, combo.findText(default)))
-            combo.blockSignals(False)
+        scoring = run_scoring(run)
+        schemes = list(run_scores(run))
+        self.scheme.blockSignals(True)
+        current_scheme = self.scheme.currentData()
+        self.scheme.clear()
+        for name in [scoring["default"], *(n for n in schemes if n != scoring["default"])]:
+            recorded = scoring["schemes"].get(name) or {}
+            self.scheme.addItem(name + ("" if recorded.get("official") else " (ours)"), name)
+            self.scheme.setItemData(self.scheme.count() - 1, recorded.get("label", name), Qt.ItemDataRole.ToolTipRole)
+        # another run opens on its default scoring (official where the benchmark has its own); the
+        # same run, refreshed while it runs, keeps the scheme chosen
+        i = self.scheme.findData(current_scheme) if run["id"] == self._scheme_run else -1
+        self._scheme_run = run["id"]
+        self.scheme.setCurrentIndex(max(0, i))
+        self.scheme.blockSignals(False)
+        self._fill_metric_choices()
         lat = run.get("latency_ms") or {}
         tok = run.get("context_tokens") or {}
         cfg = run.get("config") or {}
@@ -375,7 +383,10 @@ class BenchPane(PaneBase):
             f"{run.get('sample_count', 0)} questions, {run.get('failures', 0)} failed; latency p50/p95/p99 "
             f"{_fmt(lat.get('p50'))}/{_fmt(lat.get('p95'))}/{_fmt(lat.get('p99'))} ms; context tokens mean "
             f"{_fmt(tok.get('mean'))}, p95 {_fmt(tok.get('p95'))}<br><small>sha256 {run['sha256'][:16]}… · commit "
-            f"{(run.get('git_commit') or 'unknown')[:10]} · extract {cfg.get('extract', '?')}</small>")
+            f"{(run.get('git_commit') or 'unknown')[:10]} · extract {cfg.get('extract', '?')}</small><br>"
+            f"<small>scoring <b>{html.escape(scoring['default'])}</b> (default): "
+            f"{html.escape((scoring['schemes'].get(scoring['default']) or {}).get('label', ''))}"
+            + "".join(f"; {html.escape(n)} beside it" for n in schemes if n != scoring["default"]) + "</small>")
         self._draw()
         self._fill_items()
         self.sigRunShown.emit(run)
@@ -394,11 +405,56 @@ class BenchPane(PaneBase):
         self._draw()
 
     def _options_changed(self) -> None:
-        if self.sender() is self.level and self.run is not None:
-            self._show_run(self.run, self.items)  # the metric list depends on the level
-            return
+        if self.sender() in (self.level, self.scheme) and self.run is not None:
+            self._fill_metric_choices()  # the metric list depends on the scheme and the level
+        self._update_tooltips()
         self._draw()
         self._fill_items()
+
+    def _fill_metric_choices(self) -> None:
+        metrics = self.scheme_summary(self.run).get("metrics") or {}
+        names = metric_names(metrics, self.level.currentText()) or list(AT_K_METRICS)
+        for combo, values, default in ((self.metric_combo, names, "recall_any"),
+                                       (self.k, [str(k) for k in (ks_of(metrics) or (self.run or {}).get("k_values")
+                                                                  or [])], "5")):
+            current = combo.currentText() or default
+            combo.blockSignals(True)
+            combo.clear()
+            combo.addItems(values)
+            i = combo.findText(current)
+            combo.setCurrentIndex(i if i >= 0 else max(0, combo.findText(default)))
+            combo.blockSignals(False)
+        self._update_tooltips()
+
+    def scheme_name(self) -> str | None:
+        return self.scheme.currentData()
+
+    def scheme_summary(self, run: dict[str, Any] | None) -> dict[str, Any]:
+        """The selected scheme's {"metrics", "by_category"} of a run ({} when it lacks that scheme)."""
+        if not run:
+            return {}
+        return run_scores(run).get(self.scheme_name() or run_scoring(run)["default"]) or {}
+
+    def metric_definition(self, key: str | None = None) -> str:
+        """The one-line definition the run recorded for a metric under the selected scheme."""
+        if self.run is None:
+            return ""
+        key = key or self.metric_key()
+        text = definition(run_scoring(self.run), self.scheme_name() or "", key)
+        return f"{key}: {text}" if text else f"{key}: no definition recorded with this run"
+
+    def _update_tooltips(self) -> None:
+        scoring = run_scoring(self.run) if self.run else {"schemes": {}}
+        recorded = scoring["schemes"].get(self.scheme_name() or "") or {}
+        self.scheme.setToolTip(recorded.get("label", ""))
+        tip = self.metric_definition() if self.run else ""
+        self.metric_combo.setToolTip(tip)
+        self.k.setToolTip(tip)
+        self.category_plot.setToolTip(tip + ("\n'not scored': no question of that category counts for this metric"
+                                             if tip else ""))
+        level = self.level.currentText()
+        names = metric_names(self.scheme_summary(self.run).get("metrics") or {}, level)
+        self.curve_plot.setToolTip("\n".join(self.metric_definition(f"{level}_{n}@1") for n in names))
 
     def metric_key(self) -> str:
         metric = self.metric_combo.currentText() or "recall_any"
@@ -424,8 +480,9 @@ class BenchPane(PaneBase):
         if run is None:
             return
         level = self.level.currentText()
-        mine = curves(run.get("metrics") or {}, level)
-        theirs = curves((self.other or {}).get("metrics") or {}, level) if self.other else {}
+        shown, other_shown = self.scheme_summary(run), self.scheme_summary(self.other)
+        mine = curves(shown.get("metrics") or {}, level)
+        theirs = curves(other_shown.get("metrics") or {}, level) if self.other else {}
         for i, name in enumerate(sorted(mine)):
             ks, values = mine[name]
             color = series_color(i)
@@ -439,8 +496,9 @@ class BenchPane(PaneBase):
                                         pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
                 self.curve_plot.addItem(other)
                 self.curve_items[f"{name} (run {self.other['id']})"] = other
-        self.curve_plot.setTitle("metric@k" + (f" (dashed: run {self.other['id']})" if self.other else ""))
-        ks_all = ks_of(run.get("metrics") or {})
+        self.curve_plot.setTitle(f"metric@k, {self.scheme_name()}" + (f" (dashed: run {self.other['id']})"
+                                                                        if self.other else ""))
+        ks_all = ks_of(shown.get("metrics") or {})
         if ks_all:
             self.curve_plot.getPlotItem().getAxis("bottom").setTicks([[(float(k), str(k)) for k in ks_all], []])
             self.curve_plot.setXRange(min(ks_all) - 0.5, max(ks_all) + 0.5, padding=0)
@@ -448,26 +506,34 @@ class BenchPane(PaneBase):
         self.curve_plot.setYRange(0, CURVE_TOP, padding=0)
         self._fit_curve_ticks()
 
+        _bg, fg = plot_colors()
         key = self.metric_key()
-        cats = sorted((run.get("by_category") or {}).keys())
-        vals = [float((run["by_category"][c] or {}).get(key) or 0.0) for c in cats]
+        by_cat = shown.get("by_category") or {}
+        cats = sorted(by_cat)
         x = np.arange(len(cats), dtype=float)
-        self.category_bars.setOpts(x=x - (0.2 if self.other else 0.0), height=np.array(vals), width=0.38)
+        self._set_bars(self.category_bars, x - (0.2 if self.other else 0.0), [(by_cat[c] or {}).get(key) for c in cats])
         if self.other:
-            ob = self.other.get("by_category") or {}
-            self.category_bars_b.setOpts(x=x + 0.2, height=np.array([float((ob.get(c) or {}).get(key) or 0.0)
-                                                                    for c in cats]), width=0.38)
+            ob = other_shown.get("by_category") or {}
+            self._set_bars(self.category_bars_b, x + 0.2, [(ob.get(c) or {}).get(key) for c in cats])
+        # a metric that scores no question of a category draws no bar there, and says so: a 0 bar
+        # would read as a total failure (LoCoMo's adversarial questions have no gold for ours)
+        self.not_scored = [c for c in cats if (by_cat[c] or {}).get(key) is None]
+        for c in self.not_scored:
+            label = pg.TextItem("not scored", color=fg, anchor=(0.5, 1.0))
+            label.setPos(float(cats.index(c)), 0.0)
+            self.category_plot.addItem(label, ignoreBounds=True)
+            self._marks.append((self.category_plot, label))
         names = [c.replace("-", "-\n") for c in cats]  # a line per part: long names do not run together
         axis = self.category_plot.getPlotItem().getAxis("bottom")
         lines = max((n.count("\n") + 1 for n in names), default=1)
         axis.setHeight(8 + lines * (QFontMetrics(axis.style["tickFont"] or axis.font()).height()))
         axis.setTicks([list(enumerate(names)), []])
-        self.category_plot.setTitle(f"by category: {key}" + (f" (grey: run {self.other['id']})" if self.other else ""))
+        self.category_plot.setTitle(f"by category: {key}, {self.scheme_name()}"
+                                    + (f" (grey: run {self.other['id']})" if self.other else ""))
         self.category_plot.setYRange(0, 1.02, padding=0)
         if cats:
             self.category_plot.setXRange(-0.6, len(cats) - 0.4, padding=0)
 
-        _bg, fg = plot_colors()
         done = [it for it in self.items if it.get("status") == "done"]
         lat = np.array([float(it["latency_ms"]) for it in done if it.get("latency_ms") is not None])
         if len(lat):
@@ -493,9 +559,15 @@ class BenchPane(PaneBase):
                                        labelOpts={"position": 0.92 - 0.14 * j, "color": fg})
                 self.tokens_plot.addItem(line, ignoreBounds=True)
                 self._marks.append((self.tokens_plot, line))
-        self.compare_model.set_rows(delta_rows(run, self.other, level=level))
+        self.compare_model.set_rows(delta_rows(shown, other_shown if self.other else None, level=level))
         self.compare_view.resizeColumnsToContents()
         self.compare_note.setText(self._compare_text(run, self.other))
+
+    @staticmethod
+    def _set_bars(bars: pg.BarGraphItem, x: np.ndarray, values: list[float | None]) -> None:
+        """Bars for the scored categories only (None: the metric scores none of its questions)."""
+        keep = [i for i, v in enumerate(values) if v is not None]
+        bars.setOpts(x=x[keep], height=np.array([float(values[i]) for i in keep]), width=0.38)
 
     def _fit_curve_ticks(self, *_args) -> None:
         """Ticks every 0.2 when the plot is tall enough for six labels, else 0, 0.5 and 1."""
@@ -506,10 +578,12 @@ class BenchPane(PaneBase):
         ticks = [round(i * step, 1) for i in range(int(round(1 / step)) + 1)]
         axis.setTicks([[(v, f"{v:.1f}") for v in ticks], []])
 
-    @staticmethod
-    def _compare_text(run: dict[str, Any], other: dict[str, Any] | None) -> str:
+    def _compare_text(self, run: dict[str, Any], other: dict[str, Any] | None) -> str:
         if other is None:
             return "Pick a run to compare with (left)."
+        if self.scheme_name() not in run_scores(other):
+            return (f"Run {other['id']} was not scored under <b>{html.escape(str(self.scheme_name()))}</b> "
+                    f"(it has {html.escape(', '.join(run_scores(other)))}): nothing to compare.")
         diffs = setup_differences(run, other)
         if not diffs:
             return f"Run {run['id']} − run {other['id']}: same setup."
@@ -519,12 +593,12 @@ class BenchPane(PaneBase):
 
     # questions ------------------------------------------------------------------------------------------------
     def _fill_items(self) -> None:
-        key = self.metric_key()
-        if self.items_model.metric_key != key:
-            self.items_model.set_metric(key)
-        rows = [it for it in self.items if not self.misses_only.isChecked() or item_missed(it, key)]
+        key, scheme = self.metric_key(), self.scheme_name()
+        if (self.items_model.metric_key, self.items_model.scheme) != (key, scheme):
+            self.items_model.set_metric(key, scheme)
+        rows = [it for it in self.items if not self.misses_only.isChecked() or item_missed(it, key, scheme)]
         shown = self.items_model.rows
-        view = ((self.run or {}).get("id"), key, self.misses_only.isChecked())
+        view = ((self.run or {}).get("id"), key, scheme, self.misses_only.isChecked())
         if view == self._items_view and len(rows) >= len(shown) and \
                 [r.get("question_id") for r in rows[:len(shown)]] == [r.get("question_id") for r in shown]:
             # the same run again (a running benchmark refreshes every few seconds): add the new
@@ -536,8 +610,8 @@ class BenchPane(PaneBase):
             self.items_view.resizeColumnsToContents()
             self.items_view.setColumnWidth(2, min(380, self.items_view.columnWidth(2)))
         self._items_view = view
-        misses = sum(1 for it in self.items if item_missed(it, key))
-        self.items_note.setText(f"{len(rows)} shown · {misses} of {len(self.items)} below 1 on {key} — "
+        misses = sum(1 for it in self.items if item_missed(it, key, scheme))
+        self.items_note.setText(f"{len(rows)} shown · {misses} of {len(self.items)} below 1 on {key} ({scheme}) — "
                                 "click a question to open its trace with the gold memories starred")
 
     def _item_clicked(self, index) -> None:

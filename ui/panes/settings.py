@@ -3,14 +3,13 @@
 Values are stored with QSettings (app/settings.py); a value set in the environment wins and
 is shown read-only with the variable's name. The API key is never shown and never written to a
 file: the pane says whether one is set (environment or OS keychain) and can store one in the
-keychain when the optional `keyring` package is installed. "Test connection" asks the endpoint
-for a tiny structured answer through the engine's LLM client, off the GUI thread.
+keychain when the optional `keyring` package is installed. "Test connection" makes one tiny call
+of each kind the endpoint will get (extraction, planner, reranker, answer, judge; each with its
+task's model) off the GUI thread, and shows which structured-output mode the endpoint takes.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -30,20 +29,16 @@ from PySide6.QtWidgets import (
 )
 
 from app.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
+from engine.memory import MemoryEngine
 from engine.retrieve.recipes import RECIPES
 from ui.panes.base import PaneBase
 
-PING_SCHEMA = {
-    "type": "object",
-    "properties": {"ok": {"type": "boolean"}, "echo": {"type": "string"}},
-    "required": ["ok", "echo"],
-    "additionalProperties": False,
+# what each structured-output mode means for the operator
+MODE_NOTES = {
+    "json_schema": "json_schema (the server enforces the schema)",
+    "json_object": "json_object (JSON enforced; the schema is in the prompt and checked on arrival)",
+    "prompt": "prompt only (no structured output: the schema is in the prompt, every reply is checked)",
 }
-PING_MESSAGES = [
-    {"role": "system", "content": "You are a connectivity check. Answer with JSON only."},
-    {"role": "user", "content": 'Reply {"ok": true, "echo": "memlens"}.'},
-]
-TEST_TIMEOUT_S = 15.0
 
 
 def ask_secret(parent: QWidget, title: str, label: str) -> str | None:
@@ -52,17 +47,25 @@ def ask_secret(parent: QWidget, title: str, label: str) -> str | None:
     return text if ok and text else None
 
 
-def test_connection(config) -> dict[str, Any]:
-    """Call the endpoint once (no retries, short timeout); a dict the pane shows inline."""
-    from engine.llm import LLMClient
-
-    config = dataclasses.replace(config, timeout=TEST_TIMEOUT_S, max_retries=0)
-    started = time.perf_counter()
-    with LLMClient(config) as client:
-        result = client.complete_json("EXTRACT", PING_MESSAGES, "memlens_ping", PING_SCHEMA)
-    return {"ok": result.ok, "error": result.error, "detail": result.detail, "model": result.model,
-            "response_model": result.response_model, "latency_ms": result.latency_ms,
-            "wall_ms": (time.perf_counter() - started) * 1000, "base_url": config.base_url}
+def describe_check(r: dict[str, Any]) -> str:
+    """MemoryEngine.check_endpoint's report as the lines the pane shows."""
+    ok = sum(1 for c in r["calls"] if c["ok"])
+    head = (f"Connected: all {ok} calls answered." if r["ok"] else
+            f"Failed: {len(r['calls']) - ok} of {len(r['calls'])} calls." if ok == 0 else
+            f"Partly working: {ok} of {len(r['calls'])} calls answered.")
+    lines = [head]
+    for model, mode in r["modes"].items():
+        refused = sorted({f.split(" refused")[0] for c in r["calls"] if c["model"] == model
+                          for f in c["fallbacks"] if " refused" in f})
+        note = MODE_NOTES.get(mode or "", "not settled (no call got an answer)")
+        lines.append(f"Structured output for {model}: {note}" + (f"; refused: {', '.join(refused)}" if refused else ""))
+    models = r["models"]
+    lines.append("/v1/models lists nothing (local servers often don't)" if models == [] else
+                 "/v1/models could not be read" if models is None else f"/v1/models lists: {', '.join(models[:6])}")
+    for c in r["calls"]:
+        took = f" in {c['latency_ms'] / 1000:.1f} s" if c["requests"] else ""
+        lines.append(f"{c['task']} ({c['model']}): " + ("ok" if c["ok"] else c["line"]) + took)
+    return "\n".join(lines)
 
 
 class SettingsPane(PaneBase):
@@ -91,6 +94,11 @@ class SettingsPane(PaneBase):
         form = QFormLayout(endpoint)
         self._line(form, "llm_base_url", "Base URL", "e.g. http://localhost:11434/v1 or https://api.openai.com/v1")
         self._line(form, "llm_model", "Default model", "used for every task without its own model")
+        timeout = QSpinBox(endpoint)
+        timeout.setRange(1, 3600)
+        timeout.setSuffix(" s")
+        self.fields["llm_timeout"] = timeout
+        form.addRow("Timeout", timeout)
         key_row = QHBoxLayout()
         self.key_status = QLabel("", endpoint)
         key_row.addWidget(self.key_status, 1)
@@ -272,7 +280,7 @@ class SettingsPane(PaneBase):
             self.test_result.setText("No task runner: open a database first.")
             return
         self.test_button.setEnabled(False)
-        self.test_result.setText(f"Calling {config.base_url} …")
+        self.test_result.setText(f"Calling {config.base_url}: one tiny call of each kind …")
         def done(result: dict[str, Any]) -> None:
             if not self._closed:
                 self._tested(result)
@@ -281,25 +289,11 @@ class SettingsPane(PaneBase):
             if not self._closed:
                 self._test_failed(exc)
 
-        runner.run(lambda _p, _s: test_connection(config), done, failed)
+        runner.run(lambda _p, _s: MemoryEngine.check_endpoint(config), done, failed)
 
     def _tested(self, r: dict[str, Any]) -> None:
         self.test_button.setEnabled(True)
-        if r["ok"]:
-            answered = r["response_model"] or r["model"]
-            self.test_result.setText(f"Connected: {answered} answered in {r['latency_ms']:.0f} ms.")
-            return
-        hints = {
-            "timeout": "the endpoint did not answer in time; check the URL and that the server is running",
-            "connection": "could not connect; check the base URL (scheme, host, port, /v1)",
-            "malformed_json": "the model did not return JSON; pick a model that supports structured output",
-            "schema_mismatch": "the model's JSON did not fit the schema; pick a model with structured output",
-        }
-        error = r["error"] or "error"
-        hint = hints.get(error) or ("check the API key" if error in ("http_401", "http_403") else
-                                    "check the model name" if error == "http_404" else "see the detail")
-        detail = f" ({r['detail']})" if r.get("detail") else ""
-        self.test_result.setText(f"Failed: {error}{detail}: {hint}.")
+        self.test_result.setText(describe_check(r))
 
     def _test_failed(self, exc: BaseException) -> None:
         self.test_button.setEnabled(True)
