@@ -403,7 +403,7 @@ class TracesPane(PaneBase):
                             f"k {trace['k']} sources{window_text(trace.get('params') or {})}"
                             f"{' · as of ' + trace['as_of'] if trace['as_of'] else ''} · {trace['created_at']}<br>"
                             f"“{query}” — {len(trace['candidates'])} candidates{gold}{where}"
-                            + (f"<br>{html.escape(read)}" if (read := features_text(trace.get("params") or {})) else ""))
+                            + (f" · {html.escape(read)}" if (read := features_text(trace.get("params") or {})) else ""))
         self._draw_funnel(trace["stages"])
         timings = trace.get("timings_ms") or {}
         total = sum(v for k, v in timings.items() if k in ("embed", "candidates", "filters", "score", "plan",
