@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import BadInput
 from . import datasets as ds
 from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
-                     open_container, question_metrics)
+                     limit_questions, open_container, question_metrics)
 
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
                   "convomem": "turn_evidence_recall@10", "updates": "turn_evidence_recall@10"}
@@ -177,17 +177,7 @@ def run_ablation(engine, data_path: str | os.PathLike[str], *, features: list[st
     folds = folds or DEFAULT_FOLDS.get(loaded.name, "type")
     metric = metric or DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
     specs = _containers(loaded, raw)
-    if limit is not None:
-        if limit < 1:
-            raise BadInput("--limit must be at least 1")
-        kept, count = [], 0
-        for spec in specs:
-            if count >= limit:
-                break
-            spec["questions"] = spec["questions"][: limit - count]
-            count += len(spec["questions"])
-            kept.append(spec)
-        specs = kept
+    specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     from .containers import cache_dir_for
 

@@ -76,6 +76,22 @@ def _longmemeval_containers(dataset: ds.LongMemEvalDataset, raw: Any) -> list[di
     return specs
 
 
+def limit_questions(specs: list[dict], limit: int | None) -> list[dict]:
+    """The first `limit` questions (None: all), taken a container at a time in file order."""
+    if limit is None:
+        return specs
+    if limit < 1:
+        raise BadInput("--limit must be at least 1")
+    kept, n = [], 0
+    for spec in specs:
+        if n >= limit:
+            break
+        spec["questions"] = spec["questions"][: limit - n]
+        n += len(spec["questions"])
+        kept.append(spec)
+    return kept
+
+
 def _convomem_containers(dataset: ds.ConvoMemDataset, raw: Any) -> list[dict]:
     return [{"container": case.case_id, "format": "chat", "raw": [{"id": c.conversation_id, "messages": [
         {"role": "user", "name": m.speaker, "content": m.text, "id": m.message_id} for m in c.messages]}
@@ -273,17 +289,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
     specs = _containers(loaded, raw)
     scoring = describe_scoring(dataset)
-    if limit is not None:
-        if limit < 1:
-            raise BadInput("--limit must be at least 1")
-        kept, n = [], 0
-        for spec in specs:  # limit counts questions, whole containers at a time
-            if n >= limit:
-                break
-            spec["questions"] = spec["questions"][: limit - n]
-            n += len(spec["questions"])
-            kept.append(spec)
-        specs = kept
+    specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     if workers == 1 and executor in (None, "processes"):
         _share_embedder(emb_name, getattr(engine, "embedder", None))

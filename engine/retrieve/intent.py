@@ -33,7 +33,6 @@ _F = [
     Feature("historical_intent", "query", "words about the past ('before', 'used to', 'previously') make the question "
             "historical: replaced facts and outdated turns rank like current ones"),
     Feature("how_phrase", "query", "'how old', 'how long', 'how many' are searched as the phrase, not the adjective"),
-    Feature("sort_of", "query", "'what kind of', 'which type of': the noun before 'of' is not searched"),
     Feature("aggregate_cap", "rank", "a question that gathers across sessions ('how many', 'in total', 'which ... "
             "first') holds a document's extra turns behind other documents' first ones"),
     Feature("speaker_user", "query", "a first-person question ('what did I ...') favours the user's own turns"),
@@ -119,7 +118,7 @@ class Intent:
 def read_intent(query: str, on, tokenize: Tokenize, *, ref: datetime | None, as_of: str | None) -> Intent:
     """Read `query` with the features `on(name)` allows. `ref`: the time "now" means."""
     it = Intent(query)
-    it.terms = content_terms(query, tokenize, how_phrase=on("how_phrase"), sort_of=on("sort_of"))
+    it.terms = content_terms(query, tokenize, how_phrase=on("how_phrase"))
     if on("how_phrase"):
         phrases = [t for t in it.terms if t.startswith("how ")]
         if phrases:

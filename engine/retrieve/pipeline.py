@@ -482,8 +482,7 @@ class Recall:
             variants = [v for v in plan.get("variants", []) if v and v != query][:3]
             extra = list(plan.get("entities", []))
             for variant in variants:
-                extra += content_terms(variant, self.store.fts_tokens, how_phrase=self.recipe.on("how_phrase"),
-                                       sort_of=self.recipe.on("sort_of"))
+                extra += content_terms(variant, self.store.fts_tokens, how_phrase=self.recipe.on("how_phrase"))
             if variants:
                 vecs = self.embedder.embed(variants, kind="query")
                 qvec = np.mean(np.vstack([qvec[None, :], vecs]), axis=0)

@@ -38,22 +38,13 @@ STOP_WORDS = STOP_WORDS | frozenset(p for w in STOP_WORDS if "'" in w for p in w
 HOW_ANSWER_TYPE = frozenset("old long many much often far big large tall soon late early".split())
 
 
-# "What kind of art", "which type of car": the noun before "of" only says that a sort of thing
-# is asked for, and alone matches any "kind words" or "my type".
-SORT_NOUNS = frozenset("kind kinds type types sort sorts variety varieties".split())
-
-
-def content_terms(text: str, tokenize: Tokenize, *, how_phrase: bool = True, sort_of: bool = True) -> list[str]:
+def content_terms(text: str, tokenize: Tokenize, *, how_phrase: bool = True) -> list[str]:
     """The content words of `text` as FTS terms (casefolded surfaces), one per index term, in order."""
     terms: list[str] = []
     seen: set[str] = set()
     prev = ""
-    tokens = tokenize(text)
-    for i, (surface, term) in enumerate(tokens):
+    for surface, term in tokenize(text):
         word = surface.casefold()
-        if sort_of and word in SORT_NOUNS and i + 1 < len(tokens) and tokens[i + 1][0].casefold() == "of":
-            prev = word
-            continue
         after_how, prev = prev == "how", word
         if how_phrase and after_how and word in HOW_ANSWER_TYPE:
             phrase = f"how {word}"

@@ -127,3 +127,17 @@ def test_containers_are_reused_until_what_made_them_changes(engine):
     assert other["containers"] == {"built": 2, "reused": 0}  # another extraction mode is another container
     assert len(list(cache.glob("*.db"))) == 4
     assert not list(cache.glob("*.building*"))  # nothing half-built is left behind
+
+
+def test_the_shipped_fitted_weights_are_loaded_and_the_hand_recipe_keeps_the_old_ones():
+    import json
+
+    from engine.retrieve.recipes import FITTED_WEIGHTS, Recipe, recipe_weights
+
+    hand = recipe_weights(get_recipe("hand"))
+    assert hand == recipe_weights(Recipe("x"))  # the dataclass defaults: weights as set by hand
+    if not FITTED_WEIGHTS.is_file():
+        pytest.skip("no fitted weights shipped")
+    doc = json.loads(FITTED_WEIGHTS.read_text())
+    assert recipe_weights(get_recipe("offline")) == {k: float(v) for k, v in doc["fitted"].items()}
+    assert doc["files"] and all("/" not in f["file"] for f in doc["files"])  # names, not paths of this machine

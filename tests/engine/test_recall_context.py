@@ -298,7 +298,10 @@ def test_a_time_the_turn_names_places_it_in_the_questions_window(empty):
     q = "What did Caroline do on 13 May 2023?"
     res = eng.recall(q, scope=SCOPE, k=3, origin="bench", weights={"fts": 0.0, "vector": 0.2, "entity": 0.0})
     found = by_message(eng, res)
-    assert found["D1:1"].components["timeframe"] == pytest.approx(0.3)
+    from engine.retrieve.recipes import get_recipe
+
+    assert get_recipe(None).timeframe_weight > 0
+    assert found["D1:1"].components["timeframe"] == pytest.approx(get_recipe(None).timeframe_weight)
     assert list(res.trace.params["event_times"].values()) == ["last Saturday: 2023-05-13"]
     off = eng.recall(q, scope=SCOPE, k=3, origin="bench", weights={"fts": 0.0, "vector": 0.2, "entity": 0.0},
                      off=("event_times",))
@@ -339,7 +342,10 @@ def test_a_when_question_favours_the_turn_that_names_a_time(empty):
     ])
     res = eng.recall("When did Caroline go to the support group?", scope=SCOPE, k=2, origin="bench")
     found = by_message(eng, res)
-    assert found["D1:1"].components["when_time"] == pytest.approx(0.1)
+    from engine.retrieve.recipes import get_recipe
+
+    assert get_recipe(None).when_weight > 0
+    assert found["D1:1"].components["when_time"] == pytest.approx(get_recipe(None).when_weight)
     assert found["D1:2"].components["when_time"] == 0.0
     assert res.trace.params["features"]["when_time"] == "When"
     off = eng.recall("When did Caroline go to the support group?", scope=SCOPE, k=2, origin="bench", off=("when_time",))

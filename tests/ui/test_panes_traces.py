@@ -285,3 +285,12 @@ def test_what_if_off_the_gui_thread(qtbot, engine):
     finally:
         p.shutdown()
         runner.shutdown()
+
+
+def test_the_header_says_what_the_question_was_read_as():
+    from ui.panes.traces import features_text
+
+    assert features_text({}) == ""
+    assert features_text({"features": {"how_phrase": ["how old"], "speaker_user": True,
+                                       "timeframe": ["2023-01-01", "2023-02-01"]}, "off": ["entity"]}) == (
+        "read as: how_phrase (how old); speaker_user · switched off: entity")

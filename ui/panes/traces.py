@@ -15,6 +15,8 @@ benchmark container's) is opened read-only.
 
 from __future__ import annotations
 
+import html
+
 import contextlib
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,24 @@ def window_text(params: dict[str, Any]) -> str:
     text = f" · time window {frame[0][:10]} – {frame[1][:10]}"
     fade = params.get("timeframe_fade_days")
     return text + (f", fading out over the {fade:g} days before" if fade else "")
+
+
+def features_text(params: dict[str, Any]) -> str:
+    """What the question was read as (engine/retrieve/intent.py features that fired) and which
+    features the recipe switched off, as the header shows them ("" when neither)."""
+    def show(name: str, value: Any) -> str:
+        if value is True:
+            return name
+        if isinstance(value, list):
+            value = ", ".join(map(str, value))
+        return f"{name} ({value})"
+
+    fired = params.get("features") or {}
+    parts = [show(k, v) for k, v in fired.items() if k != "timeframe"]  # the window has its own words
+    text = ("read as: " + "; ".join(parts)) if parts else ""
+    if params.get("off"):
+        text += (" · " if text else "") + "switched off: " + ", ".join(params["off"])
+    return text
 
 
 def parse_extra(extra: tuple) -> dict[str, Any]:
@@ -382,7 +402,8 @@ class TracesPane(PaneBase):
         self.header.setText(f"<b>Trace {trace['id']}</b> · {trace['origin']} · recipe {trace['recipe']} · "
                             f"k {trace['k']} sources{window_text(trace.get('params') or {})}"
                             f"{' · as of ' + trace['as_of'] if trace['as_of'] else ''} · {trace['created_at']}<br>"
-                            f"“{query}” — {len(trace['candidates'])} candidates{gold}{where}")
+                            f"“{query}” — {len(trace['candidates'])} candidates{gold}{where}"
+                            + (f" · {html.escape(read)}" if (read := features_text(trace.get("params") or {})) else ""))
         self._draw_funnel(trace["stages"])
         timings = trace.get("timings_ms") or {}
         total = sum(v for k, v in timings.items() if k in ("embed", "candidates", "filters", "score", "plan",
