@@ -23,6 +23,11 @@ class UnknownFormat(BadInput):
     """No importer recognises the input, or the one asked for with --format cannot read it."""
 
 
+class DatabaseBusy(MemlensError):
+    """Another process held the write lock past the busy timeout: a temporary failure (nothing
+    was written by the refused call), worth retrying. The CLI exits 75 (EX_TEMPFAIL)."""
+
+
 class ScopeError(MemlensError):
     """A read or write was attempted without a complete scope, or across scopes."""
 
