@@ -23,11 +23,6 @@ class UnknownFormat(BadInput):
     """No importer recognises the input, or the one asked for with --format cannot read it."""
 
 
-class DatabaseBusy(MemlensError):
-    """Another process held the write lock past the busy timeout: a temporary failure (nothing
-    was written by the refused call), worth retrying. The CLI exits 75 (EX_TEMPFAIL)."""
-
-
 class ScopeError(MemlensError):
     """A read or write was attempted without a complete scope, or across scopes."""
 
@@ -39,6 +34,11 @@ class EmbedderError(MemlensError):
 class Busy(MemlensError):
     """A temporary failure: a database stayed locked by another program. Retry later; exit status 75
     (EX_TEMPFAIL from sysexits.h), nothing written."""
+
+
+class DatabaseBusy(Busy):
+    """Another process held the memlens database's write lock past the busy timeout (nothing was
+    written by the refused call); the MCP server answers "busy, retry"."""
 
 
 class Cancelled(MemlensError):

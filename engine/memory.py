@@ -28,10 +28,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,7 @@ from .extract.runner import ExtractReport, Extractor
 from .health import DEFAULT_LIMIT, HealthReport, run_checks
 from .ingest.model import ParsedDocument
 from .ingest.pipeline import VECTOR_TEXT_VERSION, Ingestor, IngestReport, vector_text
+from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
 from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
@@ -274,6 +275,7 @@ class MemoryEngine:
     def _ingest(self, docs: Iterable[ParsedDocument], *, scope: Scope, extract: str,
                 progress: Progress | None = None,
                 should_stop: ShouldStop | None = None) -> tuple[IngestReport, ExtractReport | None]:
+        t0 = time.perf_counter()
         extractor = Extractor(self.store, scope, self.embedder, mode=extract,
                               llm=self.llm if extract in ("auto", "llm") else None)
         report = Ingestor(self.store, scope, self.embedder).ingest(docs, progress=progress, should_stop=should_stop)
@@ -281,12 +283,15 @@ class MemoryEngine:
             return report, None
         # Two concurrent runs would read the same pending windows and the same existing facts,
         # and each reconcile its candidates as if the other's did not exist (duplicate facts).
+        t1 = time.perf_counter()
         with self._extract_lock:
             extractor.enqueue(report.document_ids)
             Curator(self.store, scope, actor="system").expire_due()
             ex = extractor.run(should_stop=should_stop)
         report.facts = ex.facts.inserted
         report.extraction = ex.as_dict()
+        report.extract_seconds = time.perf_counter() - t1
+        report.seconds = time.perf_counter() - t0  # the whole run, extraction included
         return report, ex
 
     def add_turns(self, messages: dict[str, Any] | Sequence[dict[str, Any]], *, scope: Scope,
@@ -306,6 +311,7 @@ class MemoryEngine:
         what happened). Bad messages raise BadInput before anything is written.
         """
         from .ingest.formats.chat import ROLE_TRUST, content_text, parse_json
+        from .ingest.limits import check_turn
         from .ingest.normalize import to_utc_iso
 
         if isinstance(messages, dict):
@@ -328,7 +334,9 @@ class MemoryEngine:
             when = msg.get("timestamp", msg.get("created_at", msg.get("time")))
             if when is not None and to_utc_iso(when) is None:
                 raise BadInput(f"{where}: timestamp {when!r} is not ISO-8601 or epoch seconds")
-            if not content_text(msg.get("content")).strip():
+            text = content_text(msg.get("content"))
+            check_turn(text, where)
+            if not text.strip():
                 skipped += 1
                 continue
             clean.append({"role": role.strip().lower(), "content": msg.get("content"),
@@ -366,8 +374,21 @@ class MemoryEngine:
     def ingest_paths(self, paths: Sequence[str | os.PathLike[str]], *, scope: Scope, fmt: str = "auto",
                      extract: str = "none", progress: Progress | None = None,
                      should_stop: ShouldStop | None = None) -> IngestReport:
-        docs = parse_sources(paths, fmt=fmt)
-        return self.ingest_documents(docs, scope=scope, extract=extract, progress=progress, should_stop=should_stop)
+        return self.ingest_sources(collect_sources(paths, fmt=fmt), scope=scope, extract=extract,
+                                   progress=progress, should_stop=should_stop)
+
+    def ingest_sources(self, sources: SourceSet, *, scope: Scope, extract: str = "none",
+                       progress: Progress | None = None, should_stop: ShouldStop | None = None) -> IngestReport:
+        """Ingest what collect_sources() parsed; report.files says, file by file, what became of it
+        (ingested, unchanged, skipped or failed, with the reason)."""
+        report = self.ingest_documents(sources.docs, scope=scope, extract=extract, progress=progress,
+                                       should_stop=should_stop)
+        sources.settle(report.written)
+        report.files = [f.as_dict() for f in sources.files]
+        report.skipped += sources.count("skipped")
+        report.failed += sources.count("failed")
+        report.errors += [f"{f.path}: {f.reason}" for f in sources.files if f.status == "failed"]
+        return report
 
     # recall -----------------------------------------------------------------------------------
     def vectors(self, scope: Scope) -> VectorIndex:
@@ -641,20 +662,10 @@ class MemoryEngine:
 
 
 def parse_sources(paths: Sequence[str | os.PathLike[str]], *, fmt: str = "auto") -> list[ParsedDocument]:
-    """Parse every path (directories are walked) before anything is written: bad input fails whole."""
-    from .ingest.detect import iter_source_files, parse_path
-
-    docs: list[ParsedDocument] = []
-    if not paths:
-        raise BadInput("nothing to ingest: give at least one path")
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files = list(iter_source_files(path))
-            if not files:
-                raise BadInput(f"{path}: no ingestible files in this directory")
-            for f in files:
-                docs.extend(parse_path(f, fmt))
-        else:
-            docs.extend(parse_path(path, fmt))
-    return docs
+    """Parse every path (directories are walked) before anything is written; a file that fails
+    refuses the whole set (MemoryEngine.ingest_sources reports failures file by file instead)."""
+    sources = collect_sources(paths, fmt=fmt)
+    failed = [f for f in sources.files if f.status == "failed"]
+    if failed:
+        raise BadInput(f"{failed[0].path}: {failed[0].reason}")
+    return sources.docs
