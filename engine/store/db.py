@@ -99,11 +99,14 @@ def check_file(path: Path) -> None:
     try:
         probe = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         try:
+            probe.set_busy_timeout(BUSY_TIMEOUT_MS)  # another process may be creating it right now
             app_id = probe.pragma("application_id")
             version = probe.pragma("user_version")
             tables = probe.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
         finally:
             probe.close()
+    except apsw.BusyError:
+        raise DatabaseBusy(busy_message(path)) from None
     except apsw.Error as exc:
         raise NotAMemlensDatabase(f"{path}: not a memlens database ({exc.__class__.__name__})") from None
     if app_id == APPLICATION_ID:
@@ -246,19 +249,26 @@ class Database:
         self._local = threading.local()
 
     # -- schema ----------------------------------------------------------------------------
+    def _check_version(self, conn: apsw.Connection) -> int:
+        version = conn.pragma("user_version")
+        if version > SCHEMA_VERSION:
+            raise DatabaseTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
+        if version and conn.pragma("application_id") != APPLICATION_ID:
+            raise NotAMemlensDatabase(f"{self.path}: not a memlens database")
+        return version
+
     def _migrate(self, conn: apsw.Connection) -> None:
         with self._write_lock:
-            version = conn.pragma("user_version")
-            app_id = conn.pragma("application_id")
-            if version > SCHEMA_VERSION:
-                raise DatabaseTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
-            if version and app_id != APPLICATION_ID:
-                raise NotAMemlensDatabase(f"{self.path}: not a memlens database")
-            for step in range(version, SCHEMA_VERSION):
-                with conn:
-                    MIGRATIONS[step](conn)
-                    conn.pragma("application_id", APPLICATION_ID)
-                    conn.pragma("user_version", step + 1)
+            if self._check_version(conn) == SCHEMA_VERSION:
+                return  # the usual case: a read, no lock
+            # Two processes may create or upgrade the same file at once: the version is read again
+            # under the write lock, so only one of them runs the steps.
+            with self.write():
+                for step in range(self._check_version(conn), SCHEMA_VERSION):
+                    with conn:
+                        MIGRATIONS[step](conn)
+                        conn.pragma("application_id", APPLICATION_ID)
+                        conn.pragma("user_version", step + 1)
 
     def integrity_check(self) -> str:
         return ";".join(row[0] for row in self.connection().execute("PRAGMA integrity_check"))

@@ -63,3 +63,19 @@ def test_optimize_runs_when_the_lock_is_free_and_never_waits_for_it(memdb, short
         assert "sqlite_stat1" in tables  # ANALYZE ran: the planner has statistics
     finally:
         db.close()
+
+
+def test_processes_creating_the_same_file_at_once_all_open_it(tmp_path):
+    """The schema is created under the write lock with the version read again: the second process
+    used to run the same migration ("table meta already exists") or call the file foreign."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from engine.store.db import Database; d = Database(sys.argv[1]); "
+            "print(d.integrity_check()); d.close()")
+    for round_ in range(4):
+        path = tmp_path / f"new{round_}.db"
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        results = [p.communicate(timeout=60) for p in procs]
+        assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, results)] == [(0, "ok")] * 4, results
