@@ -876,6 +876,9 @@ _RULES = (
     (_rule_health, ("allerg", "vegetarian", "vegan", "pesc", "gluten", "lactose", "celiac", "coeliac", "diabetic")),
     (_rule_identity, ("name", "go by", "years old", "turned")),
 )
+# Each gate as one pattern: "does the sentence hold any of these words" in one C-level scan (a
+# generator over the words, per rule and sentence, was a fifth of a long turn's extraction).
+_GATED = tuple((rule, re.compile("|".join(map(re.escape, gate)))) for rule, gate in _RULES)
 # Every rule is about the speaker: a sentence with no I / my / we has nothing for them.
 _FIRST_PERSON = re.compile(r"(?<![\w'’-])(?:[Ii]|[Mm]y|[Ww]e)(?![\w-])")
 
@@ -1106,8 +1109,8 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
             continue  # nothing about the speaker; or a quote that would carry a secret into a fact
         low = sentence.casefold()
         hedged = bool(_HEDGE.search(sentence))
-        for rule, gate in _RULES:
-            if not any(word in low for word in gate):
+        for rule, gate in _GATED:
+            if not gate.search(low):
                 continue
             for hit in rule(sentence):
                 if not _hit_ok(sentence, hit):

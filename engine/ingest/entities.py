@@ -6,6 +6,7 @@ prefers a few honest mentions over many guesses. Offsets are relative to the tex
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ class Mention:
     end: int
 
 
+@functools.lru_cache(maxsize=8192)  # a long text names the same few entities thousands of times
 def canonical_name(name: str) -> str:
     text = unicodedata.normalize("NFKC", name).casefold().strip()
     text = re.sub(r"[’']s$", "", text)

@@ -163,6 +163,24 @@ class _Pending:
     embed_ms: float | None = None  # this document's share of its batch's embedding time, per vector
 
 
+MENTIONS_PER_ENTITY = 16  # spans kept per entity and chunk
+
+
+def _first_spans(mentions: list[Mention]) -> list[Mention]:
+    """The first MENTIONS_PER_ENTITY spans of each entity in a chunk. Mentions are a recall aid
+    (which memories name an entity, and how often entities are named): a pasted 2 MB log named
+    the same three people 66,000 times, which cost most of its write transaction and made them
+    look a thousand times more common than they are."""
+    seen: dict[tuple[str, str], int] = {}
+    kept = []
+    for m in mentions:
+        key = (m.canonical, m.kind)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] <= MENTIONS_PER_ENTITY:
+            kept.append(m)
+    return kept
+
+
 class Ingestor:
     def __init__(self, store: Store, scope: Scope, embedder: Embedder) -> None:
         self.store = store
@@ -201,7 +219,8 @@ class Ingestor:
                 continue
             text = doc.text[ch.start:ch.end]
             speaker_span = (0, len(ch.speaker)) if ch.speaker and text.startswith(ch.speaker) else None
-            mentions = find_mentions(text, speaker=ch.speaker if speaker_span else None, speaker_span=speaker_span)
+            mentions = _first_spans(find_mentions(text, speaker=ch.speaker if speaker_span else None,
+                                                  speaker_span=speaker_span))
             source_time = ch.source_time or doc.source_time
             p.new_chunks.append(_NewChunk(
                 ordinal=ordinal, text=text, content_hash=chunk_hash(doc, ch), trust=ch.trust or doc.trust,
