@@ -540,6 +540,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
             return 0
         result = engine.recall(args.query, scope=scope, **kwargs)
     d = result.as_dict()
+    if result.not_stored:
+        sys.stderr.write(f"memlens: the trace was not stored: {result.not_stored}\n")
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
     text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
              + (f"  (with m{r['shares_place_with']}: same source)" if r.get("shares_place_with") else "")

@@ -153,7 +153,8 @@ class MemoryTools:
                 "results": [{key: r[key] for key in ("memory_id", "rank", "score", "text", "kind", "trust", "fact",
                                                      "history", "source", "shares_place_with")}
                             for r in d["results"]],
-                "timings_ms": d["timings_ms"]}
+                "timings_ms": d["timings_ms"],
+                **({"trace_not_stored": d["trace_not_stored"]} if "trace_not_stored" in d else {})}
 
     def profile(self) -> dict[str, Any]:
         p = self.engine.profile(self.scope).as_dict()

@@ -25,6 +25,7 @@ Call close() (or use `with`) once, when no other thread uses the engine any more
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -40,7 +41,7 @@ from .background import lower_thread_priority
 from .curate import Curator
 from .embed import make_embedder
 from .embed.base import Embedder
-from .errors import BadInput
+from .errors import BadInput, DatabaseBusy
 from .extract.canonical import subject_key as canonical_subject
 from .extract.runner import ExtractReport, Extractor
 from .health import DEFAULT_LIMIT, HealthReport, run_checks
@@ -434,7 +435,12 @@ class MemoryEngine:
         result = Recall(self.store, scope, self.embedder, index, rec, llm=llm, now=now, recorder=recorder).run(
             query, k=k, as_of=as_of_iso, origin=origin, budget=budget, query_vector=query_vector)
         if persist:
-            self._persist_trace(scope, result, keep_query=origin != "agent")
+            try:
+                self._persist_trace(scope, result, keep_query=origin != "agent")
+            except DatabaseBusy as exc:
+                # A recall is a read: the answer stands when its trace cannot be written (another
+                # process held the write lock past the busy timeout); result.not_stored says so.
+                result.not_stored = str(exc)
         return result
 
     def _persist_trace(self, scope: Scope, result: RecallResult, *, keep_query: bool) -> None:
@@ -592,8 +598,9 @@ class MemoryEngine:
             if mem is None:
                 raise BadInput(f"no memory {record_id} in this scope")
             sources = []
-            for src in st.sources_of(scope, record_id):
-                doc = st.document(scope, src.document_id)
+            document = functools.lru_cache(maxsize=None)(lambda doc_id: st.document(scope, doc_id))
+            for src in st.sources_of(scope, record_id):  # many sources may share one (long) document
+                doc = document(src.document_id)
                 chunk = st.chunk(scope, src.chunk_id) if src.chunk_id is not None else None
                 times = self._times(scope, chunk.id, chunk.start) if chunk is not None else []
                 sources.append({
@@ -643,8 +650,9 @@ class MemoryEngine:
         brief = lambda f: {k: f[k] for k in ("id", "object", "status", "valid_from", "valid_to", "learned_at",  # noqa: E731
                                               "invalidated_at", "confidence", "rule", "reason")}
         evidence = []
-        for src in st.sources_of(scope, fact["memory_id"]):
-            doc = st.document(scope, src.document_id)
+        document = functools.lru_cache(maxsize=None)(lambda doc_id: st.document(scope, doc_id))
+        for src in st.sources_of(scope, fact["memory_id"]):  # a fact confirmed 1,000 times has 1,000
+            doc = document(src.document_id)
             evidence.append({**src.as_dict(), "document_title": doc.title, "source_type": doc.source_type,
                              "trust": doc.trust, "retracted": bool(doc.retracted_at),
                              "text": doc.text[src.start:src.end]})

@@ -79,3 +79,12 @@ def test_processes_creating_the_same_file_at_once_all_open_it(tmp_path):
                                   stderr=subprocess.PIPE, text=True) for _ in range(4)]
         results = [p.communicate(timeout=60) for p in procs]
         assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, results)] == [(0, "ok")] * 4, results
+
+
+def test_a_recall_answers_when_its_trace_cannot_be_stored(memdb, short_busy_timeout):
+    with MemoryEngine(memdb, embedder=HashingEmbedder(), llm=None, create=False) as engine:
+        with hold_write_lock(memdb):
+            result = engine.recall("Where did I meet Ana?", scope=ANA, origin="agent")
+        assert result.results and result.trace.id is None
+        assert "busy" in result.not_stored and "busy" in result.as_dict()["trace_not_stored"]
+        assert engine.recall("Where did I meet Ana?", scope=ANA).trace.id is not None
