@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -198,14 +199,14 @@ class Ingestor:
         obsolete: list[int] = []
         if prev is not None and prev.retracted_at is None:
             old = self.store.chunks_of(self.scope, prev.id)
-            by_hash: dict[str, list[int]] = {}
+            by_hash: dict[str, deque[int]] = {}  # a deque: "Noted." may repeat thousands of times
             for ch in old:
-                by_hash.setdefault(_sha(ch.kind, ch.speaker or "", ch.message_id or "", ch.text), []).append(ch.id)
+                by_hash.setdefault(_sha(ch.kind, ch.speaker or "", ch.message_id or "", ch.text), deque()).append(ch.id)
                 old_starts[ch.id] = ch.start
             for i, ch in enumerate(doc.chunks):
                 ids = by_hash.get(chunk_hash(doc, ch))
                 if ids:
-                    reuse[i] = ids.pop(0)
+                    reuse[i] = ids.popleft()
             kept = set(reuse.values())
             obsolete = [ch.id for ch in old if ch.id not in kept]
         return _Pending(doc, content_hash, prev.id if prev else None, prev.version if prev else 0, reuse,
