@@ -1,8 +1,9 @@
 """Parsed documents -> stored documents, chunks, episodic memories, vectors, mentions, FTS rows.
 
 Everything that is not a write happens before the transaction: hashing, entity mentions and
-embeddings are computed per batch of chunks first, so the write lock is held only for the
-inserts, and other processes (an agent over MCP, the inspector) get their turn in between.
+embeddings are computed first (short documents' chunks embedded together, a long document's
+batch by batch), so the write lock is held only for the inserts, and other processes (an agent
+over MCP, the inspector) get their turn in between.
 
 A document is written in one transaction when it has at most WRITE_BATCH_CHUNKS new chunks,
 else in several: the first inserts the new version marked partial (its content hash starts
@@ -245,14 +246,17 @@ class Ingestor:
                 return
             for pending in group:
                 self._prepare(pending)
-            self._embed(group, report)
+            # Short documents are embedded together; a long one batch by batch as it is written.
+            self._embed([(p, p.new_chunks) for p in group if len(p.new_chunks) <= WRITE_BATCH_CHUNKS], report)
             for pending in group:
                 if should_stop is not None and should_stop():
                     raise Cancelled("ingestion cancelled")
-                self._write(pending, report, should_stop)
+                name = pending.doc.title or pending.doc.uri or "document"
+                self._write(pending, report, should_stop, on_batch=None if progress is None else (
+                    lambda part, name=name: progress((done + part) / total, name)))
                 done += 1
                 if progress is not None:
-                    progress(done / total, pending.doc.title or pending.doc.uri or "document")
+                    progress(done / total, name)
             group, group_chunks = [], 0
 
         try:
@@ -275,15 +279,13 @@ class Ingestor:
             report.seconds = time.perf_counter() - t0
         return report
 
-    def _embed(self, group: Sequence[_Pending], report: IngestReport) -> None:
+    def _embed(self, items: Sequence[tuple[_Pending, Sequence[_NewChunk]]], report: IngestReport) -> None:
         texts: list[str] = []
         owners: list[tuple[_Pending, int]] = []
-        for pending in group:
-            doc = pending.doc
-            for i, _ch in enumerate(doc.chunks):
-                if i not in pending.reuse:
-                    texts.append(embedding_text(doc, i))
-                    owners.append((pending, i))
+        for pending, chunks in items:
+            for nc in chunks:
+                texts.append(embedding_text(pending.doc, nc.ordinal))
+                owners.append((pending, nc.ordinal))
         if not texts:
             return
         t = time.perf_counter()
@@ -294,7 +296,8 @@ class Ingestor:
             pending.vectors[i] = vec
             pending.embed_ms = 1000.0 * elapsed / len(texts)
 
-    def _write(self, p: _Pending, report: IngestReport, should_stop: ShouldStop | None = None) -> None:
+    def _write(self, p: _Pending, report: IngestReport, should_stop: ShouldStop | None = None,
+               on_batch: Callable[[float], None] | None = None) -> None:
         doc = p.doc
         batches = [p.new_chunks[i:i + WRITE_BATCH_CHUNKS] for i in range(0, len(p.new_chunks), WRITE_BATCH_CHUNKS)]
         batches = batches or [[]]
@@ -304,6 +307,8 @@ class Ingestor:
         try:
             for n, batch in enumerate(batches):
                 first, last = n == 0, n == len(batches) - 1
+                if batch and batch[0].ordinal not in p.vectors:
+                    self._embed([(p, batch)], report)  # before the transaction, like everything but writes
                 with self.store.writer(self.scope) as w:
                     if first:
                         w.discard_partial_documents(doc.uri, doc.external_id)  # a crash's leftovers
@@ -317,8 +322,11 @@ class Ingestor:
                     report.memories += len(batch)
                     if last:
                         self._finish(w, p, doc_id, chunk_ids, report, retag=not first)
-                if not last and should_stop is not None and should_stop():
-                    raise Cancelled("ingestion cancelled")
+                if not last:
+                    if on_batch is not None:
+                        on_batch((n + 1) / len(batches))
+                    if should_stop is not None and should_stop():
+                        raise Cancelled("ingestion cancelled")
         except BaseException:
             if doc_id is not None and len(batches) > 1:
                 try:

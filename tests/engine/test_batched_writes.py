@@ -101,3 +101,21 @@ def test_a_cancelled_long_document_leaves_nothing_behind(tmp_path, small_batches
         with pytest.raises(Cancelled):
             engine.ingest_documents(docs(long_text(30)), scope=ANA, should_stop=lambda: next(checks))
         assert engine.export(ANA)["documents"] == [] and engine.counts(ANA)["memories"] == 0
+
+
+def test_a_long_document_is_embedded_batch_by_batch_and_reports_progress(tmp_path, small_batches):
+    """Embedding all of a 10 MB file before writing anything kept it invisible (and its memory
+    growing) for minutes; each batch is embedded just before its own transaction."""
+    calls: list[int] = []
+
+    class Counting(HashingEmbedder):
+        def embed(self, texts, *, kind="passage"):
+            calls.append(len(texts))
+            return super().embed(texts, kind=kind)
+
+    seen: list[float] = []
+    with MemoryEngine(tmp_path / "m.db", embedder=Counting(), llm=None) as engine:
+        engine.ingest_documents(docs(long_text(30)), scope=ANA, progress=lambda f, _m: seen.append(f))
+        check_document(engine, 30)
+    assert calls == [7, 7, 7, 7, 2]
+    assert seen == sorted(seen) and len(seen) == 5 and seen[-1] == 1.0
