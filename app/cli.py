@@ -363,40 +363,36 @@ def _csv_text(rows: list[dict]) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.files import private_dir, write_private
+    from engine.files import open_private, private_dir, write_private
 
-    out = args.out
-    if args.format == "csv" and out is None:
+    out, as_csv = args.out, args.format == "csv"
+    if as_csv and out is None:
         raise BadInput("export --format csv writes one CSV per table: give --out FOLDER or --out FILE.zip")
-    to_folder = args.format == "csv" and out.suffix.lower() != ".zip"
+    to_folder = as_csv and out.suffix.lower() != ".zip"
     if out is not None and out.exists() and out.is_dir() != to_folder:
         raise BadInput(f"{out}: already exists and is {'a folder' if out.is_dir() else 'a file'}")
     with _open_existing(args) as engine:
         data = engine.export(_scope(args))
-    if args.format == "json":
+    if not as_csv:
         text = json.dumps(data, ensure_ascii=False, default=str) + "\n"
         if out is None:
             sys.stdout.write(text)
-        else:
-            write_private(out, text)
-            sys.stderr.write(f"memlens: wrote {out}\n")
-        return 0
-    tables = {f"{table}.csv": _csv_text(rows) for table, rows in data.items()}
-    if out.suffix.lower() == ".zip":
+            return 0
+        write_private(out, text)
+    elif to_folder:
+        private_dir(out)
+        for table, rows in data.items():
+            write_private(out / f"{table}.csv", _csv_text(rows))
+    else:
         import zipfile
 
-        from engine.files import open_private
-
         with open_private(out, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, text in tables.items():
-                zf.writestr(name, text)
-    else:
-        private_dir(out)
-        for name, text in tables.items():
-            write_private(out / name, text)
-    payload = {"out": str(out), "tables": {t: len(rows) for t, rows in data.items()}}
-    _emit(args, payload, f"wrote {len(tables)} CSV files to {out}: " + ", ".join(
-        f"{t} ({len(rows)} rows)" for t, rows in data.items()))
+            for table, rows in data.items():
+                zf.writestr(f"{table}.csv", _csv_text(rows))
+    counts = {table: len(rows) for table, rows in data.items()}
+    _emit(args, {"out": str(out), "format": args.format, "tables": counts},
+          f"wrote {len(counts)} tables as {args.format.upper()} to {out}: "
+          + ", ".join(f"{t} ({n} rows)" for t, n in counts.items()))
     return 0
 
 
