@@ -65,6 +65,7 @@ class Soak:
     ingest_errors: list[str] = field(default_factory=list)
     committed_files: set[str] = field(default_factory=set)  # tokens of files an ingest finished
     kills: dict[str, int] = field(default_factory=lambda: {"mcp": 0, "ingest": 0})
+    kill_times: list[float] = field(default_factory=list)
     status_runs: int = 0
     status_refusals: list[str] = field(default_factory=list)
 
@@ -184,6 +185,7 @@ class Soak:
             try:
                 os.kill(pid, signal.SIGKILL)
                 self.kills[target] += 1
+                self.kill_times.append(time.time())
             except ProcessLookupError:
                 pass
 
@@ -273,6 +275,10 @@ class Soak:
             "reader_max_ms": {k: max(s.get("max_ms", {}).get(k, 0) for s in readers)
                               for k in sorted({k for s in readers for k in s.get("max_ms", {})})},
             "status_runs": self.status_runs, "reader_refusals": len(refusals), **counts,
+            # reads slower than a second: (operation, ms, seconds since the last SIGKILL before it)
+            "reader_slow": [(name, ms, round(at - max((k for k in self.kill_times if k <= at), default=at), 1))
+                            for s in readers for name, ms, at in s.get("slow", [])][:20],
+            "wal_bytes": Path(f"{self.db}-wal").stat().st_size if Path(f"{self.db}-wal").exists() else 0,
         }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 POLL_S = 0.05
 REOPEN_EVERY = 20
+SLOW_MS = 1000  # operations slower than this are listed (name, ms, when)
 SCOPES = (("ana", "bot"), ("ana", "files"))
 
 
@@ -42,6 +43,8 @@ def main(db: str, stop: str, out: str) -> int:
         finally:
             ms = 1000 * (time.perf_counter() - t)
             stats["max_ms"][name] = round(max(stats["max_ms"].get(name, 0.0), ms), 1)
+            if ms > SLOW_MS:
+                stats.setdefault("slow", []).append([name, round(ms), round(time.time(), 2)])
 
     while not Path(db).exists() and not Path(stop).exists():
         time.sleep(POLL_S)
