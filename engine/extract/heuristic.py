@@ -1099,8 +1099,12 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
     skey = subject_key("I", speaker=None if subject == "user" else subject)
     out: list[Candidate] = []
     seen: set[tuple[str, str]] = set()
+    read: set[str] = set()
     for start, end in _sentences(text, body):
         sentence = text[start:end]
+        if sentence in read:
+            continue  # said again in this chunk: every candidate it gives is already in `seen`
+        read.add(sentence)
         if sentence.rstrip("\"'’”) ").endswith("?") or _WEAK_INJECTION.search(sentence):
             continue
         if sentence.lstrip().startswith(">"):
