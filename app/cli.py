@@ -642,10 +642,11 @@ def _bench_fit(args: argparse.Namespace) -> int:
     if args.write:
         out["written"] = str(write_weights(out, FITTED_WEIGHTS))
     if args.out:
-        folder = Path(args.out)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "fit.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (folder / "fit.md").write_text(markdown(out), encoding="utf-8")
+        from engine.files import private_dir, write_private
+
+        folder = private_dir(args.out)
+        write_private(folder / "fit.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
+        write_private(folder / "fit.md", markdown(out))
     _emit(args, out, markdown(out))
     return 0
 
