@@ -14,7 +14,8 @@ memories. Tools:
 Resources: memlens://profile and memlens://memory/{memory_id}.
 
 Every constraint a tool enforces is in its input schema (role values, k's bounds, id ranges,
-non-empty strings, one turn or a batch), so a client model can see it. Errors the client can
+non-empty strings; memory_add's one turn or a batch in its field descriptions), so a client
+model can see it. Errors the client can
 fix (an argument outside the schema, unknown ids, a bad time) come back as a tool error result
 with one line, "Error executing tool <name>: <what is wrong>"; a database another process
 holds locked past the busy timeout says "busy, retry"; anything else is logged with its
@@ -51,13 +52,10 @@ MAX_K = 100  # a recall result is pasted into a prompt; more than this is a mist
 MAX_ID = 2**63 - 1  # SQLite's largest row id
 Role = Literal["user", "assistant", "system", "tool"]
 TEXT = {"min_length": 1, "pattern": r"\S"}  # a string with at least one character that is not whitespace
-_TURN_FIELDS = ("role", "content", "name", "timestamp")
-# memory_add takes one turn or a batch: what its runtime check says, in the schema's words.
-ADD_SHAPES = [
-    {"title": "one turn", "required": ["role", "content"], "not": {"required": ["messages"]}},
-    {"title": "a batch", "required": ["messages"],
-     "not": {"anyOf": [{"required": [f]} for f in _TURN_FIELDS]}},
-]
+# memory_add's one rule across fields (one turn or a batch, not both) is said in its descriptions,
+# not with oneOf/anyOf/allOf/not/if at the schema's root: Anthropic's, OpenAI's, Google's and
+# Azure's APIs reject a tool whose input schema has them there, and the client then loses the
+# whole session (or silently drops the tool).
 BUSY = "busy, retry: another memlens process holds the database's write lock (nothing was written)"
 WORKERS = 4  # engine calls in flight at once (a recall need not wait for a slow LLM extraction)
 INSTRUCTIONS = """\
@@ -206,13 +204,6 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 
     class Server(MCPServer):
-        async def list_tools(self):
-            listed = await super().list_tools()
-            for tool in listed:
-                if tool.name == "memory_add":  # the one constraint pydantic cannot say from the signature
-                    tool.input_schema = {**tool.input_schema, "oneOf": ADD_SHAPES}
-            return listed
-
         async def call_tool(self, name, arguments, context=None):
             try:
                 return await super().call_tool(name, arguments, context)
@@ -249,15 +240,18 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
 
     @server.tool()
     async def memory_add(
-        role: Annotated[Role | None, Field(description="one turn: who wrote it (with content)")] = None,
+        role: Annotated[Role | None, Field(
+            description="one turn: who wrote it; required with content, not allowed with messages")] = None,
         content: Annotated[str | None, Field(
-            description="one turn: the message text", max_length=MAX_TURN_CHARS, **TEXT)] = None,
+            description="one turn: the message text; required with role, not allowed with messages",
+            max_length=MAX_TURN_CHARS, **TEXT)] = None,
         name: Annotated[str | None, Field(description="one turn: the speaker's name (default: the role)",
                                           **TEXT)] = None,
         timestamp: Annotated[str | None, Field(
             description="one turn: ISO-8601 time or epoch seconds (default: now)")] = None,
         messages: Annotated[list[Turn] | None, Field(
-            description="a batch of turns instead of role/content, oldest first", min_length=1)] = None,
+            description="a batch of turns, oldest first; instead of role/content/name/timestamp, never with them",
+            min_length=1)] = None,
         conversation: Annotated[str | None, Field(
             description="a label for the conversation these turns belong to")] = None,
     ) -> dict[str, Any]:

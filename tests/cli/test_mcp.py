@@ -120,7 +120,9 @@ def test_lists_tools_and_resources(tmp_path):
     assert add["role"]["anyOf"][0]["enum"] == roles
     assert add_schema["$defs"]["Turn"]["properties"]["role"]["enum"] == roles
     assert add["content"]["anyOf"][0]["maxLength"] == 4_000_000 and add["messages"]["anyOf"][0]["minItems"] == 1
-    assert [shape["required"] for shape in add_schema["oneOf"]] == [["role", "content"], ["messages"]]
+    assert "not allowed with messages" in add["role"]["description"] and "never with them" in add["messages"]["description"]
+    for tool in tools.values():  # model APIs refuse a tool whose schema composes at its root
+        assert not {"oneOf", "anyOf", "allOf", "not", "if"} & set(tool.input_schema), tool.name
     k = tools["memory_recall"].input_schema["properties"]["k"]
     assert (k["default"], k["minimum"], k["maximum"]) == (10, 1, 100)
     for name in ("memory_forget", "memory_explain"):
