@@ -66,6 +66,7 @@ class Soak:
     committed_files: set[str] = field(default_factory=set)  # tokens of files an ingest finished
     kills: dict[str, int] = field(default_factory=lambda: {"mcp": 0, "ingest": 0})
     kill_times: list[float] = field(default_factory=list)
+    wal_max: int = 0
     status_runs: int = 0
     status_refusals: list[str] = field(default_factory=list)
 
@@ -175,6 +176,14 @@ class Soak:
                     self.status_refusals.append(f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
             self.stop.wait(0.5)
 
+    def wal_watch(self) -> None:
+        wal = Path(f"{self.db}-wal")
+        while not self.stop.wait(0.2):
+            try:
+                self.wal_max = max(self.wal_max, wal.stat().st_size)
+            except OSError:
+                pass
+
     def chaos(self) -> None:
         while not self.stop.wait(self.rng.uniform(*self.kill_every)):
             target = self.rng.choice(("mcp", "ingest"))
@@ -196,7 +205,8 @@ class Soak:
         readers = [subprocess.Popen([sys.executable, "-m", "tests.soak.reader", str(self.db), str(stopfile),
                                      str(self.work / f"reader-{r}.json")], env=self.env, cwd=ROOT)
                    for r in range(self.readers)]
-        threads = [threading.Thread(target=t, daemon=True) for t in (self.cli_writer, self.status_reader, self.chaos)]
+        threads = [threading.Thread(target=t, daemon=True) for t in (self.cli_writer, self.status_reader, self.chaos,
+                                                                 self.wal_watch)]
         for t in threads:
             t.start()
         started = time.monotonic()
@@ -276,9 +286,10 @@ class Soak:
                               for k in sorted({k for s in readers for k in s.get("max_ms", {})})},
             "status_runs": self.status_runs, "reader_refusals": len(refusals), **counts,
             # reads slower than a second: (operation, ms, seconds since the last SIGKILL before it)
-            "reader_slow": [(name, ms, round(at - max((k for k in self.kill_times if k <= at), default=at), 1))
-                            for s in readers for name, ms, at in s.get("slow", [])][:20],
-            "wal_bytes": Path(f"{self.db}-wal").stat().st_size if Path(f"{self.db}-wal").exists() else 0,
+            "reader_slow": [(name, ms, round(at - max((k for k in self.kill_times if k <= at), default=at), 1),
+                             *stages) for s in readers for name, ms, at, *stages in s.get("slow", [])][:20],
+            "wal_bytes_max": self.wal_max,
+            "wal_bytes_end": Path(f"{self.db}-wal").stat().st_size if Path(f"{self.db}-wal").exists() else 0,
         }
 
 

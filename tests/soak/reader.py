@@ -76,8 +76,12 @@ def main(db: str, stop: str, out: str) -> int:
         counts = timed("counts", engine.counts, scope)
         timed("browse", engine.store.documents, scope, limit=20)
         if stats["rounds"] % 5 == 0 and counts and counts["memories"]:
-            if timed("recall", engine.recall, "which city did I visit?", scope=scope, persist=False) is not None:
+            result = timed("recall", engine.recall, "which city did I visit?", scope=scope, persist=False)
+            if result is not None:
                 stats["recalls"] += 1
+                slow = stats.get("slow")
+                if slow and slow[-1][0] == "recall" and len(slow[-1]) == 3:
+                    slow[-1].append({k: round(v) for k, v in result.trace.timings.items() if v >= 100})
         stats["rounds"] += 1
         time.sleep(POLL_S)
     if engine is not None:
