@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint clean package check-llm
+.PHONY: install run test lint clean package check-llm soak perf-lock
 
 install: $(STAMP)
 
@@ -24,6 +24,16 @@ lint: install
 test: install
 	QT_QPA_PLATFORM=offscreen $(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+# Writers (an MCP agent, CLI directory ingests) killed at random while readers poll, for minutes;
+# afterwards integrity ok, every acknowledged write present, no reader refused. make test runs 15 s.
+SOAK_SECONDS ?= 300
+soak: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m tests.soak.harness --seconds $(SOAK_SECONDS)
+
+# A 2 MB memory_add over MCP while another process recalls from the same file: prints the figures.
+perf-lock: install
+	QT_QPA_PLATFORM=offscreen $(PY) -m tests.perf.big_turn
 
 # A one-dir PyInstaller bundle in dist/memlens/, then its smoke check (bundled CLI, model, bench
 # workers and offscreen snapshots compared with the source tree's); fails if the check fails.

@@ -1,7 +1,9 @@
 """The memlens command line (ARCHITECTURE.md, "Command line contract").
 
-Exit status: 0 success, 2 bad input (one line on stderr, nothing written), 75 (EX_TEMPFAIL) a database
-locked by another program (one line, nothing written: try again), 1 internal error.
+Exit status: 0 success, 2 bad input (one line on stderr, nothing written), 1 internal error,
+3 some inputs failed (ingest: each is listed with its reason; the others were ingested),
+75 (EX_TEMPFAIL) busy: a database locked by another program or process past the busy timeout
+(one line, nothing written: try again).
 With --json exactly one JSON document goes to stdout; progress and logs go to stderr.
 """
 
@@ -29,6 +31,7 @@ from .settings import default_db_path
 INGEST_FORMATS = ("auto", "chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
 EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, the caller may retry
+EXIT_SOME_FAILED = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _scoped(p)
     p.add_argument("--format", default="json", choices=("json", "csv"))
+    p.add_argument("--out", type=Path, default=None,
+                   help="json: a file (default stdout); csv: a folder, or FILE.zip, with one CSV per table")
 
     p = sub.add_parser("reembed", help="re-embed vectors made by another model (runs in the foreground)")
     _common(p)
@@ -272,30 +277,60 @@ def _progress(fraction: float, message: str) -> None:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from engine.embed import make_embedder
-    from engine.memory import MemoryEngine, parse_sources
+    from engine.ingest.sources import collect_sources
+    from engine.memory import MemoryEngine
 
     scope = _scope(args)
-    docs = parse_sources(args.paths, fmt=args.format)  # all input validated before the DB is touched
+    # Every input is read and parsed before the DB is touched: a named file that fails refuses the
+    # run; a file found in a directory fails alone (listed with its reason).
+    sources = collect_sources(args.paths, fmt=args.format)
     embedder = make_embedder(args.embedder)
     with MemoryEngine(_db_path(args), embedder=embedder) as engine:
-        report = engine.ingest_documents(docs, scope=scope, extract=args.extract,
-                                         progress=None if args.json else _progress)
+        report = engine.ingest_sources(sources, scope=scope, extract=args.extract,
+                                       progress=None if args.json else _progress)
         engine.wait_for_background()
     if not args.json:
         sys.stderr.write("\n")
     d = report.as_dict()
-    text = (f"ingested {d['documents']} documents, {d['chunks']} chunks, {d['memories']} memories; "
-            f"{d['skipped']} unchanged, {d['failed']} failed in {d['seconds']:.2f}s")
+    lines = [f"ingested {d['documents']} documents, {d['chunks']} chunks, {d['memories']} memories, "
+             f"{d['facts']} facts; {d['unchanged']} unchanged, {d['skipped'] - d['unchanged']} files skipped, "
+             f"{d['failed']} failed in {d['seconds']:.2f}s"]
+    lines += [f"  {f['status']:<8} {f['path']}: {f['reason']}" for f in d["files"] if f["reason"]]
     ex = d.get("extraction")
     if ex and ex["windows"]:
-        text += (f"\nextracted {ex['windows']} windows ({ex['failed_windows']} failed, {ex['llm_calls']} model calls): "
-                 f"{ex['facts_inserted']} new facts")
+        lines.append(f"extracted {ex['windows']} windows ({ex['failed_windows']} failed, {ex['llm_calls']} model "
+                     f"calls): {ex['facts_inserted']} new facts")
         if ex["errors"]:
-            text += f"\nfirst failure: {ex['errors'][0]}"
+            lines.append(f"first failure: {ex['errors'][0]}")
         if ex.get("stopped"):
-            text += f"\n{ex['stopped']}"
-    _emit(args, d, text)
-    return 0
+            lines.append(ex["stopped"])
+    _emit(args, d, "\n".join(lines))
+    return EXIT_SOME_FAILED if report.failed else 0
+
+
+def _given_scope(args: argparse.Namespace) -> bool:
+    return any(getattr(args, name, None) for name in ("user", "agent", "scope"))
+
+
+def _note_scope(args: argparse.Namespace, engine) -> None:
+    """A command run without --user/--agent/--scope says on stderr which scope it used and which
+    others the file holds, so a 0 on a full database is never a silent mystery."""
+    if _given_scope(args):
+        return
+    scope = _scope(args)
+    others = [(s, n) for s, n in engine.store.scope_sizes() if s != scope]
+    if others:
+        sys.stderr.write(f"memlens: scope {_scope_label(scope)} (the default; choose with --user/--agent/--scope); "
+                         "this file also holds " + ", ".join(f"{_scope_label(s)} ({n} memories)"
+                                                             for s, n in others[:8])
+                         + (f" and {len(others) - 8} more" if len(others) > 8 else "") + "\n")
+
+
+def _scope_label(scope: Scope) -> str:
+    label = f"--user {scope.user_id} --agent {scope.agent_id}"
+    if (scope.scope_type, scope.scope_id) != ("agent", scope.agent_id):
+        label += f" --scope {scope.scope_type}:{scope.scope_id}"
+    return label
 
 
 def _open_existing(args: argparse.Namespace):
@@ -304,7 +339,10 @@ def _open_existing(args: argparse.Namespace):
     path = _db_path(args)
     if not path.exists():
         raise BadInput(f"{path}: no such database (ingest something first, or pass --db)")
-    return MemoryEngine(path, create=False)
+    engine = MemoryEngine(path, create=False)
+    if hasattr(args, "user"):
+        _note_scope(args, engine)
+    return engine
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -314,22 +352,47 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _csv_text(rows: list[dict]) -> str:
+    out = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+    return out.getvalue()
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    from engine.files import open_private, private_dir, write_private
+
+    out, as_csv = args.out, args.format == "csv"
+    if as_csv and out is None:
+        raise BadInput("export --format csv writes one CSV per table: give --out FOLDER or --out FILE.zip")
+    to_folder = as_csv and out.suffix.lower() != ".zip"
+    if out is not None and out.exists() and out.is_dir() != to_folder:
+        raise BadInput(f"{out}: already exists and is {'a folder' if out.is_dir() else 'a file'}")
     with _open_existing(args) as engine:
         data = engine.export(_scope(args))
-    if args.format == "json":
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-        return 0
-    # CSV: one section per table, each with its own header, separated by a "# table" line.
-    out = io.StringIO()
-    for table, rows in data.items():
-        out.write(f"# {table}\n")
-        if rows:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0].keys()))
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
-    sys.stdout.write(out.getvalue())
+    if not as_csv:
+        text = json.dumps(data, ensure_ascii=False, default=str) + "\n"
+        if out is None:
+            sys.stdout.write(text)
+            return 0
+        write_private(out, text)
+    elif to_folder:
+        private_dir(out)
+        for table, rows in data.items():
+            write_private(out / f"{table}.csv", _csv_text(rows))
+    else:
+        import zipfile
+
+        with open_private(out, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
+            for table, rows in data.items():
+                zf.writestr(f"{table}.csv", _csv_text(rows))
+    counts = {table: len(rows) for table, rows in data.items()}
+    _emit(args, {"out": str(out), "format": args.format, "tables": counts},
+          f"wrote {len(counts)} tables as {args.format.upper()} to {out}: "
+          + ", ".join(f"{t} ({n} rows)" for t, n in counts.items()))
     return 0
 
 
@@ -352,9 +415,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         scope = _scope(args)
         counts = engine.counts(scope)
         size = engine.path.stat().st_size
-        scopes = [s.as_dict() for s in engine.store.scopes()]
-    payload = {"db": str(engine.path), "bytes": size, "scope": scope.as_dict(), "counts": counts, "scopes": scopes}
-    _emit(args, payload, "\n".join([f"{engine.path} ({size:,} bytes)"] + [f"  {k}: {v}" for k, v in counts.items()]))
+        sizes = engine.store.scope_sizes()
+        exposed = engine.store.db.exposure()
+    payload = {"db": str(engine.path), "bytes": size, "scope": scope.as_dict(), "counts": counts,
+               "scopes": [s.as_dict() | {"memories": n} for s, n in sizes], "readable_by_others": exposed}
+    chosen = "" if _given_scope(args) else " (the default: no --user/--agent/--scope given)"
+    lines = [f"{engine.path} ({size:,} bytes)"]
+    if exposed:
+        lines.append(f"  warning: {exposed}")
+    lines.append(f"scope {_scope_label(scope)}{chosen}:")
+    lines += [f"  {k}: {v}" for k, v in counts.items()]
+    others = [(s, n) for s, n in sizes if s != scope]
+    if others:
+        lines.append("other scopes in this file:")
+        lines += [f"  {_scope_label(s)}: {n} memories" for s, n in others]
+    _emit(args, payload, "\n".join(lines))
     return 0
 
 
@@ -452,6 +527,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         raise BadInput(f"{path}: no such database")
     scope = _scope(args)
     with MemoryEngine(path, embedder=make_embedder(), create=False) as engine:
+        _note_scope(args, engine)
         kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget,
                   **({"off": _features(args.off)} if args.off else {})}
         if args.explain is not None:
@@ -460,6 +536,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
             return 0
         result = engine.recall(args.query, scope=scope, **kwargs)
     d = result.as_dict()
+    if result.not_stored:
+        sys.stderr.write(f"memlens: the trace was not stored: {result.not_stored}\n")
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
     text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
              + (f"  (with m{r['shares_place_with']}: same source)" if r.get("shares_place_with") else "")
@@ -513,11 +591,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with _open_existing(args) as engine:
             out = report(engine, args.run, args.against)
         if args.out:
-            folder = Path(args.out)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"run-{args.run}.json").write_text(json.dumps({k: v for k, v in out.items() if k != "markdown"},
-                                                                    indent=2, default=str), encoding="utf-8")
-            (folder / f"run-{args.run}.md").write_text(out["markdown"], encoding="utf-8")
+            from engine.files import private_dir, write_private
+
+            folder = private_dir(args.out)
+            write_private(folder / f"run-{args.run}.json",
+                          json.dumps({k: v for k, v in out.items() if k != "markdown"}, indent=2, default=str))
+            write_private(folder / f"run-{args.run}.md", out["markdown"])
         _emit(args, out, out["markdown"])
         return 0
     if not args.data:
@@ -563,10 +642,11 @@ def _bench_fit(args: argparse.Namespace) -> int:
     if args.write:
         out["written"] = str(write_weights(out, FITTED_WEIGHTS))
     if args.out:
-        folder = Path(args.out)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "fit.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (folder / "fit.md").write_text(markdown(out), encoding="utf-8")
+        from engine.files import private_dir, write_private
+
+        folder = private_dir(args.out)
+        write_private(folder / "fit.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
+        write_private(folder / "fit.md", markdown(out))
     _emit(args, out, markdown(out))
     return 0
 
@@ -751,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as exc:
         sys.stderr.write(f"memlens: {exc}\n")
         return 2
-    except Busy as exc:
+    except Busy as exc:  # DatabaseBusy too
         sys.stderr.write(f"memlens: {exc}\n")
         return EX_TEMPFAIL
     except MemlensError as exc:
@@ -761,6 +841,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("memlens: interrupted\n")
         return 130
     except Exception as exc:  # an internal error: one line, the traceback only on request
+        import apsw
+
+        if isinstance(exc, apsw.BusyError):  # a lock met outside Database.write(), e.g. by a read
+            sys.stderr.write(f"memlens: busy: the database is locked by another process ({exc}); retry\n")
+            return EX_TEMPFAIL
         if os.environ.get("MEMLENS_DEBUG"):
             raise
         sys.stderr.write(f"memlens: internal error: {exc.__class__.__name__}: {exc} (set MEMLENS_DEBUG=1 for details)\n")

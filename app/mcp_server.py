@@ -13,11 +13,15 @@ memories. Tools:
 
 Resources: memlens://profile and memlens://memory/{memory_id}.
 
-Errors the client can fix (unknown ids, an empty query, a bad time, k < 1) come back as a tool
-error result with a one-line message; anything else is logged with its traceback on stderr
-and reported as "Error executing tool ..." (the SDK's wording). stdout is the protocol: the
-SDK's stdio transport points file descriptor 1 at stderr while it serves, and every log line
-goes to stderr.
+Every constraint a tool enforces is in its input schema (role values, k's bounds, id ranges,
+non-empty strings; memory_add's one turn or a batch in its field descriptions), so a client
+model can see it. Errors the client can
+fix (an argument outside the schema, unknown ids, a bad time) come back as a tool error result
+with one line, "Error executing tool <name>: <what is wrong>"; a database another process
+holds locked past the busy timeout says "busy, retry"; anything else is logged with its
+traceback on stderr and reported as "Error executing tool <name>" (the SDK's wording). stdout
+is the protocol: the SDK's stdio transport points file descriptor 1 at stderr while it serves,
+and every log line goes to stderr.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine import __version__
-from engine.errors import BadInput, MemlensError
+from engine.errors import BadInput, DatabaseBusy, MemlensError
+from engine.ingest.limits import MAX_TURN_CHARS
 from engine.memory import MemoryEngine
 from engine.scope import Scope
 from engine.timeutil import normalise_iso
@@ -44,6 +49,14 @@ log = logging.getLogger("memlens.mcp")
 
 SERVER_NAME = "memlens"
 MAX_K = 100  # a recall result is pasted into a prompt; more than this is a mistake, not a wish
+MAX_ID = 2**63 - 1  # SQLite's largest row id
+Role = Literal["user", "assistant", "system", "tool"]
+TEXT = {"min_length": 1, "pattern": r"\S"}  # a string with at least one character that is not whitespace
+# memory_add's one rule across fields (one turn or a batch, not both) is said in its descriptions,
+# not with oneOf/anyOf/allOf/not/if at the schema's root: Anthropic's, OpenAI's, Google's and
+# Azure's APIs reject a tool whose input schema has them there, and the client then loses the
+# whole session (or silently drops the tool).
+BUSY = "busy, retry: another memlens process holds the database's write lock (nothing was written)"
 WORKERS = 4  # engine calls in flight at once (a recall need not wait for a slow LLM extraction)
 INSTRUCTIONS = """\
 Long-term memory for user {user} and agent {agent}, kept by memlens in one local SQLite file.
@@ -59,16 +72,44 @@ class Turn(BaseModel):
 
     model_config = ConfigDict(extra="ignore")  # tool_calls, ids, ... of a pasted transcript
 
-    role: str = Field(description="user, assistant, system or tool")
-    content: str | None = Field(description="the message text (a message without text is skipped)")
+    role: Role = Field(description="who wrote the message")
+    content: str | None = Field(description="the message text (a message without text is skipped)",
+                                max_length=MAX_TURN_CHARS)
     name: str | None = Field(default=None, description="the speaker's name (default: the role)")
     timestamp: str | None = Field(default=None, description="ISO-8601 time of the message (default: now)")
 
 
 def _positive_id(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadInput(f"{what} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
+        raise BadInput(f"{what} must be an integer from 1 to {MAX_ID}, got {value!r}")
     return value
+
+
+_PHRASES = {
+    "greater_than_equal": "must be at least {ge}", "less_than_equal": "must be at most {le}",
+    "greater_than": "must be more than {gt}", "less_than": "must be less than {lt}",
+    "literal_error": "must be one of {expected}", "string_too_short": "must not be empty",
+    "string_pattern_mismatch": "must not be empty or blank", "too_short": "must not be empty",
+    "too_long": "must hold at most {max_length} items",
+    "missing": "is required", "string_too_long": "must be at most {max_length} characters long", "int_parsing": "must be an integer", "int_type": "must be an integer",
+    "int_from_float": "must be a whole number", "string_type": "must be a string", "list_type": "must be a list",
+    "model_type": "must be an object", "model_attributes_type": "must be an object", "dict_type": "must be an object",
+}
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """pydantic's errors as one line a model can act on: "k must be at most 100, got 500"."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "the arguments"
+        template = _PHRASES.get(err["type"])
+        try:
+            phrase = template.format(**err.get("ctx", {})) if template else err["msg"][:1].lower() + err["msg"][1:]
+        except (KeyError, IndexError):
+            phrase = err["msg"]
+        got = "" if err["type"] == "missing" else f", got {str(repr(err.get('input')))[:60]}"
+        parts.append(f"{where} {phrase}{got}")
+    return "; ".join(parts)
 
 
 class MemoryTools:
@@ -110,7 +151,8 @@ class MemoryTools:
                 "results": [{key: r[key] for key in ("memory_id", "rank", "score", "text", "kind", "trust", "fact",
                                                      "history", "source", "shares_place_with")}
                             for r in d["results"]],
-                "timings_ms": d["timings_ms"]}
+                "timings_ms": d["timings_ms"],
+                **({"trace_not_stored": d["trace_not_stored"]} if "trace_not_stored" in d else {})}
 
     def profile(self) -> dict[str, Any]:
         p = self.engine.profile(self.scope).as_dict()
@@ -159,10 +201,22 @@ def open_workers(engine: MemoryEngine, workers: int = WORKERS) -> ThreadPoolExec
 def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
     """An MCPServer whose tools and resources run `tools` on `pool`, in the tools' scope."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
+
+    class Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            try:
+                return await super().call_tool(name, arguments, context)
+            except UnexpectedToolError:
+                raise
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):  # the SDK's text is many lines and a URL
+                    raise ToolError(f"Error executing tool {name}: {describe_validation(exc.__cause__)}") \
+                        from exc.__cause__
+                raise
 
     scope = tools.scope
-    server = MCPServer(
+    server = Server(
         SERVER_NAME,
         title="memlens memory",
         version=__version__,
@@ -172,36 +226,48 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
 
     async def run(tool: str, fn, *args: Any) -> Any:
         """fn(*args) on the pool; a deliberate engine error -> a one-line tool error for the model."""
+        # The SDK puts "Error executing tool <name>: " in front of the message itself.
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
         except BadInput as exc:
-            raise ToolError(f"{tool}: {exc}") from None
+            raise ToolError(str(exc)) from None
+        except DatabaseBusy as exc:
+            log.warning("%s: %s", tool, exc)
+            raise ToolError(BUSY) from None
         except MemlensError as exc:
             log.warning("%s failed: %s", tool, exc)
-            raise ToolError(f"{tool}: {exc}") from None
+            raise ToolError(str(exc)) from None
 
     @server.tool()
     async def memory_add(
-        role: Annotated[str | None, Field(description="one turn: user, assistant, system or tool")] = None,
-        content: Annotated[str | None, Field(description="one turn: the message text")] = None,
-        name: Annotated[str | None, Field(description="one turn: the speaker's name (default: the role)")] = None,
-        timestamp: Annotated[str | None, Field(description="one turn: ISO-8601 time (default: now)")] = None,
+        role: Annotated[Role | None, Field(
+            description="one turn: who wrote it; required with content, not allowed with messages")] = None,
+        content: Annotated[str | None, Field(
+            description="one turn: the message text; required with role, not allowed with messages",
+            max_length=MAX_TURN_CHARS, **TEXT)] = None,
+        name: Annotated[str | None, Field(description="one turn: the speaker's name (default: the role)",
+                                          **TEXT)] = None,
+        timestamp: Annotated[str | None, Field(
+            description="one turn: ISO-8601 time or epoch seconds (default: now)")] = None,
         messages: Annotated[list[Turn] | None, Field(
-            description="a batch of turns instead of role/content, oldest first")] = None,
+            description="a batch of turns, oldest first; instead of role/content/name/timestamp, never with them",
+            min_length=1)] = None,
         conversation: Annotated[str | None, Field(
             description="a label for the conversation these turns belong to")] = None,
     ) -> dict[str, Any]:
         """Remember chat turns: store them, extract facts about the user and reconcile them with
-        what is already known (updates supersede older facts). Give one turn (role + content) or
-        a batch (messages). Returns the document id, the memory id of each stored turn, the
-        facts inserted, reinforced and superseded, and the extraction summary. A failing
-        extraction does not fail the call: the turns are kept and extraction is retried later."""
+        what is already known (updates supersede older facts). Give one turn (role + content,
+        optionally name and timestamp) or a batch (messages), not both. Returns the document id,
+        the memory id of each stored turn, the facts inserted, reinforced and superseded, and
+        the extraction summary. A failing extraction does not fail the call: the turns are kept
+        and extraction is retried later."""
         return await run("memory_add", tools.add, role, content, name, timestamp, messages, conversation)
 
     @server.tool()
     async def memory_recall(
-        query: Annotated[str, Field(description="what to remember, e.g. the user's question")],
-        k: Annotated[int, Field(description=f"at most this many sources (1 to {MAX_K}); a fact and the turn it was read from share one")] = 10,
+        query: Annotated[str, Field(description="what to remember, e.g. the user's question", **TEXT)],
+        k: Annotated[int, Field(description="at most this many sources; a fact and the turn it was read from "
+                                            "share one", ge=1, le=MAX_K)] = 10,
         as_of: Annotated[str | None, Field(
             description="answer as the memory stood at this ISO-8601 time (default: now)")] = None,
     ) -> dict[str, Any]:
@@ -220,8 +286,9 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
 
     @server.tool()
     async def memory_forget(
-        memory_id: Annotated[int, Field(description="the memory to forget (an id from memory_recall)")],
-        reason: Annotated[str, Field(description="why, e.g. 'the user asked to forget it'")],
+        memory_id: Annotated[int, Field(description="the memory to forget (an id from memory_recall)",
+                                        ge=1, le=MAX_ID)],
+        reason: Annotated[str, Field(description="why, e.g. 'the user asked to forget it'", **TEXT)],
     ) -> dict[str, Any]:
         """Forget a memory: it is no longer recalled or shown in the profile. Soft and logged (the
         operator can review and undo it in memlens). Returns the curation log entry."""
@@ -229,8 +296,8 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
 
     @server.tool()
     async def memory_explain(
-        query: Annotated[str, Field(description="the query to explain")],
-        memory_id: Annotated[int, Field(description="the memory that was (or was not) recalled")],
+        query: Annotated[str, Field(description="the query to explain", **TEXT)],
+        memory_id: Annotated[int, Field(description="the memory that was (or was not) recalled", ge=1, le=MAX_ID)],
     ) -> dict[str, Any]:
         """Why was this memory recalled for this query, or why not? Returns a verdict (retrieved,
         below_cut, dropped, never_candidate), a one-line detail, and the per-channel ranks and
@@ -248,7 +315,7 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
         try:
             record = await run("memory", tools.memory, memory_id)
         except ToolError as exc:
-            raise ResourceNotFoundError(str(exc).removeprefix("memory: ")) from None
+            raise ResourceNotFoundError(str(exc)) from None
         return json.dumps(record, ensure_ascii=False, default=str)
 
     return server

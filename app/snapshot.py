@@ -17,6 +17,7 @@ from engine.consolidate import consolidate
 from engine.embed.base import Embedder
 from engine.embed.hashing import HashingEmbedder
 from engine.extract.model import Candidate, SourceChunk
+from engine.files import make_private, private_dir
 from engine.ingest.model import ParsedChunk, ParsedDocument
 from engine.memory import MemoryEngine
 from engine.scope import Scope
@@ -200,8 +201,7 @@ def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | 
     from ui.theme import register_fonts
 
     register_fonts()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_dir(out_dir)  # the panes show memories: private like every file memlens writes
     written: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="memlens-snapshot-") as tmp:
         settings = QSettings(str(Path(tmp) / "snapshot.ini"), QSettings.Format.IniFormat)
@@ -224,6 +224,7 @@ def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | 
             _settle(app, window)
             path = out / "window.png"
             window.grab().save(str(path))
+            make_private(path)
             written.append(path)
             state = window.saveState()
             for key, dock in window.docks.items():
@@ -235,6 +236,7 @@ def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | 
                 _settle(app, window)
                 path = out / f"{key}.png"
                 window.panes[key].grab().save(str(path))
+                make_private(path)
                 written.append(path)
             window.restoreState(state)
         finally:

@@ -8,6 +8,7 @@ rule R") and can be undone like any operator command.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from .ingest.entities import find_mentions
 from .ingest.pipeline import fact_vector_text
 from .reconcile import Decision, FactView, ReconcileConfig, reconcile
 from .scope import Scope
-from .store.store import Store
+from .store.store import Store, Writer
 from .timeutil import now_iso
 
 
@@ -78,12 +79,17 @@ def prepare(candidates: list[tuple[SourceChunk, Candidate]]) -> tuple[list[Candi
 def consolidate(store: Store, scope: Scope, embedder: Embedder,
                 candidates: list[tuple[SourceChunk, Candidate]], *,
                 config: ReconcileConfig = ReconcileConfig(), actor: str = "extractor",
-                note: str | None = None) -> ConsolidationReport:
+                note: str | None = None, then: Callable[[Writer], None] | None = None) -> ConsolidationReport:
+    """then(w), if given, runs inside the same transaction (the extractor marks its window done
+    there, so a crash cannot store the facts and leave the window to be read again)."""
     report = ConsolidationReport(candidates=len(candidates))
     cands, dropped = prepare(candidates)
     report.skipped += len(dropped)
     report.decisions += [{"action": "skip", "rule": "secret", "reason": d} for d in dropped]
     if not cands:
+        if then is not None:
+            with store.writer(scope) as w:
+                then(w)
         return report
     existing = [_view(r) for r in store.facts_for_keys(scope, [(c.subject_key, c.predicate_key) for c in cands])]
     decisions = reconcile(existing, cands, config=config)
@@ -123,10 +129,13 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                 w.update_fact(fid, confidence=d.confidence, source_count=row["source_count"] + 1)
                 w.update_memory(row["memory_id"], confidence=d.confidence)
                 if cand.chunk_id is not None:
-                    w.add_source(memory_id=row["memory_id"], chunk_id=cand.chunk_id, document_id=cand.document_id,
-                                 start=cand.evidence_start, end=cand.evidence_end,
-                                 relevance=0.5 if cand.evidence_unverified else 1.0)
-                    changes.created_where(w, "memory_sources", "memory_id", row["memory_id"])
+                    # Only the row this adds: a fact confirmed a thousand times has a thousand sources,
+                    # and collecting them all on each confirmation made repetition quadratic.
+                    sid = w.add_source(memory_id=row["memory_id"], chunk_id=cand.chunk_id,
+                                       document_id=cand.document_id, start=cand.evidence_start,
+                                       end=cand.evidence_end, relevance=0.5 if cand.evidence_unverified else 1.0)
+                    if sid is not None:
+                        changes.created("memory_sources", sid)
                 report.reinforced += 1
                 entry["fact_id"] = fid
                 report.decisions.append(entry)
@@ -163,6 +172,7 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                                      rule=d.rule, reason=d.reason, evidence_chunk_id=cand.chunk_id)
                 changes.created("memory_relations", rid)
             if d.relation == "derives" and cand.premises:
+                # Inside the transaction: a premise may be a fact this batch has just inserted.
                 for premise_mid in _premise_memories(store, scope, cand.premises, exclude=row["memory_id"]):
                     rid = w.add_relation(src_memory_id=row["memory_id"], dst_memory_id=premise_mid, type="derives",
                                          confidence=d.confidence, created_by="extractor", rule=d.rule,
@@ -177,6 +187,8 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                 changes.created("conflicts", cid)
                 report.reviews += 1
             report.decisions.append(entry)
+        if then is not None:
+            then(w)
         changes.seal(w)
         if not changes.empty:
             report.log_id = w.log_curation(

@@ -473,9 +473,17 @@ class Curator:
             if entry["command"] in ("undo", "redo"):
                 raise BadInput(f"entry {log_id} is itself an {entry['command']}; undo or redo entry {entry['undo_of']}")
             return entry
+        other = None  # the latest entry of another actor that the default passes over
         for entry in self.store.curation_log(self.scope):
-            if entry["command"] in ("undo", "redo") or entry["actor"] != self.actor:
+            if entry["command"] in ("undo", "redo") or bool(entry["undone_at"]) != want_undone:
                 continue
-            if bool(entry["undone_at"]) == want_undone:
+            if entry["actor"] == self.actor:
                 return entry
-        raise BadInput("nothing to redo" if want_undone else "nothing to undo")
+            other = other or entry
+        verb = "redo" if want_undone else "undo"
+        if other is None:
+            raise BadInput(f"nothing to {verb}")
+        target = f" {other['target_type']} {other['target_id']}" if other["target_id"] is not None else ""
+        raise BadInput(f"nothing to {verb} by the {self.actor}: the latest entry, {other['id']} ({other['command']}"
+                       f"{target} by the {other['actor']}, {other['created_at']}), is not the {self.actor}'s; "
+                       f"{verb} it by its id: memlens {verb} {other['id']}")

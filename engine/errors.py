@@ -36,5 +36,10 @@ class Busy(MemlensError):
     (EX_TEMPFAIL from sysexits.h), nothing written."""
 
 
+class DatabaseBusy(Busy):
+    """Another process held the memlens database's write lock past the busy timeout (nothing was
+    written by the refused call); the MCP server answers "busy, retry"."""
+
+
 class Cancelled(MemlensError):
     """A long operation stopped because should_stop() said so."""

@@ -40,8 +40,12 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-import jsonschema
-import openai
+from engine.lazy import lazy_import
+
+# Loaded on first use: together a second of every memlens start on a busy machine, and a recall or a
+# status that calls no model never uses them.
+jsonschema = lazy_import("jsonschema")
+openai = lazy_import("openai")
 
 from engine.errors import BadInput
 from engine.timeutil import now_iso

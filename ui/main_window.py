@@ -54,6 +54,7 @@ __all__ = ["MainWindow", "ask_database_path", "register_fonts", "show_about"]
 MAX_RECENT = 8
 ARRIVED_VISIBLE_MS = 8000  # how long the "new memories arrived" indicator stays up
 STATE_VERSION = 1
+EXPOSURE_MESSAGE_MS = 30_000
 DB_FILTER = "memlens databases (*.db *.sqlite *.sqlite3 *.memlens);;All files (*)"
 
 
@@ -516,6 +517,9 @@ class MainWindow(QMainWindow):
         if not scopes:
             self.show_notice(f"{path.name} holds no memories yet. Ingest something: memlens ingest PATH --db {path}",
                              "info", [("Open another…", self.open_dialog)])
+        exposed = engine.store.db.exposure()
+        if exposed:  # said once per opening; `memlens status` says it too
+            self.statusBar().showMessage(f"Warning: {exposed}", EXPOSURE_MESSAGE_MS)
         return True
 
     def _open_failed(self, path: Path, exc: BaseException) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
+from ..files import private_dir, write_private
 from . import datasets as ds
 from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
                      limit_questions, open_container, question_metrics)
@@ -251,10 +252,9 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write_report(report: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_dir(out_dir)  # reports are private like every file memlens writes
     stem = f"ablate-{report['dataset']}-{Path(report['data_path']).stem}"
     js, md = out / f"{stem}.json", out / f"{stem}.md"
-    js.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    md.write_text(markdown(report), encoding="utf-8")
+    write_private(js, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_private(md, markdown(report))
     return [js, md]

@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..files import private_dir
+
 _ENGINE = Path(__file__).resolve().parents[1]
 # What decides a container's rows. Retrieval (engine/retrieve) does not: it reads them.
 _DEFINITION_PATHS = ("ingest", "extract", "embed", "consolidate.py", "reconcile.py", "timeexpr.py", "store/schema.py",
@@ -73,7 +75,7 @@ def cached(cache: Path, key: str) -> Path | None:
 
 def store_built(cache: Path, key: str, built: Path) -> Path:
     """Move a fully built, closed container into the cache (atomically: a crash leaves no half file)."""
-    cache.mkdir(parents=True, exist_ok=True)
+    private_dir(cache)
     target = cache / f"{key}.db"
     os.replace(built, target)
     return target
@@ -82,7 +84,7 @@ def store_built(cache: Path, key: str, built: Path) -> Path:
 def private_copy(source: Path, dest: Path) -> None:
     """A copy of a closed cached container to query (and write traces into)."""
     _remove(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(dest.parent)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
     os.close(fd)
     shutil.copyfile(source, tmp)
@@ -91,7 +93,7 @@ def private_copy(source: Path, dest: Path) -> None:
 
 def build_path(cache: Path, key: str) -> Path:
     """Where a container is built before it enters the cache (same filesystem, unique name)."""
-    cache.mkdir(parents=True, exist_ok=True)
+    private_dir(cache)
     fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".building")
     os.close(fd)
     os.unlink(tmp)

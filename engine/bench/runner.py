@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, Cancelled
+from ..files import private_dir
 from ..timeutil import now_iso
 from . import containers
 from . import datasets as ds
@@ -336,7 +337,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             split=path.stem if path.is_file() else path.name, recipe=recipe, k_values=ks, embedder=emb_name,
             models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(), config=config, started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)  # containers hold the benchmark conversations: 0700, each .db 0600
     cache = containers.cache_dir_for(engine.path)
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),

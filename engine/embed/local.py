@@ -174,7 +174,7 @@ class LocalEmbedder:
         # One call for the batch (same encodings as one by one; no padding is set): a loop of
         # single encodes hands the GIL back and forth hundreds of times, and a thread waiting
         # for it (the GUI's) misses its turn while the switches keep happening.
-        encodings = loaded.tokenizer.encode_batch(texts)
+        encodings = _encode(loaded.tokenizer, texts)
 
         def run_rows(rows: list[int]) -> None:
             for row in rows:
@@ -204,6 +204,31 @@ class LocalEmbedder:
         except Exception as exc:
             raise EmbedderError(f"local embedder: inference failed: {_first_line(exc)}") from exc
         return _mean_pool(hidden[0], mask[0])
+
+
+PREFIX_CHARS = 16 * MAX_TOKENS  # 256 tokens of prose take about 1,200 characters
+
+
+def _encode(tokenizer: Any, texts: list[str]) -> list[Any]:
+    """The tokenizer's encodings of texts, tokenizing only a prefix of a long text: the model
+    reads MAX_TOKENS tokens, and tokenizing all of a 2 MB turn to keep its first 256 took
+    seconds. Exact: a prefix's encoding is used only if it was truncated before the last word
+    the prefix may have cut (word pieces never span whitespace), else the whole text is encoded."""
+    prefixes = [t[:PREFIX_CHARS] if len(t) > PREFIX_CHARS else t for t in texts]
+    encodings = tokenizer.encode_batch(prefixes)
+    redo = []
+    for i, (text, prefix) in enumerate(zip(texts, prefixes)):
+        if prefix is text:
+            continue
+        enc = encodings[i]
+        cut = max(prefix.rfind(" "), prefix.rfind("\n"), prefix.rfind("\t"))
+        kept_end = max((end for _start, end in enc.offsets), default=0)
+        if len(enc.ids) < MAX_TOKENS or cut < 0 or kept_end > cut:
+            redo.append(i)
+    if redo:
+        for i, enc in zip(redo, tokenizer.encode_batch([texts[i] for i in redo])):
+            encodings[i] = enc
+    return encodings
 
 
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

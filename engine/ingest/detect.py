@@ -193,24 +193,41 @@ def parse_path(path: Path | str, fmt: str = "auto") -> list[ParsedDocument]:
     return parse_bytes(raw, name=str(path), fmt=fmt, uri=str(path.resolve()))
 
 
+def walk_sources(path: Path | str) -> Iterator[tuple[Path, str | None]]:
+    """Every entry under the directory `path` in a stable (sorted) order, each with the reason it
+    is skipped (hidden, a VCS/cache/venv directory, a binary file, unreadable) or None for a file
+    to parse. A skipped directory is one entry; its contents are not listed."""
+    for root, dirs, files in os.walk(path):
+        kept = []
+        for d in sorted(dirs):
+            if d.startswith("."):
+                yield Path(root, d), "hidden directory"
+            elif d in SKIP_DIRS:
+                yield Path(root, d), "tool or cache directory"
+            else:
+                kept.append(d)
+        dirs[:] = kept
+        for filename in sorted(files):
+            file = Path(root, filename)
+            if filename.startswith("."):
+                yield file, "hidden file"
+                continue
+            try:
+                with file.open("rb") as handle:
+                    head = handle.read(8192)
+            except OSError as exc:
+                yield file, f"cannot read: {exc.strerror or exc}"
+                continue
+            reason = binary_reason(head) if head else None
+            yield file, (f"binary file: {reason}" if reason else None)
+
+
 def iter_source_files(path: Path | str) -> Iterator[Path]:
-    """`path` itself if it is a file; else the files under it in a stable (sorted) order,
-    skipping hidden files and directories, VCS/cache/venv directories and binary files."""
+    """`path` itself if it is a file; else the files under it that walk_sources does not skip."""
     path = Path(path)
     if not path.is_dir():
         yield path
         return
-    for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
-        for filename in sorted(files):
-            if filename.startswith("."):
-                continue
-            file = Path(root, filename)
-            try:
-                with file.open("rb") as handle:
-                    head = handle.read(8192)
-            except OSError:
-                continue
-            if head and binary_reason(head) is not None:
-                continue
+    for file, skip in walk_sources(path):
+        if skip is None:
             yield file

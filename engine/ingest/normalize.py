@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.errors import BadInput
 from engine.extract.secrets import scrub
+from engine.ingest.limits import check_file_size
 from engine.ingest.model import ParsedChunk, ParsedDocument
 
 # C0 controls except \t (0x09) and \n (0x0a); \r is turned into \n before this runs.
@@ -81,6 +82,7 @@ def read_file_bytes(path: Path | str, *, directory_hint: str = "") -> bytes:
     if p.is_dir():
         raise BadInput(f"{name}: is a directory{directory_hint}")
     try:
+        check_file_size(p.stat().st_size, name)
         return p.read_bytes()
     except OSError as exc:
         raise BadInput(f"{name}: cannot read: {exc.strerror or exc}") from None

@@ -47,12 +47,14 @@ class RecallResult:
     ordered_ids: list[int] = field(default_factory=list)
     context_text: str = ""
     context_tokens: int = 0
+    not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
 
     def as_dict(self) -> dict:
         return {"trace_id": self.trace.id, "results": self.results,
                 "context": {"text": self.context_text, "tokens": self.context_tokens},
                 "timings_ms": {**self.trace.timings, "total": round(sum(
-                    v for k, v in self.trace.timings.items() if k != "total"), 3)}}
+                    v for k, v in self.trace.timings.items() if k != "total"), 3)},
+                **({"trace_not_stored": self.not_stored} if self.not_stored else {})}
 
 
 def _ms(t0: float) -> float:

@@ -4,6 +4,17 @@ apsw.bestpractice.apply(recommended) turns on WAL, foreign keys, strict quoting 
 every connection it sees. Before any connection is made to an existing file we read its
 SQLite header ourselves, so a file that is not ours is refused without a single byte of it
 changing (WAL would otherwise be switched on in someone else's database).
+
+Opening never takes the write lock. WAL lets readers work while another process writes, and
+bestpractice's optimize hook (`pragma optimize` at open, which may ANALYZE) would throw that
+away: while an agent's long ingestion held the lock, every other memlens process failed to
+open the file. Statistics are refreshed the way apsw's docs suggest for long-lived
+connections instead: `pragma optimize` when the database is closed, and at most once an hour
+after a commit, each time only if the lock is free at that moment (never waiting for it).
+
+A write lock held by another process for longer than the busy timeout is a temporary
+failure, DatabaseBusy (the CLI exits 75, EX_TEMPFAIL; the MCP server says "busy, retry"),
+not bad input.
 """
 
 from __future__ import annotations
@@ -12,23 +23,26 @@ import contextlib
 import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
 import apsw.bestpractice
 
-from ..errors import DatabaseTooNew, NotAMemlensDatabase
+from ..errors import DatabaseBusy, DatabaseTooNew, NotAMemlensDatabase
+from ..files import create_private, exposure, private_dir
 from .schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 _BEST_PRACTICE_APPLIED = False
 _APPLY_LOCK = threading.Lock()
 BUSY_TIMEOUT_MS = 5000  # other processes (an agent over MCP, a CLI ingest) write too
+OPTIMIZE_EVERY_S = 3600.0  # a long-lived connection refreshes planner statistics this often
 
 
 def connection_busy_timeout_long(connection: apsw.Connection) -> None:
-    """(apply() treats functions named connection_* as per-connection hooks.) bestpractice's 100 ms is too short here: its own optimize hook, the next one to run, needs
-    the write lock, and the inspector, the CLI and an MCP agent write the same file."""
+    """(apply() treats functions named connection_* as per-connection hooks.) bestpractice's
+    100 ms is too short here: the inspector, the CLI and an MCP agent write the same file."""
     connection.set_busy_timeout(BUSY_TIMEOUT_MS)
 
 
@@ -37,9 +51,15 @@ def _apply_best_practice() -> None:
     with _APPLY_LOCK:
         if not _BEST_PRACTICE_APPLIED:
             hooks = tuple(connection_busy_timeout_long if h is apsw.bestpractice.connection_busy_timeout else h
-                          for h in apsw.bestpractice.recommended)
+                          for h in apsw.bestpractice.recommended
+                          if h is not apsw.bestpractice.connection_optimize)  # see the module docstring
             apsw.bestpractice.apply(hooks)
             _BEST_PRACTICE_APPLIED = True
+
+
+def busy_message(path: Path | str) -> str:
+    return (f"{path}: busy: another process held the write lock for more than {BUSY_TIMEOUT_MS / 1000:g} s "
+            "(nothing was written); retry")
 
 
 def _read_header(path: Path) -> tuple[bytes, int, int] | None:
@@ -79,11 +99,14 @@ def check_file(path: Path) -> None:
     try:
         probe = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         try:
+            probe.set_busy_timeout(BUSY_TIMEOUT_MS)  # another process may be creating it right now
             app_id = probe.pragma("application_id")
             version = probe.pragma("user_version")
             tables = probe.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
         finally:
             probe.close()
+    except apsw.BusyError:
+        raise DatabaseBusy(busy_message(path)) from None
     except apsw.Error as exc:
         raise NotAMemlensDatabase(f"{path}: not a memlens database ({exc.__class__.__name__})") from None
     if app_id == APPLICATION_ID:
@@ -107,13 +130,15 @@ class Database:
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
+        self._optimized_at = time.monotonic()
         self.generation = 0  # commits made through this object (data_version only sees other connections')
         if str(self.path) != ":memory:":
             if not self.path.exists() and not create:
                 raise NotAMemlensDatabase(f"{self.path}: no such database")
             check_file(self.path)
-            if create and not readonly:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+            if create and not readonly and not self.path.exists():
+                private_dir(self.path.parent)
+                create_private(self.path)  # 0600 before SQLite opens it; its -wal and -shm follow
         _apply_best_practice()
         conn = self.connection()
         if not readonly:
@@ -134,6 +159,8 @@ class Database:
             )
             try:
                 conn = apsw.Connection(str(self.path), flags=flags)
+            except apsw.BusyError:
+                raise DatabaseBusy(busy_message(self.path)) from None
             except apsw.Error as exc:
                 raise NotAMemlensDatabase(f"{self.path}: cannot open ({exc})") from None
             conn.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -156,7 +183,10 @@ class Database:
             # IMMEDIATE takes the write lock up front (waiting up to the busy timeout): a deferred
             # transaction that read first would fail at once with BUSY when another process had
             # committed in between, and no timeout can help it.
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except apsw.BusyError:
+                raise DatabaseBusy(busy_message(self.path)) from None
             try:
                 with conn:
                     yield conn
@@ -165,6 +195,37 @@ class Database:
                 raise
             conn.execute("COMMIT")
             self.generation += 1  # committed: caches keyed on (data_version, generation) are stale
+        if time.monotonic() - self._optimized_at > OPTIMIZE_EVERY_S:
+            self.optimize()
+
+    def optimize(self) -> bool:
+        """`pragma optimize` if the write lock is free right now (it may ANALYZE, which writes);
+        never waits for the lock. True if it ran."""
+        if self.readonly or self._closed:
+            return False
+        self._optimized_at = time.monotonic()
+        conn = self.connection()
+        if not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            if conn.in_transaction:
+                return False
+            conn.set_busy_timeout(0)
+            try:
+                # 0x10000: judge every table, not only those this connection queried (close() may run
+                # on a thread that never read); tables whose size has not changed much are skipped.
+                conn.pragma("optimize", 0x10002)
+                return True
+            except (apsw.BusyError, apsw.ReadOnlyError):
+                return False
+            finally:
+                conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        finally:
+            self._write_lock.release()
+
+    def exposure(self) -> str | None:
+        """A one-line warning when other users of this machine can read the file, else None."""
+        return None if str(self.path) == ":memory:" else exposure(self.path)
 
     def data_version(self) -> int:
         """Changes when another connection commits; cheap, for cache invalidation."""
@@ -177,6 +238,8 @@ class Database:
     def close(self) -> None:
         if self._closed:
             return
+        with contextlib.suppress(apsw.Error, RuntimeError):
+            self.optimize()
         self._closed = True
         with self._all_lock:
             conns, self._all = self._all, []
@@ -186,19 +249,26 @@ class Database:
         self._local = threading.local()
 
     # -- schema ----------------------------------------------------------------------------
+    def _check_version(self, conn: apsw.Connection) -> int:
+        version = conn.pragma("user_version")
+        if version > SCHEMA_VERSION:
+            raise DatabaseTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
+        if version and conn.pragma("application_id") != APPLICATION_ID:
+            raise NotAMemlensDatabase(f"{self.path}: not a memlens database")
+        return version
+
     def _migrate(self, conn: apsw.Connection) -> None:
         with self._write_lock:
-            version = conn.pragma("user_version")
-            app_id = conn.pragma("application_id")
-            if version > SCHEMA_VERSION:
-                raise DatabaseTooNew(f"{self.path}: schema {version} is newer than {SCHEMA_VERSION}")
-            if version and app_id != APPLICATION_ID:
-                raise NotAMemlensDatabase(f"{self.path}: not a memlens database")
-            for step in range(version, SCHEMA_VERSION):
-                with conn:
-                    MIGRATIONS[step](conn)
-                    conn.pragma("application_id", APPLICATION_ID)
-                    conn.pragma("user_version", step + 1)
+            if self._check_version(conn) == SCHEMA_VERSION:
+                return  # the usual case: a read, no lock
+            # Two processes may create or upgrade the same file at once: the version is read again
+            # under the write lock, so only one of them runs the steps.
+            with self.write():
+                for step in range(self._check_version(conn), SCHEMA_VERSION):
+                    with conn:
+                        MIGRATIONS[step](conn)
+                        conn.pragma("application_id", APPLICATION_ID)
+                        conn.pragma("user_version", step + 1)
 
     def integrity_check(self) -> str:
         return ";".join(row[0] for row in self.connection().execute("PRAGMA integrity_check"))

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadInput, Busy
+from ..files import open_private
 
 try:  # POSIX advisory locks, as SQLite's unix VFS uses them
     import fcntl
@@ -117,7 +118,7 @@ def _copy_fd(fd: int, dest: Path) -> str:
     h = hashlib.sha256()
     offset = 0
     try:
-        out = open(dest, "wb")
+        out = open_private(dest, "wb")
     except OSError as exc:
         raise BadInput(f"cannot make a private copy in {dest.parent}: {exc.strerror or exc}") from None
     with out:

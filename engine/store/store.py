@@ -100,33 +100,52 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
             " window_start, window_end) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [(*self._sp, chunk_id, *r) for r in rows])
 
-    def move_chunk(
-        self, chunk_id: int, *, document_id: int, ordinal: int, start: int, end: int,
-        quotes_chunk_id: int | None, meta: dict, source_time: str | None,
-    ) -> None:
-        """A chunk whose text survives into a new document version keeps its id and memory.
+    def set_document_hash(self, document_id: int, content_hash: str) -> None:
+        self.conn.execute(f"UPDATE documents SET content_hash = ? WHERE id = ? AND {_SCOPE_WHERE}",
+                          (content_hash, document_id, *self._sp))
 
-        The source spans inside it move with it, keeping their offset within the chunk.
-        """
+    def discard_partial_documents(self, uri: str | None, external_id: str | None) -> int:
+        """Remove versions of this source whose writing never finished (content hash 'partial:...'),
+        with their chunks and the episodes only they supported. Returns how many went."""
+        ids = [r[0] for r in self.conn.execute(
+            f"SELECT id FROM documents WHERE {_SCOPE_WHERE} AND uri IS ? AND external_id IS ?"
+            " AND content_hash LIKE 'partial:%'", (*self._sp, uri, external_id))]
+        for doc_id in ids:
+            chunk_ids = [r[0] for r in self.conn.execute(
+                f"SELECT id FROM chunks WHERE document_id = ? AND {_SCOPE_WHERE}", (doc_id, *self._sp))]
+            for cid in chunk_ids:
+                for mid in self.delete_chunk(cid):
+                    if self.source_count(mid) == 0:
+                        self.delete_memory(mid)
+            self.conn.execute(f"DELETE FROM documents WHERE id = ? AND {_SCOPE_WHERE}", (doc_id, *self._sp))
+        return len(ids)
+
+    def move_chunk(self, chunk_id: int, *, document_id: int, ordinal: int, start: int, end: int,
+                   quotes_chunk_id: int | None, meta: dict, source_time: str | None) -> None:
         (old_start,) = self.conn.execute(
             f"SELECT start FROM chunks WHERE id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp)).fetchone()
-        self.conn.execute(
+        self.move_chunks(document_id, [(chunk_id, old_start, ordinal, start, end, quotes_chunk_id, meta, source_time)])
+
+    def move_chunks(self, document_id: int, rows: list[tuple]) -> None:
+        """Chunks whose text survives into a new document version keep their ids and memories.
+
+        rows: (chunk_id, old_start, ordinal, start, end, quotes_chunk_id, meta, source_time). The
+        source spans and entity mentions inside each chunk move with it, keeping their offset
+        within the chunk."""
+        sp = self._sp
+        self.conn.executemany(
             'UPDATE chunks SET document_id = ?, ordinal = ?, start = ?, "end" = ?, quotes_chunk_id = ?,'
             f" meta = ?, source_time = ? WHERE id = ? AND {_SCOPE_WHERE}",
-            (document_id, ordinal, start, end, quotes_chunk_id, json.dumps(meta, sort_keys=True),
-             source_time, chunk_id, *self._sp),
-        )
-        delta = start - old_start
-        self.conn.execute(
+            [(document_id, ordinal, start, end, quotes, json.dumps(meta, sort_keys=True), when, cid, *sp)
+             for cid, _old, ordinal, start, end, quotes, meta, when in rows])
+        self.conn.executemany(
             'UPDATE memory_sources SET start = start + ?, "end" = "end" + ?, document_id = ?'
             f" WHERE chunk_id = ? AND {_SCOPE_WHERE}",
-            (delta, delta, document_id, chunk_id, *self._sp),
-        )
-        self.conn.execute(
+            [(start - old, start - old, document_id, cid, *sp) for cid, old, _o, start, *_ in rows])
+        self.conn.executemany(
             'UPDATE entity_mentions SET start = start + ?, "end" = "end" + ?'
             f" WHERE chunk_id = ? AND {_SCOPE_WHERE}",
-            (delta, delta, chunk_id, *self._sp),
-        )
+            [(start - old, start - old, cid, *sp) for cid, old, _o, start, *_ in rows if start != old])
 
     def delete_chunk(self, chunk_id: int) -> list[int]:
         """Remove a chunk and its source links; return the memories that lost a source."""
@@ -187,11 +206,13 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
             (self.now, reason, self.now, memory_id, *self._sp))
 
     def add_source(self, *, memory_id: int, chunk_id: int, document_id: int, start: int, end: int,
-                   relevance: float = 1.0) -> None:
+                   relevance: float = 1.0) -> int | None:
+        """The new source row's id, or None when the memory already cites exactly this span."""
         self.conn.execute(
             'INSERT OR IGNORE INTO memory_sources(user_id, agent_id, scope_type, scope_id, memory_id,'
             ' chunk_id, document_id, start, "end", relevance, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)',
             (*self._sp, memory_id, chunk_id, document_id, start, end, relevance, self.now))
+        return self.conn.last_insert_rowid() if self.conn.changes() else None
 
     # embeddings ----------------------------------------------------------------------------
     def put_embeddings(self, owner_type: str, rows: list[tuple[int, np.ndarray]], *, provider: str,
@@ -285,7 +306,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         return _one(
             self.conn, Document,
             f"SELECT * FROM documents WHERE {_SCOPE_WHERE} AND uri IS ? AND external_id IS ?"
-            " AND replaced_at IS NULL ORDER BY version DESC LIMIT 1",
+            " AND replaced_at IS NULL AND content_hash NOT LIKE 'partial:%' ORDER BY version DESC LIMIT 1",
             (*scope.as_params(), uri, external_id))
 
     def document(self, scope: Scope, document_id: int) -> Document | None:
@@ -301,6 +322,13 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         return _all(self.conn, Chunk,
                     f"SELECT * FROM chunks WHERE document_id = ? AND {_SCOPE_WHERE} ORDER BY ordinal",
                     (document_id, *scope.as_params()))
+
+    def chunks_between(self, scope: Scope, document_id: int, first: int, last: int) -> list[Chunk]:
+        """The chunks with ordinals first..last: an extraction window reads its own turns only
+        (reading the whole document per window made extraction quadratic in its length)."""
+        return _all(self.conn, Chunk,
+                    f"SELECT * FROM chunks WHERE document_id = ? AND ordinal BETWEEN ? AND ? AND {_SCOPE_WHERE}"
+                    " ORDER BY ordinal", (document_id, first, last, *scope.as_params()))
 
     def chunk(self, scope: Scope, chunk_id: int) -> Chunk | None:
         return _one(self.conn, Chunk, f"SELECT * FROM chunks WHERE id = ? AND {_SCOPE_WHERE}",
@@ -378,6 +406,14 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
             "SELECT DISTINCT user_id, agent_id, scope_type, scope_id FROM memories"
             " UNION SELECT DISTINCT user_id, agent_id, scope_type, scope_id FROM documents ORDER BY 1, 2, 3, 4")
         return [Scope(*r) for r in rows]
+
+    def scope_sizes(self) -> list[tuple[Scope, int]]:
+        """Every scope that holds documents or memories, with its memory count (largest first)."""
+        counts = dict(((r[0], r[1], r[2], r[3]), r[4]) for r in self.conn.execute(
+            "SELECT user_id, agent_id, scope_type, scope_id, count(*) FROM memories"
+            " GROUP BY user_id, agent_id, scope_type, scope_id"))
+        sizes = [(s, counts.get(s.as_params(), 0)) for s in self.scopes()]
+        return sorted(sizes, key=lambda x: -x[1])
 
     # embeddings upkeep ----------------------------------------------------------------------
     def mark_stale_embeddings(self, provider: str, model: str) -> int:

@@ -71,8 +71,43 @@ def test_show_and_export_shapes(tmp_path, capsys):
     assert shown["sources"][0]["text"] == shown["memory"]["text"]
     code, out, _ = run(capsys, "show", "document", doc["id"], "--db", db, "--json")
     assert json.loads(out)["chunks"][0]["document_id"] == doc["id"]
-    code, out, _ = run(capsys, "export", "--db", db, "--format", "csv")
-    assert code == 0 and "# memories" in out
+    code, _, err = run(capsys, "export", "--db", db, "--format", "csv")
+    assert code == 2 and "--out FOLDER or --out FILE.zip" in err
+
+
+def _csv_tables(read) -> dict[str, list[dict]]:
+    import csv
+    import io
+
+    return {name.removesuffix(".csv"): list(csv.DictReader(io.StringIO(text))) for name, text in read()}
+
+
+def test_csv_export_is_one_file_per_table_in_a_folder_or_a_zip(tmp_path, capsys):
+    import zipfile
+
+    db = tmp_path / "m.db"
+    run(capsys, "ingest", write_chat(tmp_path / "chats.json"), "--db", db, "--json")
+    data = json.loads(run(capsys, "export", "--db", db, "--json")[1])
+    code, out, err = run(capsys, "export", "--db", db, "--format", "csv", "--out", tmp_path / "csv", "--json")
+    assert code == 0, err
+    folder = tmp_path / "csv"
+    from_folder = _csv_tables(lambda: [(p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.iterdir())])
+    code, _, err = run(capsys, "export", "--db", db, "--format", "csv", "--out", tmp_path / "x.zip")
+    assert code == 0, err
+    with zipfile.ZipFile(tmp_path / "x.zip") as zf:
+        from_zip = _csv_tables(lambda: [(n, zf.read(n).decode("utf-8")) for n in zf.namelist()])
+    for tables in (from_folder, from_zip):
+        assert set(tables) == set(data)  # every table, each its own file with its own header
+        for table, rows in data.items():
+            assert len(tables[table]) == len(rows)
+            if rows:
+                assert list(tables[table][0]) == list(rows[0])  # the header row is the table's columns
+                assert [r["id"] for r in tables[table]] == [str(r["id"]) for r in rows]
+    memories = {int(r["id"]): r["text"] for r in from_folder["memories"]}
+    assert memories == {m["id"]: m["text"] for m in data["memories"]}
+    assert json.loads(out)["tables"]["memories"] == len(data["memories"])
+    # An existing file where a folder is asked for (or the reverse) is refused.
+    assert run(capsys, "export", "--db", db, "--format", "csv", "--out", tmp_path / "chats.json")[0] == 2
 
 
 def _snapshot(path: Path) -> str | None:

@@ -112,9 +112,24 @@ def test_lists_tools_and_resources(tmp_path):
                            "memory_explain": ["query", "memory_id"]}.items():
         assert sorted(tools[name].input_schema.get("required", [])) == sorted(required)
         assert tools[name].description
-    add = tools["memory_add"].input_schema["properties"]
+    add_schema = tools["memory_add"].input_schema
+    add = add_schema["properties"]
     assert {"role", "content", "name", "timestamp", "messages", "conversation"} <= set(add)
-    assert tools["memory_recall"].input_schema["properties"]["k"]["default"] == 10
+    # Every constraint the tools enforce is stated in the schema a client model sees.
+    roles = ["user", "assistant", "system", "tool"]
+    assert add["role"]["anyOf"][0]["enum"] == roles
+    assert add_schema["$defs"]["Turn"]["properties"]["role"]["enum"] == roles
+    assert add["content"]["anyOf"][0]["maxLength"] == 4_000_000 and add["messages"]["anyOf"][0]["minItems"] == 1
+    assert "not allowed with messages" in add["role"]["description"] and "never with them" in add["messages"]["description"]
+    for tool in tools.values():  # model APIs refuse a tool whose schema composes at its root
+        assert not {"oneOf", "anyOf", "allOf", "not", "if"} & set(tool.input_schema), tool.name
+    k = tools["memory_recall"].input_schema["properties"]["k"]
+    assert (k["default"], k["minimum"], k["maximum"]) == (10, 1, 100)
+    for name in ("memory_forget", "memory_explain"):
+        mid = tools[name].input_schema["properties"]["memory_id"]
+        assert (mid["minimum"], mid["maximum"]) == (1, 2**63 - 1)
+    for name, field in (("memory_recall", "query"), ("memory_forget", "reason"), ("memory_explain", "query")):
+        assert tools[name].input_schema["properties"][field]["minLength"] == 1
     assert "memlens://profile" in resources
     assert "memlens://memory/{memory_id}" in templates
     assert "Traceback" not in server_log(tmp_path)
@@ -201,6 +216,12 @@ def test_bad_arguments_are_one_line_tool_errors(tmp_path):
             added = await call(s, "memory_add", role="user", content="I live in Porto.")
             out["empty query"] = await call_error(s, "memory_recall", query="   ")
             out["k=0"] = await call_error(s, "memory_recall", query="Porto", k=0)
+            out["k=1000"] = await call_error(s, "memory_recall", query="Porto", k=1000)
+            out["k=ten"] = await call_error(s, "memory_recall", query="Porto", k="ten")
+            out["forget 2**70"] = await call_error(s, "memory_forget", memory_id=2**70, reason="x")
+            out["explain 0"] = await call_error(s, "memory_explain", query="Porto", memory_id=0)
+            out["bad batch role"] = await call_error(s, "memory_add", messages=[{"role": "bob", "content": "x"}])
+            out["empty batch"] = await call_error(s, "memory_add", messages=[])
             out["bad as_of"] = await call_error(s, "memory_recall", query="Porto", as_of="last tuesday")
             out["forget unknown"] = await call_error(s, "memory_forget", memory_id=999999, reason="x")
             out["forget no reason"] = await call_error(s, "memory_forget", memory_id=added["memory_ids"][0],
@@ -220,16 +241,29 @@ def test_bad_arguments_are_one_line_tool_errors(tmp_path):
         return out
 
     out = run(scenario)
-    assert "the query is empty" in out["empty query"]
-    assert "k must be between 1" in out["k=0"]
+    assert "query must not be empty or blank" in out["empty query"]
+    assert "k must be at least 1, got 0" in out["k=0"]
+    assert "k must be at most 100, got 1000" in out["k=1000"]
+    assert "k must be an integer" in out["k=ten"]
     assert "as_of 'last tuesday' is not an ISO-8601 time" in out["bad as_of"]
     assert "no memory 999999" in out["forget unknown"] and "no memory 999999" in out["explain unknown"]
+    assert f"memory_id must be at most {2**63 - 1}" in out["forget 2**70"]
+    assert "memory_id must be at least 1, got 0" in out["explain 0"]
     assert "reason must not be empty" in out["forget no reason"]
     assert "give a turn" in out["add nothing"] and "not both" in out["add both"]
-    assert "role must be user, assistant, system or tool" in out["bad role"]
+    assert "role must be one of 'user', 'assistant', 'system' or 'tool', got 'narrator'" in out["bad role"]
+    assert "messages.0.role must be one of" in out["bad batch role"]
+    assert "messages must not be empty" in out["empty batch"]
     assert "timestamp 'soon'" in out["bad timestamp"]
-    assert "no message has any text" in out["empty turn"]
+    assert "content must not be empty or blank" in out["empty turn"]
     assert "no memory 999999" in out["resource"]
+    for case, text in out.items():
+        if case in ("ok", "resource"):
+            continue
+        # One prefix (the SDK's), no pydantic documentation link, no exception class names.
+        assert text.startswith("Error executing tool memory_") and text.count("Error executing tool") == 1, text
+        assert text.count("memory_") == 1 or case in ("forget 2**70", "explain 0"), text
+        assert "pydantic" not in text and "http" not in text and "Error:" not in text, text
     assert "Porto" in out["ok"]["context"]
     assert "Traceback" not in server_log(tmp_path)
 
@@ -336,3 +370,36 @@ def test_startup_errors_exit_2_with_one_line(tmp_path, case):
         assert db.read_text(encoding="utf-8") == "hello, I am a text file\n"
     else:
         assert "needs an endpoint" in lines[0] and not db.exists()
+
+
+# -- a database another process holds -----------------------------------------------------------
+def test_a_held_write_lock_is_busy_retry_and_reads_still_answer(tmp_path, monkeypatch):
+    """In process (the SDK's server object, the real tool code): another process holds the lock."""
+    import engine.store.db as db_module
+    from app.mcp_server import MemoryTools, build_server, open_workers
+    from engine.embed.hashing import HashingEmbedder
+    from mcp.server.mcpserver.exceptions import ToolError
+    from tests.fixtures.lock_holder import hold_write_lock
+
+    monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 300)
+    db = tmp_path / "m.db"
+    engine = MemoryEngine(db, embedder=HashingEmbedder(), llm=None)
+    pool = open_workers(engine, 2)
+    try:
+        server = build_server(MemoryTools(engine, ANA, extract="heuristic"), pool)
+
+        async def scenario():
+            await server.call_tool("memory_add", {"role": "user", "content": "I live in Porto."})
+            with hold_write_lock(db):
+                with pytest.raises(ToolError) as busy:
+                    await server.call_tool("memory_add", {"role": "user", "content": "I moved to Lisbon."})
+                profile = await server.call_tool("memory_profile", {})
+            return str(busy.value), profile
+
+        message, profile = run(scenario)
+        assert message.startswith("Error executing tool memory_add: busy, retry")
+        assert "\n" not in message
+        assert "Porto" in json.dumps(profile.structured_content)
+    finally:
+        pool.shutdown(wait=True)
+        engine.close()

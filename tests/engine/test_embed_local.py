@@ -292,3 +292,22 @@ def test_no_torch_at_run_time():
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_long_text_is_tokenized_from_a_prefix_with_the_same_tokens(embedder):
+    """The model reads MAX_TOKENS tokens; tokenizing only a prefix of a 2 MB turn must give the
+    very tokens the whole text gives (else the whole text is tokenized)."""
+    from engine.embed.local import PREFIX_CHARS, _encode
+
+    tokenizer = embedder._state().tokenizer
+    prose = " ".join(["We planted tomatoes, beans and basil in the new raised beds."] * 4000)
+    texts = [
+        prose,                                       # long prose: the prefix suffices
+        "x" * (PREFIX_CHARS * 3),                    # one giant word: cut inside it, so the whole text
+        "a\n" * PREFIX_CHARS + "tail",               # short tokens: more than MAX_TOKENS in the prefix
+        " " * (PREFIX_CHARS + 10) + "late words",    # nothing but space in the prefix
+        prose[:PREFIX_CHARS + 1],                    # just over the prefix
+        "short",
+    ]
+    assert [e.ids for e in _encode(tokenizer, texts)] == [e.ids for e in tokenizer.encode_batch(texts)]
+    assert np.array_equal(embedder.embed(texts[:1]), embedder.embed([prose[:PREFIX_CHARS * 2]]))

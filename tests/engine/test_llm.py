@@ -414,3 +414,16 @@ def test_a_broken_schema_is_a_programming_error_not_a_model_error():
 def test_canonical_json_ignores_key_order(d):
     reordered = dict(reversed(list(d.items())))
     assert canonical_json(d) == canonical_json(reordered)
+
+
+def test_the_client_libraries_load_when_first_used(tmp_path):
+    """openai and jsonschema took a second of every memlens start on a busy machine; a process
+    that calls no model never imports them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import engine.memory, app.cli; from engine.llm import openai; "
+            "print('openai' in sys.modules, 'jsonschema' in sys.modules); openai.OpenAI; "
+            "print('openai' in sys.modules, openai.__version__ == sys.modules['openai'].__version__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "True", "True"]

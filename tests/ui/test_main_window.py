@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 from PySide6.QtCore import QObject, QSettings, Signal
 
@@ -34,6 +37,25 @@ def test_window_summarises_the_database(qtbot, tmp_path):
     assert win.open_database(path)
     assert win.scope_combo.currentText().startswith("ana / bot")
     assert win.counts_label.text().startswith("1 memories")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
+def test_window_says_once_when_others_can_read_the_database(qtbot, tmp_path):
+    path = tmp_path / "m.db"
+    with MemoryEngine(path, embedder=HashingEmbedder()) as eng:
+        eng.add_turns([{"role": "user", "content": "I live in Porto."}], scope=Scope.default("ana", "bot"))
+    win = _window(qtbot, tmp_path)
+    assert win.open_database(path)
+    assert win.statusBar().currentMessage() == ""  # created 0600: nothing to say
+    os.chmod(path, 0o644)
+    assert win.open_database(path)
+    message = win.statusBar().currentMessage()
+    assert message.startswith("Warning: m.db can be read by everyone on this machine (mode 0644)")
+    assert "chmod 600" in message
+    win.refresh_status()  # refreshing the counts does not repeat it
+    win.statusBar().clearMessage()
+    win.refresh_status()
+    assert win.statusBar().currentMessage() == ""
 
 
 def test_window_explains_a_foreign_file(qtbot, tmp_path):

@@ -16,6 +16,7 @@ from pathlib import PurePath
 from typing import Any
 
 from engine.errors import BadInput, UnknownFormat
+from engine.ingest.limits import check_turn
 from engine.ingest.model import ParsedDocument
 from engine.ingest.normalize import DocumentBuilder, decode, label, normalize, to_utc_iso
 
@@ -130,7 +131,9 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
             if not isinstance(message, dict):
                 raise BadInput(f"{name}: {where}: message {i} is not a JSON object")
             role = role_label(message.get("role"))
-            content = normalize(content_text(message.get("content")))
+            raw = content_text(message.get("content"))
+            check_turn(raw, f"{name}: {where}: message {i}")
+            content = normalize(raw)
             if not content.strip():
                 skipped += 1
                 continue
