@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from .errors import BadInput
+from .ingest.entities import canonical_name
 from .extract.canonical import MULTI_VALUED
 from .profile import build_profile
 from .reconcile import instruction_span
@@ -661,13 +662,15 @@ def noisy_entities(ctx: CheckContext) -> CheckResult:
     stats = ctx.store.entity_stats(ctx.scope)
     single = [e["id"] for e in stats if e["kind"] == "name" and e["memories"] == 1 and " " not in e["name"]]
     contexts = ctx.store.mention_contexts(ctx.scope, single)
+    talking = {canonical_name(s) for s in ctx.store.speakers(ctx.scope)}
     found = []
     for e in stats:
         name = e["name"]
         if e["kind"] == "name" and (_SENTENCE_BREAK.search(name) or not (name[:1].isalnum() and name[-1:].isalnum())):
             found.append((e, "fragment", "a fragment across a sentence break or with punctuation"))
         elif (live >= EVERYWHERE_MIN_MEMORIES and e["memories"] >= EVERYWHERE_SHARE * live
-              and e["kind"] != "person"):  # the people talking are in every turn of theirs, by design
+              and e["kind"] != "person" and e["canonical"] not in talking):
+            # the people talking are in every turn of theirs, by design
             found.append((e, "everywhere", f"mentioned in {e['memories']:,} of {live:,} memories "
                                            f"({e['memories'] / live:.0%}): as a key it selects almost nothing"))
         elif e["id"] in contexts and contexts[e["id"]] and all(

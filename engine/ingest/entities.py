@@ -12,8 +12,11 @@ import unicodedata
 from dataclasses import dataclass
 
 # Capitalised words in a row ("New York", "Dr. Ana Lima"), allowing an inner "of"/"de"/"van".
+# The only dot inside a name is a title's ("Dr. Ana Lima"): "Ana. Kreuzberg" is two sentences.
+# A word of a name ends in a letter or digit: in "visit 'Lisbon'" the quote is not part of it.
 _PROPER = re.compile(
-    r"\b(?:[A-Z][\w'’-]*\.?)(?:\s+(?:(?:of|de|da|van|von|del|la|le)\s+)?[A-Z][\w'’-]*)*"
+    r"\b(?:(?:Dr|Mr|Mrs|Ms|Prof|St|Mt|Sr|Jr)\.|[A-Z](?:[\w'’-]*\w)?)"
+    r"(?:\s+(?:(?:of|de|da|van|von|del|la|le)\s+)?[A-Z](?:[\w'’-]*\w)?)*"
 )
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
 _HANDLE = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{2,30}\b")

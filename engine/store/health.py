@@ -239,6 +239,11 @@ class HealthReads:
             " FROM entities e JOIN entity_mentions em ON em.entity_id = e.id JOIN memories m ON m.id = em.memory_id"
             f" WHERE {_sw('e')} AND {_LIVE_M} GROUP BY e.id ORDER BY e.id", scope.as_params())
 
+    def speakers(self, scope: Scope) -> set[str]:
+        """Everyone who speaks in the scope's chunks, as written."""
+        return {r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT speaker FROM chunks WHERE {_sw('chunks')} AND speaker IS NOT NULL", scope.as_params())}
+
     def mention_contexts(self, scope: Scope, entity_ids: list[int], *, before: int = 8
                          ) -> dict[int, list[dict[str, Any]]]:
         """entity id -> its mentions with up to `before` characters before and one after, cut from the

@@ -373,10 +373,15 @@ def test_full_text_rows_missing_changed_or_orphaned_are_found_and_a_rebuild_fixe
 def test_sentence_initial_words_and_fragments_are_noisy_entities(engine):
     add_chat(engine, ANA, [("Ana", "user", "Honestly the weather was fine. Rex. He slept all day.", [])],
              external_id="c4", uri="chat://ana-4")
+    # ingestion no longer makes names across a sentence break; a store written before may hold them
+    mid = engine.store.fts_memories(ANA, '"honestly"')[0][0]
+    with engine.store.writer(ANA) as w:
+        eid = w.upsert_entity("Rex. He", "rex. he", "name")
+        w.add_mentions([(eid, mid, None, None, None)])
     result = _run(engine, "noisy_entities")
     reasons = {i.evidence["name"]: i.evidence["reason"] for i in result.items}
     assert reasons.get("Honestly") == "sentence_initial"
-    assert any(r == "fragment" for r in reasons.values()), reasons
+    assert reasons.get("Rex. He") == "fragment", reasons
     assert "Rex" not in reasons and "Berlin" not in reasons
     item = next(i for i in result.items if i.evidence["name"] == "Honestly")
     before = _state(engine)

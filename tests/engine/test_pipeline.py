@@ -359,3 +359,13 @@ def test_outdated_fact_vectors_are_handed_out_once_each_in_order(tmp_path):
         # instead of looping)
         batches = itertools.islice(eng.store.stale_embedding_batches(2), 3)
         assert [[row[2] for row in batch] for batch in batches] == [facts[:2], facts[2:]]
+
+
+def test_a_name_never_runs_across_a_sentence_break():
+    """'Ana. Kreuzberg is lovely' names two things; only a title's dot is part of a name."""
+    from engine.ingest.entities import find_mentions
+
+    assert [m.name for m in find_mentions("I met Ana. Kreuzberg is lovely.")] == ["Ana", "Kreuzberg"]
+    assert [m.name for m in find_mentions("We saw Rex. He barked.")] == ["Rex"]
+    assert [m.name for m in find_mentions("Dr. Ana Lima works at the Museum of Art.")] == ["Dr. Ana Lima",
+                                                                                          "Museum of Art"]
