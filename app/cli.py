@@ -171,13 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", choices=(*BENCH_DATASETS, "report", "ablate", "fit"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
     p.add_argument("--data", default=None, action="append",
-                   help="the dataset file, ConvoMem also a folder of them (fit: repeat for several)")
+                   help="the dataset file, ConvoMem also a folder of them (fit: repeat for several; updates: "
+                        "default the bundled resources/bench/updates.json)")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
     p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
     p.add_argument("--workers", type=int, default=1, help="containers in parallel processes")
     p.add_argument("--executor", default=None, help="processes (default) or dask://HOST:PORT")
-    p.add_argument("--extract", default="none", choices=EXTRACT_MODES, help="fact extraction in containers")
+    p.add_argument("--extract", default=None, choices=EXTRACT_MODES,
+                   help="fact extraction in containers (default none; updates: heuristic, as a new user's default "
+                        "ingestion without an endpoint)")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"))
     p.add_argument("--resume", type=int, default=None, metavar="RUN", help="finish an interrupted run")
     p.add_argument("--answer", action="store_true",
@@ -581,6 +584,10 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return 0
 
 
+_CURRENT_TRUTH = ("current_first@1", "current_top@1", "keep_first@1", "keep_top@1", "history@3",
+                  "false_supersession", "ku_latest_first", "ku_previous_first")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench.runner import report, run_benchmark
     from engine.memory import MemoryEngine
@@ -599,6 +606,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             write_private(folder / f"run-{args.run}.md", out["markdown"])
         _emit(args, out, out["markdown"])
         return 0
+    if not args.data and args.dataset == "updates":
+        from engine.bench.datasets import updates_default_path
+
+        args.data = [str(updates_default_path())]
     if not args.data:
         raise BadInput(f"bench {args.dataset} needs --data FILE")
     if args.dataset == "fit":
@@ -612,15 +623,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
         raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
+    extract = args.extract or ("heuristic" if args.dataset == "updates" else "none")
     with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
-                            workers=args.workers, embedder=args.embedder, extract=args.extract,
+                            workers=args.workers, embedder=args.embedder, extract=extract,
                             executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
                             off=_features(args.off) if args.off else (),
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
-    _emit(args, out, _bench_text(out))
+    _emit(args, out, _bench_text(out) + _truth_text(out))
     return 0
 
 
@@ -666,6 +678,17 @@ def _bench_ablate(args: argparse.Namespace) -> int:
         out["files"] = [str(p) for p in write_report(out, args.out)]
     _emit(args, out, markdown(out))
     return 0
+
+
+def _truth_text(out: dict) -> str:
+    """Current truth (memlens bench updates, LongMemEval knowledge updates): overall and per half."""
+    m = out.get("metrics") or {}
+    lines = [f"  {k}: {m[k]:.4f}" for k in _CURRENT_TRUTH if m.get(k) is not None]
+    for split in ("dev", "heldout"):  # the updates benchmark's halves: tuned on dev, reported on both
+        vals = (out.get("by_category") or {}).get(split)
+        if vals:
+            lines.append(f"  {split}: " + ", ".join(f"{k} {vals[k]:.4f}" for k in _CURRENT_TRUTH if k in vals))
+    return ("\n  current truth:\n" + "\n".join(lines)) if lines else ""
 
 
 def _bench_text(out: dict) -> str:
