@@ -190,10 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
     p.add_argument("--off", default=None, metavar="FEATURES",
                    help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
-    p.add_argument("--folds", default=None, choices=("conversation", "type"),
-                   help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval)")
+    p.add_argument("--folds", default=None, choices=("conversation", "type", "half"),
+                   help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
+                        "the dev and heldout halves for updates)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
-    p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10)")
+    p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
+                                                  "current_first@1 for updates)")
     p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
     p.add_argument("--no-cv", action="store_true", help="for fit: skip the leave-one-fold-out figures")
     p.add_argument("--write", action="store_true",
@@ -623,7 +625,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
         raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
-    extract = args.extract or ("heuristic" if args.dataset == "updates" else "none")
+    from engine.bench.datasets import default_extract
+
+    extract = args.extract or default_extract(args.dataset)
     with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=extract,
@@ -647,7 +651,7 @@ def _bench_fit(args: argparse.Namespace) -> int:
 
     with MemoryEngine(_db_path(args), llm=False) as engine:
         out = run_fit(engine, args.data, recipe=args.recipe, folds=args.folds, workers=args.workers,
-                      embedder=args.embedder, extract=args.extract, rounds=args.rounds, limit=args.limit,
+                      embedder=args.embedder, extract=args.extract or "none", rounds=args.rounds, limit=args.limit,
                       cross_validate=not args.no_cv, progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")

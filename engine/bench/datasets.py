@@ -968,6 +968,13 @@ UPDATES_NAME = "memlens-updates"
 _UPDATE_ROLES = ("user", "assistant")
 
 
+def default_extract(dataset: str) -> str:
+    """Fact extraction in a benchmark's containers unless asked otherwise: none for the public
+    benchmarks (retrieval over turns), heuristic for updates (a new user's default ingestion
+    without an endpoint: its changes are recognised offline)."""
+    return "heuristic" if dataset == "updates" else "none"
+
+
 def updates_default_path() -> Path:
     """The dataset that ships with memlens."""
     from engine.paths import resources_dir

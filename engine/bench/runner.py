@@ -214,10 +214,11 @@ def turn_ranking(engine, scope, order: list[int]) -> list[str]:
     return dedupe(m for mid in order for m in msgs.get(mid, []))
 
 
-def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int]) -> dict[str, float]:
+def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int],
+                     ranking: list[str] | None = None) -> dict[str, float]:
     """memlens's metrics of one ranking at every level that has gold ids (ablation and weight
-    fitting read ours; `fmt` is kept for their calls)."""
-    return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order), ks)
+    fitting read ours; `fmt` is kept for their calls). `ranking`: its turn ids, when known."""
+    return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order) if ranking is None else ranking, ks)
 
 
 def run_container(spec: dict) -> list[dict]:
@@ -255,13 +256,7 @@ def run_container(spec: dict) -> list[dict]:
             ranking = turn_ranking(engine, scope, res.ordered_ids)
             scores = score_question(spec["dataset"], q, ranking, ks)
             msgs = engine.store.message_ids(scope, res.ranked_ids)
-            truth: dict[str, float] = {}  # current truth (update_metrics), beside the scheme's metrics
-            if q.get("update_type"):
-                truth.update(score_update_question(q["update_type"], ranking, q["gold"]["turn"], q["stale"],
-                                                   _outdated_turns(engine, scope, res)))
-            if q.get("session_dates") and not q["excluded"]:
-                truth.update(evidence_order(q["question"], ranking, q["gold"]["turn"], q["session_dates"],
-                                            lambda t: t.rsplit(":", 1)[0]))  # "<session id>:<turn>"
+            truth = truth_metrics(engine, scope, q, res, ranking)
             item = {
                 "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                 "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
@@ -276,6 +271,19 @@ def run_container(spec: dict) -> list[dict]:
     if qa_client is not None:
         qa_client.close()
     return items
+
+
+def truth_metrics(engine, scope, q: dict, res, ranking: list[str]) -> dict[str, float]:
+    """Current truth (update_metrics) of one answered question, beside the scheme's metrics: the
+    updates benchmark's, or LongMemEval knowledge-update evidence order; {} for other questions."""
+    truth: dict[str, float] = {}
+    if q.get("update_type"):
+        truth.update(score_update_question(q["update_type"], ranking, q["gold"]["turn"], q["stale"],
+                                           _outdated_turns(engine, scope, res)))
+    if q.get("session_dates") and not q["excluded"]:
+        truth.update(evidence_order(q["question"], ranking, q["gold"]["turn"], q["session_dates"],
+                                    lambda t: t.rsplit(":", 1)[0]))  # "<session id>:<turn>"
+    return truth
 
 
 def _outdated_turns(engine, scope, res) -> list[tuple[list[str], list[str]]]:

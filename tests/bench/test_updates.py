@@ -130,3 +130,20 @@ def test_knowledge_update_order_is_scored_on_longmemeval(tmp_path):
         out = run_benchmark(engine, "longmemeval", path, k_values=(10,), embedder="hashing")
     assert out["metrics"]["ku_latest_first"] in (0.0, 1.0)
     assert out["by_category"]["knowledge-update"]["ku_latest_first"] == out["metrics"]["ku_latest_first"]
+
+
+def test_ablation_scores_current_truth_on_the_halves(tmp_path):
+    from engine.bench.ablate import run_ablation
+
+    raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
+    keep = {"home-d1", "home-d3", "tool-h1"}
+    raw["scenarios"] = [s for s in raw["scenarios"] if s["id"] in keep]
+    path = tmp_path / "updates.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_ablation(engine, path, features=["claim_superseded", "restated_later"], embedder="hashing")
+    assert out["metric"] == "current_first@1" and out["extract"] == "heuristic" and out["fold_kind"] == "half"
+    assert set(out["folds"]) == {"dev", "heldout"}
+    current = sum(1 for s in raw["scenarios"] for q in s["questions"] if q["type"] == "current")
+    assert out["questions"] == current  # history and keep questions are not scored by current_first@1
+    assert set(out["features"]) == {"claim_superseded", "restated_later"}
