@@ -546,6 +546,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
     text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
              + (f"  (with m{r['shares_place_with']}: same source)" if r.get("shares_place_with") else "")
+             + (f"\n       [{r['updated_by']['label']}]" if r.get("updated_by") else "")
              for r in d["results"]]
     _emit(args, d, "\n".join(text))
     return 0
