@@ -67,8 +67,8 @@ _F = [
     Feature("claim_superseded", "rank", "under current intent, a turn whose fact for the claim the question asks "
             "about was superseded ranks below that claim's current version, whatever else it carried; asked about the "
             "past, it leads it"),
-    Feature("restated_later", "rank", "where no fact links them, a later statement of a change (or, within the top "
-            "k, of the same claim) by the same speaker about the same thing leads an earlier one, kept as history"),
+    Feature("restated_later", "rank", "where no fact links them, a later statement in the top k of a change (or of "
+            "the same claim) by the same speaker about the same thing leads an earlier one, kept as history"),
     Feature("not_a_change", "rank", "a later plan, wish, visit or someone else's change about the same thing stays "
             "below the earlier statement of the state it does not replace"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "

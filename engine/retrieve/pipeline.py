@@ -503,8 +503,8 @@ class Recall:
           query-like of the facts read from it) when that fact was superseded, whatever other facts
           it carried; it goes below the claim's current version. Historical intent: it leads it.
         restated_later: where no fact links them, a later turn by the same speaker that states a
-          change (engine.statements) about the same thing (cosine, both among the best scored)
-          leads an earlier statement, which stays right below it as history."""
+          change (engine.statements) about the same thing (cosine, both among the best scored, the
+          later one in the top k) leads an earlier statement, which stays right below it as history."""
         r = self.recipe
         if as_of or not any(r.on(f) for f in ("claim_superseded", "restated_later", "not_a_change", "history_first")):
             return  # as of a time, validity filters already chose what held then
@@ -747,23 +747,26 @@ class Recall:
                 seen.add(answer.memory_id)
                 later = [c for c in pool if c.meta["source_time"] > answer.meta["source_time"]
                          and same_thing(answer, c)]
-                changes = {c.memory_id: about_asked_claim(answer, stance[c.memory_id][1]) for c in later
+                # A successor is one of the top k: the rule reorders what a reader gets, never changes
+                # it (in free chat, "my new job" or "right now" in a turn about something else would
+                # otherwise push an answer out: LoCoMo dev, 2 questions).
+                successors = [c for c in later if c.memory_id in top_k]
+                changes = {c.memory_id: about_asked_claim(answer, stance[c.memory_id][1]) for c in successors
                            if stance[c.memory_id][0] == "change"}
                 # asked how many / how long / how much, a later count of the same thing is the newer
                 # count, change word or not: "half of the 10 are women" -> "6 women out of 10"
                 if quantity and _counts(answer.meta["text"]):
-                    changes |= {c.memory_id: claim for c in later if c.memory_id not in changes
+                    changes |= {c.memory_id: claim for c in successors if c.memory_id not in changes
                                 and stance[c.memory_id][0] == "state" and (claim := _counts(c.meta["text"]))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
                 changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not changes:
-                    # No change word, no fact: the same claim stated again later still comes first, but only
-                    # among the top k (the set a reader gets stays the same; only its order changes), only
+                    # No change word, no fact: the same claim stated again later still comes first, only
                     # when it answers the question about as well as the earlier one ("I have a shift
                     # tonight" restates nothing of "I'm a nurse at St Mary's" for "what is my current job?"),
                     # and not as a short reply to the assistant.
-                    changes = {c.memory_id: about_asked_claim(answer, stated) for c in later
-                               if c.memory_id in top_k and stance[c.memory_id][0] == "state"
+                    changes = {c.memory_id: about_asked_claim(answer, stated) for c in successors
+                               if stance[c.memory_id][0] == "state"
                                and len(_body(c.meta["text"], c.meta["speaker"]).split()) >= RESTATEMENT_MIN_WORDS
                                and (stated := claims_for(_body(c.meta["text"], c.meta["speaker"]), question))
                                and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id]))

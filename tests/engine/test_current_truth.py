@@ -128,3 +128,19 @@ def test_a_retracted_change_leaves_the_original_value(engine):
     assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s3:0") in ("s1:0", "s3:0")
     for mark in (res.trace.params.get("outdated") or {}).values():  # whatever was marked, s2 replaced nothing
         assert engine.store.message_ids(S, [mark["by"]])[mark["by"]] != ["s2:0"]
+
+
+def test_a_later_statement_is_lifted_only_from_the_top_k(tmp_path, embedder):
+    # restated_later reorders what a reader gets and never changes it: outside the top k, a later
+    # change is left where it ranks (in free chat "my new job" or "right now" may be about something else)
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-03-08T18:30:00Z", ["I play tennis twice a week at the club, mostly doubles.", "Fun!"]),
+                   ("2023-09-28T18:30:00Z", ["I quit tennis after my elbow injury, it's only padel for me now.",
+                                             "Padel is easier on the elbow."])], extract="none")
+        plain = turn_order(eng, eng.recall("What sport do I play?", scope=S, k=4, off=("restated_later",)))
+        assert first_of(plain, "s1:0", "s2:0") == "s1:0" and plain.index("s2:0") >= 1
+        top1 = eng.recall("What sport do I play?", scope=S, k=1)
+        assert turn_order(eng, top1)[0] == "s1:0" and not top1.trace.params.get("outdated")
+        wide = eng.recall("What sport do I play?", scope=S, k=4)
+        assert first_of(turn_order(eng, wide), "s1:0", "s2:0") == "s2:0"
+        assert {m["rule"] for m in wide.trace.params["outdated"].values()} == {"restated_later"}
