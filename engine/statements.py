@@ -95,7 +95,7 @@ CHANGE = re.compile(
     r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
     r"|gave\s+up|given\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
     r"|retired|transferred|signed\s+up|picked\s+up|upgraded|downgraded|broke\s+up|split\s+up|divorced|separated"
-    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived"
+    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived|put\s+(?:me|us)\s+on(?:to)?"
     r"|passed\s+away|died|bought|got\s+(?:a|an|my|myself|the)\s+new|got\s+(?:married|engaged|divorced|hired"
     r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
     r"|done\s+with|as\s+of|officially|off\s+(?:coffee|meat|alcohol|sugar|dairy)|gone|settled|turned\s+\w+"
@@ -109,6 +109,8 @@ CHANGE = re.compile(
     # "since September I've been", "since the summer": a state that began then, not "since I was 17"
     r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
+# Someone else's act that changes the speaker's state: "the neurologist put me on sumatriptan".
+_DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)\s+(?:on|off|to|from|onto)\b")
 _QUESTION_OPEN = re.compile(
     r"(?i)^(?:what|which|who|whom|whose|where|when|why|how|can|could|would|will|should|do|does|did|is|are|am"
     r"|any|anyone|anybody|have\s+you|got\s+any)\b")
@@ -315,18 +317,26 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
     parts = clauses(text)
     # sentences where the speaker states a change: "New contract signed: my salary is 65k"
     changed = {c.sentence for c in parts if c.states_change and c.subject in ("self", "thing")}
+    ended = set()  # sentences where a thing changed before the clause: "the old Samsung died, so I got a Pixel"
     out: list[str] = []
     for c in parts:
         asked_thing = c.subject == "thing" and c.key is not None and (
             c.key in question.words or c.key.rstrip("s") in question.words)
         if asked_thing and c.asserts and not c.visit and (c.states_change or c.sentence in changed):
             out.append(c.text)  # "my new phone is an iPhone 15" for "what phone do I have?"
+        elif c.subject == "self" and c.asserts and not c.visit and c.sentence in ended and asks_speaker:
+            out.append(c.text)  # what the speaker did about it is their change
+            ended.discard(c.sentence)
         elif not c.states_change:
             continue
         elif c.subject == "self" or (c.subject == "person" and c.key in _DEPENDANTS and asks_speaker):
             out.append(c.text)
+        elif c.subject in ("thing", "person") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
+            out.append(c.text)  # "the neurologist put me on sumatriptan", "my boss transferred me to Leeds"
         elif c.subject == "person" and not asks_speaker and _own(c, question, asks_speaker):
             out.append(c.text)
+        if c.subject == "thing" and c.states_change and not c.retracts:
+            ended.add(c.sentence)
     return out
 
 

@@ -20,6 +20,8 @@ SELF = asked("Where do I live now?")
     "The freelancing didn't pay the bills, so since September I've been a lab technician.",
     "Actually we're staying in Berlin, the Hamburg deal fell through.",  # a retraction re-asserts
     "My doctor switched me from sertraline to escitalopram.",  # the change is the speaker's
+    "The neurologist put me on sumatriptan for the migraines.",  # someone else's act, the speaker's change
+    "The old Samsung finally died, so I got a Pixel 8.",  # what the speaker did when a thing of theirs ended
 ])
 def test_the_speakers_own_changes_lead(text):
     assert leads_for(text, SELF) is not None
@@ -37,6 +39,7 @@ def test_the_speakers_own_changes_lead(text):
     ("We rented a Jeep Wrangler for the road trip.", "a visit"),
     ("Should I switch to Linux?", "a question"),
     ("I'm always on the lookout for new reads.", "'new' that is not a new value"),
+    ("My brother's car died, so he got a Pixel 8.", "someone else's"),
     ("Since I was 17 I have loved painting.", "'since' that starts no new state"),
 ])
 def test_non_changes_do_not_lead(text, kind):
