@@ -50,7 +50,7 @@ _SELF = re.compile(r"(?i)^(?:i|i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|im|iv
 _PRONOUN = frozenset("he she they it he's she's they're it's his hers its you you're".split())
 # Words that may open a clause before its subject ("Update from our side: we ...", "So I ...").
 _LEAD = frozenset("""so and but well oh ok okay yeah yes yep also actually btw fyi anyway honestly basically
-    then now today recently lately finally just yesterday big news update heads up confession plot twist
+    then now today recently lately nowadays currently finally just yesterday big news update heads up confession plot twist
     good great quick note ps hey hi hello guess what turns out sadly luckily unfortunately fortunately
     officially alright right last this past week month year weekend ago as of since in on at few
     couple two three four five six months weeks days years""".split()) | _MONTHS
@@ -95,7 +95,7 @@ CHANGE = re.compile(
     r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
     r"|gave\s+up|given\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
     r"|retired|transferred|signed\s+up|picked\s+up|upgraded|downgraded|broke\s+up|split\s+up|divorced|separated"
-    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived|put\s+(?:me|us)\s+on(?:to)?"
+    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived|put\s+(?:me|us)\s+on(?:to)?|signed\s+(?:for|the\s+lease)"
     r"|passed\s+away|died|bought|got\s+(?:a|an|my|myself|the)\s+new|got\s+(?:married|engaged|divorced|hired"
     r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
     r"|done\s+with|as\s+of|officially|off\s+(?:coffee|meat|alcohol|sugar|dairy)|gone|settled|turned\s+\w+"
@@ -154,7 +154,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         low = words[i].casefold()
         if _SELF.match(words[i]):
             break
-        if low in _LEAD or (low == "that" and i and words[i - 1].casefold() == "now"):  # "Now that we've ..."
+        if low in _LEAD or (low == "that" and i and words[i - 1].casefold() == "now") or (  # "Now that we've ..."
+                low in ("these", "those") and i + 1 < len(words) and words[i + 1].casefold() == "days"):
             i += 1
             continue
         # "in the spring", "a few weeks ago": an article inside a time phrase

@@ -75,7 +75,7 @@ def _asks(text: str) -> bool:
 RESTATEMENT_MIN_WORDS = 8
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 _COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
-                    r"|eleven|twelve|dozen|twenty|thirty|hundred)\b[^.!?\n]*")
+                    r"|eleven|twelve|dozen|twenty|thirty|hundred|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat": three
 
 
 def _counts(text: str) -> str | None:
@@ -697,20 +697,19 @@ class Recall:
                     and canonical_name(a.meta["speaker"]) == canonical_name(b.meta["speaker"])
                     and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
 
-        # a turn's facts speak for it: the one most like the query goes where the turn goes
+        # a turn's facts speak for it: the one that would answer goes where the turn goes
         facts_of: dict[Any, list[CandidateTrace]] = {}
         for c in trace.alive():
             if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
                 facts_of.setdefault(c.meta["chunk_id"], []).append(c)
-        fact_vecs = self.vectors.vectors_of([f.memory_id for fs in facts_of.values() for f in fs]) \
-            if facts_of and self.vectors is not None else {}
 
         def group(turn: CandidateTrace) -> list[CandidateTrace]:
-            """The turn and its fact for the asked claim (the fact most like the query)."""
-            facts = [f for f in facts_of.get(turn.meta.get("chunk_id"), []) if f.memory_id in fact_vecs]
+            """The turn and its fact that would answer (the best-scored: "The user works at Initech" for
+            "where do I work?", not "works as an accountant", which is more like the query's words)."""
+            facts = facts_of.get(turn.meta.get("chunk_id"), [])
             if not facts:
                 return [turn]
-            return [turn, max(facts, key=lambda f: float(np.dot(fact_vecs[f.memory_id], self._qvec)))]
+            return [turn, max(facts, key=lambda f: f.score)]
 
         statements = [c for c in pool if stance[c.memory_id][0] in ("state", "change")]
         if historical:

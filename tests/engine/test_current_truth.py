@@ -144,3 +144,18 @@ def test_a_later_statement_is_lifted_only_from_the_top_k(tmp_path, embedder):
         wide = eng.recall("What sport do I play?", scope=S, k=4)
         assert first_of(turn_order(eng, wide), "s1:0", "s2:0") == "s2:0"
         assert {m["rule"] for m in wide.trace.params["outdated"].values()} == {"restated_later"}
+
+
+def test_a_later_change_leads_the_earlier_turns_answering_fact(tmp_path, embedder):
+    # the earlier turn carries two facts; the one that would answer "where do I work?" (works_at
+    # Initech) goes below the change, not only the one more like the query's words (has_role)
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-01-12T09:00:00Z", ["I'm an accountant at Initech, tax season is coming and I'm dreading it.",
+                                             "Hang in there!"]),
+                   ("2023-08-03T09:00:00Z", ["Nope, I'm at Umbrella Corp these days, in their finance team.",
+                                             "How is it so far?"])])
+        res = eng.recall("Where do I work?", scope=S)
+        assert first_of(turn_order(eng, res), "s1:0", "s2:0") == "s2:0"
+        initech = next(r for r in res.results if r["fact"] and r["fact"]["object"] == "Initech")
+        umbrella = next(r for r in res.results if r["text"].startswith("user: Nope"))
+        assert umbrella["rank"] < initech["rank"] and initech["updated_by"]["rule"] == "restated_later"

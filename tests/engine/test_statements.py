@@ -22,6 +22,8 @@ SELF = asked("Where do I live now?")
     "My doctor switched me from sertraline to escitalopram.",  # the change is the speaker's
     "The neurologist put me on sumatriptan for the migraines.",  # someone else's act, the speaker's change
     "The old Samsung finally died, so I got a Pixel 8.",  # what the speaker did when a thing of theirs ended
+    "These days I edit everything in DaVinci Resolve.",  # "these days" opens the clause, "I" is its subject
+    "We just signed for a two-bed in Dundee.",
 ])
 def test_the_speakers_own_changes_lead(text):
     assert leads_for(text, SELF) is not None
