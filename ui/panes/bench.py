@@ -63,6 +63,7 @@ from ui.widgets.tables import row_table
 TRUTH_METRICS = ("current_first@1", "current_top@1", "keep_first@1", "history@3", "false_supersession",
                  "ku_latest_first", "ku_previous_first")
 TRUTH_GROUPS = (("dev", "#2563eb"), ("heldout", "#d97706"))
+TRUTH_KEYS = frozenset((*TRUTH_METRICS, "keep_top@1"))  # every current-truth key a summary may hold
 REFRESH_COALESCE_MS = 2000
 SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
 CURVE_TOP = 1.04
@@ -527,7 +528,7 @@ class BenchPane(PaneBase):
         key = self.metric_key()
         by_cat = shown.get("by_category") or {}
         # the updates benchmark's halves and kinds hold current truth only: drawn in its own panel
-        cats = sorted(c for c, v in by_cat.items() if any(k not in TRUTH_METRICS for k in (v or {})))
+        cats = sorted(c for c, v in by_cat.items() if any(k not in TRUTH_KEYS for k in (v or {})))
         x = np.arange(len(cats), dtype=float)
         self._set_bars(self.category_bars, x - (0.2 if self.other else 0.0), [(by_cat[c] or {}).get(key) for c in cats])
         if self.other:
@@ -615,7 +616,7 @@ class BenchPane(PaneBase):
         axis.setTicks([list(enumerate(names)), []])
         self.truth_plot.setTitle("current truth" + (" by half: tuned on dev, held out" if halves else ""))
         self.truth_plot.setYRange(0, 1.05, padding=0)
-        self.truth_plot.setXRange(-0.6, len(names) - 0.4, padding=0)
+        self.truth_plot.setXRange(-0.6, len(names) + 0.3, padding=0)  # room on the right for the legend
         self.truth_plot.show()
 
     @staticmethod
