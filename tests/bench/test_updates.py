@@ -147,3 +147,11 @@ def test_ablation_scores_current_truth_on_the_halves(tmp_path):
     current = sum(1 for s in raw["scenarios"] for q in s["questions"] if q["type"] == "current")
     assert out["questions"] == current  # history and keep questions are not scored by current_first@1
     assert set(out["features"]) == {"claim_superseded", "restated_later"}
+
+
+def test_fit_refuses_the_updates_benchmark_in_one_line(tmp_path):
+    from engine.bench.fit import run_fit
+
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        with pytest.raises(BadInput, match="measures current truth"):
+            run_fit(engine, [str(ds.updates_default_path())], embedder="hashing")
