@@ -50,8 +50,8 @@ _SELF = re.compile(r"(?i)^(?:i|i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|im|iv
 _PRONOUN = frozenset("he she they it he's she's they're it's his hers its you you're".split())
 # Words that may open a clause before its subject ("Update from our side: we ...", "So I ...").
 _LEAD = frozenset("""so and but well oh ok okay yeah yes yep also actually btw fyi anyway honestly basically
-    then now today recently lately nowadays currently finally just yesterday big news update heads up confession plot twist
-    good great quick note ps hey hi hello guess what turns out sadly luckily unfortunately fortunately
+    then now today recently lately nowadays currently finally just yesterday big news update heads up confession
+    plot twist good great quick note ps hey hi hello guess what turns out sadly luckily unfortunately fortunately
     officially alright right last this past week month year weekend ago as of since in on at few
     couple two three four five six months weeks days years""".split()) | _MONTHS
 _PAST_IRREGULAR = frozenset("""got went sold bought left quit made took began became gave dropped found put
@@ -95,7 +95,8 @@ CHANGE = re.compile(
     r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
     r"|gave\s+up|given\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
     r"|retired|transferred|signed\s+up|picked\s+up|upgraded|downgraded|broke\s+up|split\s+up|divorced|separated"
-    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived|put\s+(?:me|us)\s+on(?:to)?|signed\s+(?:for|the\s+lease)"
+    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived"
+    r"|put\s+(?:me|us)\s+on(?:to)?|signed\s+(?:for|the\s+lease)"
     r"|passed\s+away|died|bought|got\s+(?:a|an|my|myself|the)\s+new|got\s+(?:married|engaged|divorced|hired"
     r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
     r"|done\s+with|as\s+of|officially|off\s+(?:coffee|meat|alcohol|sugar|dairy)|gone|settled|turned\s+\w+"
@@ -110,7 +111,8 @@ CHANGE = re.compile(
     r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
 # Someone else's act that changes the speaker's state: "the neurologist put me on sumatriptan".
-_DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)\s+(?:on|off|to|from|onto)\b")
+_DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)"
+                              r"\s+(?:on|off|to|from|onto)\b")
 _QUESTION_OPEN = re.compile(
     r"(?i)^(?:what|which|who|whom|whose|where|when|why|how|can|could|would|will|should|do|does|did|is|are|am"
     r"|any|anyone|anybody|have\s+you|got\s+any)\b")

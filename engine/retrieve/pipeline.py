@@ -75,7 +75,8 @@ def _asks(text: str) -> bool:
 RESTATEMENT_MIN_WORDS = 8
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 _COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
-                    r"|eleven|twelve|dozen|twenty|thirty|hundred|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat": three
+                    r"|eleven|twelve|dozen|twenty|thirty|hundred"
+                    r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
 
 
 def _counts(text: str) -> str | None:
