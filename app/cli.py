@@ -171,13 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", choices=(*BENCH_DATASETS, "report", "ablate", "fit"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
     p.add_argument("--data", default=None, action="append",
-                   help="the dataset file, ConvoMem also a folder of them (fit: repeat for several)")
+                   help="the dataset file, ConvoMem also a folder of them (fit: repeat for several; updates: "
+                        "default the bundled resources/bench/updates.json)")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
     p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
     p.add_argument("--workers", type=int, default=1, help="containers in parallel processes")
     p.add_argument("--executor", default=None, help="processes (default) or dask://HOST:PORT")
-    p.add_argument("--extract", default="none", choices=EXTRACT_MODES, help="fact extraction in containers")
+    p.add_argument("--extract", default=None, choices=EXTRACT_MODES,
+                   help="fact extraction in containers (default none; updates: heuristic, as a new user's default "
+                        "ingestion without an endpoint)")
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"))
     p.add_argument("--resume", type=int, default=None, metavar="RUN", help="finish an interrupted run")
     p.add_argument("--answer", action="store_true",
@@ -187,10 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
     p.add_argument("--off", default=None, metavar="FEATURES",
                    help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
-    p.add_argument("--folds", default=None, choices=("conversation", "type"),
-                   help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval)")
+    p.add_argument("--folds", default=None, choices=("conversation", "type", "half"),
+                   help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
+                        "the dev and heldout halves for updates)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
-    p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10)")
+    p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
+                                                  "current_first@1 for updates)")
     p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
     p.add_argument("--no-cv", action="store_true", help="for fit: skip the leave-one-fold-out figures")
     p.add_argument("--write", action="store_true",
@@ -541,6 +546,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
     text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
              + (f"  (with m{r['shares_place_with']}: same source)" if r.get("shares_place_with") else "")
+             + (f"\n       [{r['updated_by']['label']}]" if r.get("updated_by") else "")
              for r in d["results"]]
     _emit(args, d, "\n".join(text))
     return 0
@@ -581,6 +587,10 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return 0
 
 
+_CURRENT_TRUTH = ("current_first@1", "current_top@1", "keep_first@1", "keep_top@1", "history@3",
+                  "false_supersession", "ku_latest_first", "ku_previous_first")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench.runner import report, run_benchmark
     from engine.memory import MemoryEngine
@@ -599,6 +609,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
             write_private(folder / f"run-{args.run}.md", out["markdown"])
         _emit(args, out, out["markdown"])
         return 0
+    if not args.data and args.dataset == "updates":
+        from engine.bench.datasets import updates_default_path
+
+        args.data = [str(updates_default_path())]
     if not args.data:
         raise BadInput(f"bench {args.dataset} needs --data FILE")
     if args.dataset == "fit":
@@ -612,15 +626,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
         raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
+    from engine.bench.datasets import default_extract
+
+    extract = args.extract or default_extract(args.dataset)
     with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
-                            workers=args.workers, embedder=args.embedder, extract=args.extract,
+                            workers=args.workers, embedder=args.embedder, extract=extract,
                             executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
                             off=_features(args.off) if args.off else (),
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
-    _emit(args, out, _bench_text(out))
+    _emit(args, out, _bench_text(out) + _truth_text(out))
     return 0
 
 
@@ -635,7 +652,7 @@ def _bench_fit(args: argparse.Namespace) -> int:
 
     with MemoryEngine(_db_path(args), llm=False) as engine:
         out = run_fit(engine, args.data, recipe=args.recipe, folds=args.folds, workers=args.workers,
-                      embedder=args.embedder, extract=args.extract, rounds=args.rounds, limit=args.limit,
+                      embedder=args.embedder, extract=args.extract or "none", rounds=args.rounds, limit=args.limit,
                       cross_validate=not args.no_cv, progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
@@ -666,6 +683,17 @@ def _bench_ablate(args: argparse.Namespace) -> int:
         out["files"] = [str(p) for p in write_report(out, args.out)]
     _emit(args, out, markdown(out))
     return 0
+
+
+def _truth_text(out: dict) -> str:
+    """Current truth (memlens bench updates, LongMemEval knowledge updates): overall and per half."""
+    m = out.get("metrics") or {}
+    lines = [f"  {k}: {m[k]:.4f}" for k in _CURRENT_TRUTH if m.get(k) is not None]
+    for split in ("dev", "heldout"):  # the updates benchmark's halves: tuned on dev, reported on both
+        vals = (out.get("by_category") or {}).get(split)
+        if vals:
+            lines.append(f"  {split}: " + ", ".join(f"{k} {vals[k]:.4f}" for k in _CURRENT_TRUTH if k in vals))
+    return ("\n  current truth:\n" + "\n".join(lines)) if lines else ""
 
 
 def _bench_text(out: dict) -> str:

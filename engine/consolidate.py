@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .changes import ChangeSet
@@ -72,8 +72,30 @@ def prepare(candidates: list[tuple[SourceChunk, Candidate]]) -> tuple[list[Candi
             cand.predicate_key = canonical.predicate_key(cand.predicate)
         if not cand.object_key:
             cand.object_key = canonical.object_key(cand.object)
+        if cand.replaces and not cand.replaces_key:
+            cand.replaces_key = canonical.object_key(cand.replaces)
         kept.append(cand)
     return kept, dropped
+
+
+def lend_predicates(stored: list[dict], cands: list[Candidate]) -> None:
+    """A change whose predicate the extractor only guessed from its verb takes the predicate of
+    the fact holding the value it replaced: "I sold the Golf and bought a Tesla" continues "my car
+    is a 2012 VW Golf" (car), "I'm not vegetarian anymore" ends has_diet. Facts earlier in the
+    batch count too; the latest match wins."""
+    for i, cand in enumerate(cands):
+        if not (cand.soft_predicate and cand.replaces_key):
+            continue
+        known = [(f["predicate_key"], f["predicate"], f["object_key"], f["category"]) for f in stored
+                 if f["subject_key"] == cand.subject_key] if stored and "subject_key" in stored[0] else \
+            [(f["predicate_key"], f["predicate"], f["object_key"], f["category"]) for f in stored]
+        known += [(c.predicate_key, c.predicate, c.object_key, c.category) for c in cands[:i]
+                  if c.subject_key == cand.subject_key]
+        match = [k for k in known if canonical.objects_match(k[2], cand.replaces_key)]
+        if match:
+            cand.predicate_key, cand.predicate, _, category = match[-1]
+            cand.category = category or cand.category
+            cand.soft_predicate = False
 
 
 def consolidate(store: Store, scope: Scope, embedder: Embedder,
@@ -91,6 +113,10 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
             with store.writer(scope) as w:
                 then(w)
         return report
+    if any(c.soft_predicate and c.replaces_key for c in cands):
+        for key in {c.subject_key for c in cands if c.soft_predicate and c.replaces_key}:
+            lend_predicates([f | {"subject_key": key} for f in store.facts_of_subjects(scope, [key])],
+                            [c for c in cands if c.subject_key == key])
     existing = [_view(r) for r in store.facts_for_keys(scope, [(c.subject_key, c.predicate_key) for c in cands])]
     decisions = reconcile(existing, cands, config=config)
     inserts = [d for d in decisions if d.action == "insert"]
@@ -157,6 +183,23 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                 report.superseded += 1
             if d.supersedes:
                 w.update_fact(fid, supersedes_fact_id=resolve(d.supersedes[-1]))
+            if d.former and cand.replaces:  # the value it replaced, which no fact held: history behind it
+                former = replace(cand, text=cand.replaces_text or f"{cand.subject} had {cand.replaces}.",
+                                 object=cand.replaces, object_key=cand.replaces_key, replaces=None,
+                                 valid_to=row["valid_from"], forget_after=None)
+                hd = Decision(d.index, "insert", d.rule, "stated as the value it replaced", status="superseded",
+                              relation="new", confidence=d.confidence)
+                old_fid = _insert_fact(w, changes, former, hd, now, embedder.embed(
+                    [fact_vector_text(former.text, former.evidence)], kind="passage")[0], embedder)
+                w.update_fact(old_fid, invalidated_at=now)
+                w.update_fact(fid, supersedes_fact_id=old_fid)
+                old_row = w.row_image("facts", old_fid)
+                rid = w.add_relation(src_memory_id=row["memory_id"], dst_memory_id=old_row["memory_id"], type="updates",
+                                     confidence=d.confidence, created_by="extractor" if actor == "extractor" else "operator",
+                                     rule=d.rule, reason=hd.reason, evidence_chunk_id=cand.chunk_id)
+                changes.created("memory_relations", rid)
+                report.inserted += 1
+                report.fact_ids.append(old_fid)
             if d.superseded_by is not None:  # stored as history behind a newer fact
                 newer = resolve(d.superseded_by)
                 w.update_fact(fid, invalidated_at=now, valid_to=valid_from_of.get(d.superseded_by) or now)

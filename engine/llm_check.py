@@ -14,7 +14,7 @@ from typing import Any
 
 from .bench import qa_v1
 from .extract.model import SourceChunk
-from .extract.prompts import extract_v1
+from .extract.prompts import extract_v2
 from .llm import FATAL_ERRORS, TASKS, LLMClient, LLMConfig, LLMResult, describe_failure
 from .retrieve import plan_v1, rerank_v1
 
@@ -30,8 +30,8 @@ def _probe(client: LLMClient, task: str) -> LLMResult:
     if task == "EXTRACT":
         chunk = SourceChunk(chunk_id=0, document_id=0, text=_TURN, start=0, end=len(_TURN), speaker="Ana",
                             role="user", trust="user", source_time="2024-05-20T09:00:00Z")
-        return client.complete_json(task, extract_v1.build_messages([chunk]), extract_v1.SCHEMA_NAME,
-                                    extract_v1.SCHEMA)
+        return client.complete_json(task, extract_v2.build_messages([chunk]), extract_v2.SCHEMA_NAME,
+                                    extract_v2.SCHEMA)
     if task == "PLAN":
         return client.complete_json(task, plan_v1.build_messages(_QUESTION), plan_v1.SCHEMA_NAME, plan_v1.SCHEMA)
     if task == "RERANK":

@@ -51,7 +51,7 @@ from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
 from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
-from .retrieve.pipeline import Recall, RecallResult
+from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
 from .scope import Scope
@@ -504,6 +504,17 @@ class MemoryEngine:
         if cand is not None:
             out.update({"channels": cand.channels, "components": cand.components, "score": round(cand.score, 6),
                         "dropped": cand.dropped, "rank": cand.rank})
+            # current truth: was it judged outdated (and by what), an aside, or history asked for?
+            updated = updated_by(result.trace, memory_id)
+            if updated:
+                out["updated_by"] = updated
+                out["detail"] += f"; outdated for this question ({updated['rule']}): {updated['label']} - " \
+                                 f"{updated['reason']}"
+            for key, what in (("asides", "kept below an earlier statement"), ("history_first", "led as history")):
+                mark = (result.trace.params.get(key) or {}).get(str(memory_id))
+                if mark:
+                    out[key] = mark
+                    out["detail"] += f"; {what} ({mark['rule']}): {mark['reason']}"
         if result.results:
             out["last_kept_score"] = result.results[-1]["score"]
         return out

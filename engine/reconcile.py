@@ -8,6 +8,9 @@ Munich, ends with Munich current and Berlin superseded by it).
 Rules (the names are stored with every decision and shown in the inspector):
   same_claim                reinforce: same subject, predicate and object
   explicit_update           the extractor saw a change ("moved to", "now"): supersede
+  explicit_replacement      the source names the value it replaced ("switched from VS Code to
+                            Neovim"): that value is superseded, even where several may hold;
+                            when no fact holds it yet, it is stored as history behind the new one
   explicit_extends          an added detail: both stay active, linked
   derived_inference         an inference: kept apart, lower confidence, linked to premises
   multi_valued              likes / has_pet / knows ...: a new value is simply another value
@@ -24,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from .extract.canonical import MULTI_VALUED
+from .extract.canonical import MULTI_VALUED, objects_match
 from .extract.model import SENSITIVE_CATEGORIES, Candidate
 
 
@@ -76,6 +79,9 @@ class Decision:
     links: list[tuple[str, int | str]] = field(default_factory=list)  # (type, other fact) relations to store
     conflict_with: int | str | None = None
     review: bool = False  # open a single-fact review item
+    # explicit_replacement with nothing to supersede: store the replaced value (candidate.replaces)
+    # as a superseded fact behind this one, so "what did I use before?" has an answer
+    former: bool = False
 
     @property
     def ref(self) -> str:
@@ -173,6 +179,25 @@ def reconcile(active: list[FactView], candidates: list[Candidate], *, user_keys:
             continue
 
         others = [f for f in here if f.object_key != cand.object_key]
+        if cand.replaces_key and cand.relation == "updates":
+            matched = [f for f in others if objects_match(f.object_key, cand.replaces_key)]
+            if not matched and cand.predicate_key not in MULTI_VALUED:
+                matched = others  # single-valued: what held before is what it replaced
+            if matched:
+                d = Decision(i, "insert", "explicit_replacement",
+                             f"the source says it replaced '{cand.replaces}': "
+                             + ", ".join(f"fact {f.id} ({f.object})" for f in matched) + " superseded",
+                             relation="updates", confidence=conf, target=matched[-1].id)
+                d.supersedes = [f.id for f in matched]
+                d.links = [("updates", f.id) for f in matched]
+            else:
+                d = Decision(i, "insert", "explicit_replacement",
+                             f"the source says it replaced '{cand.replaces}', which no fact held: stored as history",
+                             relation="updates", confidence=conf, former=True)
+            decisions.append(d)
+            here[:] = [f for f in here if f not in matched]
+            here.append(view("active"))
+            continue
         if not others:
             decisions.append(Decision(i, "insert", "new_fact", "nothing known yet for this subject and predicate",
                                       relation=cand.relation if cand.relation != "updates" else "new",

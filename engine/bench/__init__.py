@@ -5,4 +5,4 @@ its name here, its loader in datasets.py, its container builder in runner.CONTAI
 benchmark has its own scoring code, a scheme in scoring.SCHEMES (else memlens's metrics score it).
 """
 
-DATASETS = ("locomo", "longmemeval", "convomem")
+DATASETS = ("locomo", "longmemeval", "convomem", "updates")

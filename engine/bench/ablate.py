@@ -29,12 +29,14 @@ from typing import Any
 from ..errors import BadInput
 from ..files import private_dir, write_private
 from . import datasets as ds
+from .metrics import LEVELS
 from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
-                     limit_questions, open_container, question_metrics)
+                     limit_questions, open_container, question_metrics, truth_metrics, turn_ranking)
 
+# memlens bench updates: current truth (update_metrics), on its halves (tuned on dev, held-out the other)
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
-                  "convomem": "turn_evidence_recall@10", "updates": "turn_evidence_recall@10"}
-DEFAULT_FOLDS = {"locomo": "conversation", "longmemeval": "type", "convomem": "type", "updates": "type"}
+                  "convomem": "turn_evidence_recall@10", "updates": "current_first@1"}
+DEFAULT_FOLDS = {"locomo": "conversation", "longmemeval": "type", "convomem": "type", "updates": "half"}
 SECONDARY = ("turn_evidence_recall@5", "turn_recall_all@10", "session_recall_all@5", "turn_mrr")
 # Features the offline recipe cannot exercise (no LLM stages here): listed, never measured as zero.
 BASELINE = "baseline"
@@ -59,9 +61,12 @@ def ablate_container(spec: dict) -> list[dict]:
                     "fold": q["fold"], "excluded": q["excluded"], "gold": q["gold"], "variants": {}}
             for name, off in spec["variants"].items():
                 res = engine.recall(q["question"], scope=scope, k=max(spec["ks"]), recipe=spec["recipe"],
-                                    origin="bench", now=q["now"], persist=False, query_vector=qvec, off=tuple(off))
+                                    origin="bench", now=q["now"], as_of=q.get("as_of"), persist=False,
+                                    query_vector=qvec, off=tuple(off))
+                ranking = turn_ranking(engine, scope, res.ordered_ids)
                 item["variants"][name] = question_metrics(engine, scope, spec["format"], res.ordered_ids, q["gold"],
-                                                          spec["ks"])
+                                                          spec["ks"], ranking) | truth_metrics(engine, scope, q, res,
+                                                                                               ranking)
             out.append(item)
     Path(spec["db"]).unlink(missing_ok=True)
     return out
@@ -72,12 +77,18 @@ def _fold_of(dataset: str, folds: str, container: str, category: str) -> str:
         return container
     if folds == "type":
         return str(category)
-    raise BadInput(f"unknown --folds {folds!r} (conversation or type)")
+    if folds == "half" and dataset == "updates":  # its categories are "<half>:<question type>"
+        return str(category).split(":", 1)[0]
+    raise BadInput(f"unknown --folds {folds!r} (conversation or type; half for updates)")
 
 
 def _scored(items: list[dict], metric: str) -> list[dict]:
+    """The questions a metric scores: those with gold ids at its level, or (current truth) those
+    it was computed for."""
     level = metric.split("_", 1)[0]
-    return [it for it in items if not _excluded(it) and it["gold"].get(level)]
+    if level in LEVELS:
+        return [it for it in items if not _excluded(it) and it["gold"].get(level)]
+    return [it for it in items if not _excluded(it) and any(metric in v for v in it["variants"].values())]
 
 
 def _mean(values: list[float]) -> float | None:
@@ -157,7 +168,7 @@ def cv_selection(report: dict[str, Any]) -> dict[str, list[str]]:
 
 def run_ablation(engine, data_path: str | os.PathLike[str], *, features: list[str] | None = None,
                  folds: str | None = None, metric: str | None = None, recipe: str = "offline", workers: int = 1,
-                 embedder: str | None = None, extract: str = "none", limit: int | None = None,
+                 embedder: str | None = None, extract: str | None = None, limit: int | None = None,
                  fresh: bool = False, progress: Callable[[float, str], None] | None = None,
                  should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Ablate every feature (or `features`) on one benchmark file; the `bench ablate --json` document."""
@@ -177,6 +188,7 @@ def run_ablation(engine, data_path: str | os.PathLike[str], *, features: list[st
     loaded, raw = ds.read_dataset(path)
     folds = folds or DEFAULT_FOLDS.get(loaded.name, "type")
     metric = metric or DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
+    extract = extract or ds.default_extract(loaded.name)
     specs = _containers(loaded, raw)
     specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"

@@ -29,8 +29,8 @@ from ..files import private_dir
 
 _ENGINE = Path(__file__).resolve().parents[1]
 # What decides a container's rows. Retrieval (engine/retrieve) does not: it reads them.
-_DEFINITION_PATHS = ("ingest", "extract", "embed", "consolidate.py", "reconcile.py", "timeexpr.py", "store/schema.py",
-                     "store/store.py", "records.py", "scope.py", "timeutil.py", "tokens.py")
+_DEFINITION_PATHS = ("ingest", "extract", "embed", "consolidate.py", "reconcile.py", "statements.py", "timeexpr.py",
+                     "store/schema.py", "store/store.py", "records.py", "scope.py", "timeutil.py", "tokens.py")
 COMPLETE_KEY = "bench_container_key"
 
 
@@ -49,12 +49,12 @@ def ingestion_definition() -> str:
 
 
 def container_key(spec: dict[str, Any], *, embedder_model: str, embedder_dims: int) -> str:
-    from ..extract.prompts import extract_v1
+    from ..extract.prompts import extract_v2
 
     raw = json.dumps(spec["raw"], sort_keys=True, ensure_ascii=False).encode("utf-8")
     parts = {"raw": hashlib.sha256(raw).hexdigest(), "format": spec["format"], "container": spec["container"],
              "embedder": embedder_model, "dims": embedder_dims, "extract": spec.get("extract") or "none",
-             "prompt": extract_v1.VERSION if spec.get("extract") in ("llm", "auto") else None,
+             "prompt": extract_v2.VERSION if spec.get("extract") in ("llm", "auto") else None,
              "code": ingestion_definition()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 

@@ -1,4 +1,5 @@
-"""Benchmark dataset loaders: LoCoMo, LongMemEval (oracle and S shapes) and ConvoMem.
+"""Benchmark dataset loaders: LoCoMo, LongMemEval (oracle and S shapes), ConvoMem and memlens's
+own update scenarios (resources/bench/updates.json).
 
 Each loader reads one JSON file and returns frozen dataclasses with the gold evidence already
 normalised to the ids the ingest importers give their chunks, so retrieval can be scored by
@@ -134,6 +135,8 @@ def _sniff(data: Any) -> str | None:
     if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
                                    or isinstance(data.get("evidenceItems"), list)):
         return "convomem"
+    if isinstance(data, dict) and data.get("dataset") == UPDATES_NAME:
+        return "updates"
     item = data
     if isinstance(data, list):
         if not data or not isinstance(data[0], dict):
@@ -151,7 +154,7 @@ def _sniff(data: Any) -> str | None:
 
 
 def detect_dataset(path: Path | str) -> str:
-    """"locomo" | "longmemeval" | "convomem" from the file's structure (UnknownFormat if none).
+    """"locomo" | "longmemeval" | "convomem" | "updates" from the file's structure (UnknownFormat if none).
     A folder is ConvoMem's layout (one file per test case or evidence batch)."""
     if Path(path).is_dir():
         return "convomem"
@@ -163,17 +166,17 @@ def _detect(data: Any, name: str) -> str:
     kind = _sniff(data)
     if kind is None:
         raise UnknownFormat(
-            f"{name}: not a benchmark file: expected LoCoMo, LongMemEval or ConvoMem JSON"
+            f"{name}: not a benchmark file: expected LoCoMo, LongMemEval, ConvoMem or memlens updates JSON"
         )
     return kind
 
 
-def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | ConvoMemDataset:
+def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset:
     """Detect the dataset and load it, reading the file once."""
     return read_dataset(path)[0]
 
 
-def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset | ConvoMemDataset, Any]:
+def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset, Any]:
     """(the loaded dataset, the parsed JSON it came from): the runner hands the raw records of
     each container to the normal importers, so it must not read and parse the file twice. A
     folder is read as ConvoMem (its raw JSON is then None: the runner builds chat JSON from it)."""
@@ -947,3 +950,189 @@ def _check_contains_evidence(where: str, conversations: tuple[ConvoMemConversati
 # dataset name -> (parsed JSON, sha256, path) -> dataset; a new file-backed benchmark adds its
 # sniffing rule to _sniff, its name to DATASETS and its loader here
 _LOADERS = {"locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convomem}
+
+
+# --- memlens updates ------------------------------------------------------------------------
+#
+# memlens's own benchmark of current truth (resources/bench/updates.json, written by hand for
+# memlens): small chats where one thing about the speaker changes between sessions months apart,
+# or seems to and does not (someone else's change, a plan, a hypothetical, a visit, a retracted
+# change). Each scenario is one container; its questions ask for the value now (current), an
+# earlier one or the one that held at a time (history), or a claim of an outdated turn that still
+# holds (keep). Scenarios are split dev / heldout: rules are tuned on dev only.
+
+UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted")
+UPDATE_QUESTION_TYPES = ("current", "history", "keep")
+UPDATE_SPLITS = ("dev", "heldout")
+UPDATES_NAME = "memlens-updates"
+_UPDATE_ROLES = ("user", "assistant")
+
+
+def default_extract(dataset: str) -> str:
+    """Fact extraction in a benchmark's containers unless asked otherwise: none for the public
+    benchmarks (retrieval over turns), heuristic for updates (a new user's default ingestion
+    without an endpoint: its changes are recognised offline)."""
+    return "heuristic" if dataset == "updates" else "none"
+
+
+def updates_default_path() -> Path:
+    """The dataset that ships with memlens."""
+    from engine.paths import resources_dir
+
+    return resources_dir() / "bench" / "updates.json"
+
+
+@dataclass(frozen=True)
+class UpdateTurn:
+    turn_id: str  # "s<session>:<turn>", session 1-based, turn 0-based
+    role: str  # user | assistant
+    text: str
+
+
+@dataclass(frozen=True)
+class UpdateSession:
+    session_id: str  # "s<session>"
+    date: str  # ISO UTC
+    turns: tuple[UpdateTurn, ...]
+
+
+@dataclass(frozen=True)
+class UpdateQuestion:
+    question_id: str  # "<scenario>/<index>"
+    type: str  # current | history | keep
+    question: str
+    gold: tuple[str, ...]  # turn ids
+    as_of: str | None  # ISO UTC: answer as of this time
+    stale: tuple[str, ...] = ()  # turns stating another value of the claim (current and keep questions)
+
+
+@dataclass(frozen=True)
+class UpdateScenario:
+    scenario_id: str
+    split: str  # dev | heldout
+    domain: str
+    kind: str  # one of UPDATE_KINDS
+    steps: int  # values in the chain (1 for a non-change)
+    sessions: tuple[UpdateSession, ...]
+    questions: tuple[UpdateQuestion, ...]
+
+    @property
+    def is_change(self) -> bool:
+        return self.kind == "change"
+
+
+@dataclass(frozen=True)
+class UpdatesDataset:
+    path: str
+    sha256: str
+    scenarios: tuple[UpdateScenario, ...]
+    quirks: QuirkReport
+
+    name = "updates"
+
+    @property
+    def questions(self) -> tuple[UpdateQuestion, ...]:
+        return tuple(q for s in self.scenarios for q in s.questions)
+
+    def stats(self) -> dict[str, Any]:
+        def count(key) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for s in self.scenarios:
+                out[key(s)] = out.get(key(s), 0) + 1
+            return dict(sorted(out.items()))
+
+        return {
+            "scenarios": len(self.scenarios),
+            "questions": len(self.questions),
+            "by_split": count(lambda s: s.split),
+            "by_kind": count(lambda s: f"{s.split}:{s.kind}"),
+            "by_domain": count(lambda s: s.domain),
+            "chains": count(lambda s: f"{s.steps}-step") if self.scenarios else {},
+        }
+
+
+def load_updates(path: Path | str | None = None) -> UpdatesDataset:
+    path = updates_default_path() if path is None else path
+    data, sha = _read_json(path)
+    return _updates(data, sha, path)
+
+
+def _iso(value: Any, name: str, where: str) -> str:
+    from engine.timeutil import normalise_iso
+
+    if not isinstance(value, str):
+        raise _fail(name, f"{where}: expected an ISO-8601 date string")
+    try:
+        return normalise_iso(value)
+    except ValueError:
+        raise _fail(name, f"{where}: {value!r} is not an ISO-8601 date") from None
+
+
+def _updates(data: Any, sha: str, path: Path | str) -> UpdatesDataset:
+    name = str(path)
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
+        raise _fail(name, 'not a memlens updates file: expected {"scenarios": [...]} with at least one scenario')
+    scenarios: list[UpdateScenario] = []
+    seen: set[str] = set()
+    for i, item in enumerate(data["scenarios"]):
+        scenario = _update_scenario(i, item, name)
+        if scenario.scenario_id in seen:
+            raise _fail(name, f"scenario {scenario.scenario_id} appears twice")
+        seen.add(scenario.scenario_id)
+        scenarios.append(scenario)
+    return UpdatesDataset(path=name, sha256=sha, scenarios=tuple(scenarios), quirks=QuirkReport())
+
+
+def _update_scenario(i: int, item: Any, name: str) -> UpdateScenario:
+    if not isinstance(item, dict):
+        raise _fail(name, f"scenario {i} is not a JSON object")
+    sid = _text(item.get("id"), name, f"scenario {i}", "id")
+    for key, allowed in (("split", UPDATE_SPLITS), ("kind", UPDATE_KINDS)):
+        if item.get(key) not in allowed:
+            raise _fail(name, f"scenario {sid}: \"{key}\" must be one of {', '.join(allowed)}")
+    domain = _text(item.get("domain"), name, f"scenario {sid}", "domain")
+    steps = item.get("steps", 1)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise _fail(name, f"scenario {sid}: \"steps\" must be a positive integer")
+    if not isinstance(item.get("sessions"), list) or len(item["sessions"]) < 2:
+        raise _fail(name, f"scenario {sid}: needs a \"sessions\" list of at least two sessions")
+    sessions: list[UpdateSession] = []
+    turn_ids: set[str] = set()
+    for n, session in enumerate(item["sessions"], start=1):
+        where = f"scenario {sid} session {n}"
+        if not isinstance(session, dict) or not isinstance(session.get("turns"), list) or not session["turns"]:
+            raise _fail(name, f"{where}: needs a non-empty \"turns\" list")
+        date = _iso(session.get("date"), name, where)
+        if sessions and date <= sessions[-1].date:
+            raise _fail(name, f"{where}: sessions must be in time order")
+        turns = []
+        for t, turn in enumerate(session["turns"]):
+            if (not isinstance(turn, list) or len(turn) != 2 or turn[0] not in _UPDATE_ROLES
+                    or not isinstance(turn[1], str) or not turn[1].strip()):
+                raise _fail(name, f"{where} turn {t}: expected [\"user\"|\"assistant\", text]")
+            turns.append(UpdateTurn(f"s{n}:{t}", turn[0], turn[1]))
+            turn_ids.add(f"s{n}:{t}")
+        sessions.append(UpdateSession(f"s{n}", date, tuple(turns)))
+    if not isinstance(item.get("questions"), list) or not item["questions"]:
+        raise _fail(name, f"scenario {sid}: needs a non-empty \"questions\" list")
+    questions = []
+    for j, q in enumerate(item["questions"]):
+        where = f"scenario {sid} question {j}"
+        if not isinstance(q, dict) or q.get("type") not in UPDATE_QUESTION_TYPES:
+            raise _fail(name, f"{where}: \"type\" must be one of {', '.join(UPDATE_QUESTION_TYPES)}")
+        text = _text(q.get("q"), name, where, "q")
+        gold = q.get("gold")
+        if not isinstance(gold, list) or not gold or not all(isinstance(g, str) for g in gold):
+            raise _fail(name, f"{where}: \"gold\" must be a non-empty list of turn ids")
+        unknown = [g for g in gold if g not in turn_ids]
+        if unknown:
+            raise _fail(name, f"{where}: gold {unknown[0]} is not a turn of the scenario")
+        as_of = _iso(q["as_of"], name, where) if q.get("as_of") is not None else None
+        stale = q.get("stale", [])
+        if not isinstance(stale, list) or any(g not in turn_ids or g in gold for g in stale):
+            raise _fail(name, f"{where}: \"stale\" must list turn ids of the scenario that are not gold")
+        questions.append(UpdateQuestion(f"{sid}/{j}", q["type"], text, tuple(gold), as_of, tuple(stale)))
+    return UpdateScenario(sid, item["split"], domain, item["kind"], steps, tuple(sessions), tuple(questions))
+
+
+_LOADERS["updates"] = _updates

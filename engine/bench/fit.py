@@ -140,6 +140,9 @@ def _specs(paths: list[Path], folds: str | None, recipe: str, emb_name: str, ext
     metric_of: dict[str, str] = {}
     for path in paths:
         loaded, raw = ds.read_dataset(path)
+        if loaded.name == "updates":  # its metric is the order of current and old values, not recall
+            raise BadInput(f"{path}: bench fit fits recall weights on LoCoMo, LongMemEval and ConvoMem; "
+                           "the updates benchmark measures current truth (see bench ablate)")
         kind = folds or DEFAULT_FOLDS.get(loaded.name, "type")
         metric_of[str(path)] = DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
         file_specs = limit_questions(_containers(loaded, raw), limit)

@@ -31,6 +31,7 @@ from . import datasets as ds
 from .metrics import LEVELS, METRICS_VERSION, dedupe, percentiles
 from .scoring import describe as describe_scoring
 from .scoring import MEMLENS, lme_official_id, schemes_for, score_question, summarise_run
+from .update_metrics import KU_METRICS, UPDATE_METRICS, evidence_order, score_update_question, summarise_extra
 
 DEFAULT_KS = (1, 3, 5, 10)
 BENCH_SCOPE = ("bench", "bench")
@@ -73,8 +74,26 @@ def _longmemeval_containers(dataset: ds.LongMemEvalDataset, raw: Any) -> list[di
                           "now": q.question_date, "excluded": q.abstention, "answer": q.answer, "corpus": corpus,
                           "gold": {"turn": list(q.evidence_turn_ids), "session": list(q.answer_session_ids),
                                    "official": {"turn": [o for _, o in corpus if "answer" in o]}},
+                          # the order of the old and the new value's evidence (update_metrics.evidence_order)
+                          "session_dates": {s.session_id: s.date for s in q.sessions
+                                            if s.session_id in q.answer_session_ids}
+                          if q.question_type == "knowledge-update" else None,
                       }]})
     return specs
+
+
+def _updates_containers(dataset: ds.UpdatesDataset, raw: Any) -> list[dict]:
+    """memlens bench updates: a scenario's sessions as chat conversations, its questions with gold
+    and stale turns; the category is "<split>:<question type>"."""
+    return [{"container": sc.scenario_id, "format": "chat", "raw": [
+        {"id": sess.session_id, "messages": [
+            {"role": t.role, "content": t.text, "id": t.turn_id, "timestamp": sess.date} for t in sess.turns]}
+        for sess in sc.sessions], "questions": [{
+            "question_id": q.question_id, "question": q.question, "category": f"{sc.split}:{q.type}",
+            "now": None, "as_of": q.as_of, "excluded": False, "answer": None, "update_type": q.type,
+            "stale": list(q.stale),
+            "gold": {"turn": list(q.gold), "session": sorted({g.split(":")[0] for g in q.gold})},
+        } for q in sc.questions]} for sc in dataset.scenarios]
 
 
 def limit_questions(specs: list[dict], limit: int | None) -> list[dict]:
@@ -109,6 +128,7 @@ CONTAINERS: dict[str, Callable[[Any, Any], list[dict]]] = {
     "locomo": _locomo_containers,
     "longmemeval": _longmemeval_containers,
     "convomem": _convomem_containers,
+    "updates": _updates_containers,
 }
 
 
@@ -194,10 +214,11 @@ def turn_ranking(engine, scope, order: list[int]) -> list[str]:
     return dedupe(m for mid in order for m in msgs.get(mid, []))
 
 
-def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int]) -> dict[str, float]:
+def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int],
+                     ranking: list[str] | None = None) -> dict[str, float]:
     """memlens's metrics of one ranking at every level that has gold ids (ablation and weight
-    fitting read ours; `fmt` is kept for their calls)."""
-    return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order), ks)
+    fitting read ours; `fmt` is kept for their calls). `ranking`: its turn ids, when known."""
+    return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order) if ranking is None else ranking, ks)
 
 
 def run_container(spec: dict) -> list[dict]:
@@ -224,7 +245,8 @@ def run_container(spec: dict) -> list[dict]:
             t0 = time.perf_counter()
             try:
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
-                                    now=q["now"], **({"off": spec["off"]} if spec.get("off") else {}))
+                                    now=q["now"], as_of=q.get("as_of"),
+                                    **({"off": spec["off"]} if spec.get("off") else {}))
             except Exception as exc:  # a failed question is recorded, never aborts the run
                 items.append({"container": spec["container"], "question_id": q["question_id"],
                               "question": q["question"], "category": q["category"], "gold": q["gold"],
@@ -234,11 +256,12 @@ def run_container(spec: dict) -> list[dict]:
             ranking = turn_ranking(engine, scope, res.ordered_ids)
             scores = score_question(spec["dataset"], q, ranking, ks)
             msgs = engine.store.message_ids(scope, res.ranked_ids)
+            truth = truth_metrics(engine, scope, q, res, ranking)
             item = {
                 "container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                 "category": q["category"], "gold": q["gold"], "excluded": q["excluded"],
                 "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
-                "metrics": dict(scores[spec["scoring"]]), "scores": scores, "ranking": ranking,
+                "metrics": dict(scores[spec["scoring"]]) | truth, "scores": scores, "ranking": ranking,
                 "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
                 "trace_id": res.trace.id, "trace_db": str(db), "status": "done", "reused": reused,
             }
@@ -248,6 +271,30 @@ def run_container(spec: dict) -> list[dict]:
     if qa_client is not None:
         qa_client.close()
     return items
+
+
+def truth_metrics(engine, scope, q: dict, res, ranking: list[str]) -> dict[str, float]:
+    """Current truth (update_metrics) of one answered question, beside the scheme's metrics: the
+    updates benchmark's, or LongMemEval knowledge-update evidence order; {} for other questions."""
+    truth: dict[str, float] = {}
+    if q.get("update_type"):
+        truth.update(score_update_question(q["update_type"], ranking, q["gold"]["turn"], q["stale"],
+                                           _outdated_turns(engine, scope, res)))
+    if q.get("session_dates") and not q["excluded"]:
+        truth.update(evidence_order(q["question"], ranking, q["gold"]["turn"], q["session_dates"],
+                                    lambda t: t.rsplit(":", 1)[0]))  # "<session id>:<turn>"
+    return truth
+
+
+def _outdated_turns(engine, scope, res) -> list[tuple[list[str], list[str]]]:
+    """(turn ids of each memory the recall treated as replaced, turn ids of what replaced it)."""
+    marks = res.trace.params.get("outdated") or {}
+    if not marks:
+        return []
+    mids = {int(m) for m in marks} | {int(v["by"]) for v in marks.values() if v.get("by") is not None}
+    msgs = engine.store.message_ids(scope, sorted(mids))
+    return [(msgs.get(int(m), []), msgs.get(int(v["by"]), []) if v.get("by") is not None else [])
+            for m, v in marks.items()]
 
 
 def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
@@ -357,7 +404,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     except Cancelled:
         status = "cancelled"
     all_items = bench_sql.items(store, run_id)
-    summary = _summarise(dataset, all_items, ks)
+    summary = _summarise(dataset, all_items, ks, loaded)
     failures = sum(1 for it in all_items if it["status"] == "failed")
     default = summary["scores"][summary["scoring"]]
     bench_sql.finish_run(store, run_id, status=status, sample_count=len(all_items), failures=failures,
@@ -371,10 +418,11 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             "definitions": {name: s["definitions"] for name, s in scoring["schemes"].items()}}
 
 
-def _summarise(dataset: str, items: list[dict], ks: list[int]) -> dict[str, Any]:
+def _summarise(dataset: str, items: list[dict], ks: list[int], loaded=None) -> dict[str, Any]:
     """Every scheme's summary of the done questions, the default scheme's name, latency and tokens."""
     done = [{**it, "excluded": _excluded(it)} for it in items if it["status"] == "done"]
     scores = summarise_run(dataset, done, ks)
+    _add_current_truth(scores, done, loaded)
     judged = [it for it in done if "qa_correct" in (it["metrics"] or {})]
     if judged:  # single-answer QA accuracy (ours under any scheme; abstentions included: declining is correct)
         for summary in scores.values():
@@ -388,6 +436,28 @@ def _summarise(dataset: str, items: list[dict], ks: list[int]) -> dict[str, Any]
             "latency_ms": percentiles(lat, (50, 95, 99)) if lat else {},
             "context_tokens": {"mean": round(sum(tokens) / len(tokens), 1) if tokens else None,
                                "p95": percentiles(tokens, (95,)).get("p95") if tokens else None}}
+
+
+def _add_current_truth(scores: dict[str, Any], done: list[dict], loaded) -> None:
+    """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
+    category, and for memlens bench updates per half ("dev", "heldout") and per half and scenario
+    kind ("heldout:plan")."""
+    kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
+
+    def groups(it: dict) -> list[str]:
+        out = [str(it["category"])]
+        if it["container"] in kind_of:
+            split = str(it["category"]).split(":")[0]
+            out += [split, f"{split}:{kind_of[it['container']]}"]
+        return out
+
+    extra = summarise_extra([it for it in done if not it["excluded"]], (*UPDATE_METRICS, *KU_METRICS), groups)
+    if not extra["metrics"]:
+        return
+    for summary in scores.values():
+        summary["metrics"].update(extra["metrics"])
+        for group, vals in extra["by_category"].items():
+            summary["by_category"].setdefault(group, {}).update(vals)
 
 
 def _excluded(item: dict) -> bool:

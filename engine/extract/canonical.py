@@ -291,6 +291,22 @@ def object_key(obj: str) -> str:
     return OBJECT_ALIASES.get(text, text)
 
 
+_LIGHT_OBJECT_WORDS = frozenset("""the a an my our old new account membership subscription card plan job car phone
+    one""".split())
+
+
+def objects_match(a: str, b: str) -> bool:
+    """Do two object keys name the same thing, one perhaps more fully ("golf" / "2012 vw golf",
+    "barclays account" / "barclays")? Used only where a source says which value it replaced."""
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    ta = {w for w in a.split() if w not in _LIGHT_OBJECT_WORDS}
+    tb = {w for w in b.split() if w not in _LIGHT_OBJECT_WORDS}
+    return bool(ta and tb) and (ta <= tb or tb <= ta)
+
+
 # --- candidates ------------------------------------------------------------------------------
 
 def with_keys(candidate: Candidate, *, speaker: str | None, aliases: dict[str, str] | None = None) -> Candidate:
@@ -301,4 +317,5 @@ def with_keys(candidate: Candidate, *, speaker: str | None, aliases: dict[str, s
         subject_key=subject_key(candidate.subject, speaker=speaker, aliases=aliases),
         predicate_key=pkey,
         object_key=object_key(candidate.object),
+        replaces_key=object_key(candidate.replaces) if candidate.replaces else "",
     )

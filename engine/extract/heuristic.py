@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from engine.extract.change_frames import change_frames
 from engine.extract.canonical import (
     STATIC_PREDICATES,
     name_key,
@@ -186,6 +187,10 @@ class _Hit:
     first_person: bool = True  # "I ..." statements get the prefix (hypothetical/reported) checks
     updates: bool = False
     plan_text: str | None = None  # for plans: the text that may hold a date
+    change: bool = False  # a change frame (change_frames.py): its own grammar judged subject and mood
+    replaces: str | None = None
+    replaces_text: str | None = None
+    soft: bool = False
 
 
 def _clean_object(obj: str) -> str:
@@ -856,9 +861,21 @@ def _rule_identity(sentence: str) -> Iterator[_Hit]:
             yield _Hit("age", m.group(1), "{S} is {O} years old.", m.start(), m.end())
 
 
+CHANGE_GATE = ("switch", "chang", "moved", "went", "convert", "replac", "swap", "trad", "sold", "left", "closed",
+               "cancel", "quit", "stop", "gave", "drop", "ditch", "no longer", "anymore", "any more", "used to",
+               "my ", "our ", "new ", "rid of", "return", "upgrad", "downgrad")
+_CHANGE_SKIP = ("it", "them", "him", "her", "me", "us", "you", "that", "this", "there", "here")
+
+def _rule_changes(sentence: str) -> Iterator[_Hit]:
+    for h in change_frames(sentence):
+        yield _Hit(h.predicate, h.obj, h.text, h.anchor, h.end, updates=h.relation == "updates", change=True,
+                   replaces=h.replaces, replaces_text=h.replaces_text, soft=h.soft)
+
+
 # Each rule with the words (lower case) one of which a sentence must contain for it to run: a
 # cheap gate that spares the patterns on most sentences.
 _RULES = (
+    (_rule_changes, CHANGE_GATE),  # first: its hit (with what it replaced) wins over a plainer rule's
     (_rule_lives, ("live", "resid", "based", "settled", "moved", "relocated", "from", "grew up", "home")),
     (_rule_work, ("work", "employ", "join", "start", "job", "hire", "role", "position", "title", "occupation",
                   "'m ", "’m ", " am ")),
@@ -879,6 +896,9 @@ _RULES = (
 # Each gate as one pattern: "does the sentence hold any of these words" in one C-level scan (a
 # generator over the words, per rule and sentence, was a fifth of a long turn's extraction).
 _GATED = tuple((rule, re.compile("|".join(map(re.escape, gate)))) for rule, gate in _RULES)
+# Change frames judge their own subject (engine.statements): "Swapped the road bike for an
+# e-bike" drops its "I", so they run on sentences without a first-person word too.
+_CHANGE_GATED = tuple((rule, gate) for rule, gate in _GATED if rule is _rule_changes)
 # Every rule is about the speaker: a sentence with no I / my / we has nothing for them.
 _FIRST_PERSON = re.compile(r"(?<![\w'’-])(?:[Ii]|[Mm]y|[Ww]e)(?![\w-])")
 
@@ -934,6 +954,8 @@ def _hit_ok(sentence: str, hit: _Hit) -> bool:
     prefix = sentence[:hit.anchor]
     if prefix.count('"') % 2 or prefix.count("“") > prefix.count("”"):
         return False  # inside a quotation
+    if hit.change:
+        return True  # "no longer", "not ... anymore" are the change itself; mood was judged by the frame
     if hit.first_person and not _prefix_ok(sentence, hit.anchor):
         return False
     start, stop = _clause_span(sentence, hit.anchor, hit.end)
@@ -1098,6 +1120,7 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
         return []
     skey = subject_key("I", speaker=None if subject == "user" else subject)
     out: list[Candidate] = []
+    sentence_start = 0
     seen: set[tuple[str, str]] = set()
     read: set[str] = set()
     for start, end in _sentences(text, body):
@@ -1109,11 +1132,14 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
             continue
         if sentence.lstrip().startswith(">"):
             continue  # a quoted reply in an email or forum post
-        if not _FIRST_PERSON.search(sentence) or find_secrets(sentence):
-            continue  # nothing about the speaker; or a quote that would carry a secret into a fact
+        if find_secrets(sentence):
+            continue  # a quote that would carry a secret into a fact
+        rules = _GATED if _FIRST_PERSON.search(sentence) else _CHANGE_GATED  # else nothing about the speaker
         low = sentence.casefold()
         hedged = bool(_HEDGE.search(sentence))
-        for rule, gate in _GATED:
+        _merge_endings(out, sentence_start)
+        sentence_start = len(out)
+        for rule, gate in rules:
             if not gate.search(low):
                 continue
             for hit in rule(sentence):
@@ -1133,6 +1159,9 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
                     EXTERNAL_PENALTY if external else 0.0)
                 category = predicate_category(hit.predicate)
                 forget = forget_after_for(hit.plan_text, chunk.source_time) if hit.plan_text else None
+                if hit.change and re.search(r"(?:^|\s)(?:" + "|".join(re.escape(w) for w in _CHANGE_SKIP) + r")\b",
+                                            hit.obj.casefold()):
+                    continue
                 out.append(Candidate(
                     text=_render(hit.text, subject, obj),
                     subject=subject,
@@ -1155,5 +1184,21 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
                     subject_key=skey,
                     predicate_key=hit.predicate,
                     object_key=okey,
+                    replaces=hit.replaces,
+                    replaces_text=_render(hit.replaces_text, subject, hit.replaces) if hit.replaces_text else None,
+                    replaces_key=object_key(hit.replaces) if hit.replaces else "",
+                    soft_predicate=hit.soft,
                 ))
+    _merge_endings(out, sentence_start)
     return out
+
+
+def _merge_endings(out: list[Candidate], start: int) -> None:
+    """"I no longer work at Google, I now work at Meta": one update (Meta, replacing Google), not
+    an ending and an update. Merges within out[start:], one sentence's candidates."""
+    for end in [c for c in out[start:] if c.replaces and c.object_key.startswith("not ")]:
+        new = next((c for c in out[start:] if c is not end and c.predicate_key == end.predicate_key
+                    and c.relation == "updates" and not c.replaces), None)
+        if new is not None:
+            new.replaces, new.replaces_key = end.replaces, end.replaces_key
+            out.remove(end)

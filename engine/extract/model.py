@@ -46,6 +46,13 @@ class Candidate:
     extractor_model: str | None = None
     prompt_version: str | None = None
     premises: list[str] = field(default_factory=list)  # for derives: the statements it rests on
+    # For an update that names what it replaced ("switched from VS Code to Neovim"): the old value
+    # as said, and a sentence for it, stored as history when no fact holds it yet.
+    replaces: str | None = None
+    replaces_text: str | None = None
+    # The extractor guessed the predicate from the verb alone: the fact whose object is `replaces`
+    # lends its own ("sold the Golf" continues whatever "my car is a 2012 VW Golf" was filed under).
+    soft_predicate: bool = False
     # Filled in by grounding (engine/extract/ground.py):
     chunk_id: int | None = None
     document_id: int | None = None
@@ -57,3 +64,4 @@ class Candidate:
     subject_key: str = ""
     predicate_key: str = ""
     object_key: str = ""
+    replaces_key: str = ""

@@ -24,7 +24,7 @@ from ..scope import Scope
 from ..store.store import Store
 from . import heuristic
 from .model import SourceChunk
-from .prompts import extract_v1
+from .prompts import extract_v2
 
 WINDOW_TURNS = 8  # turns per model call
 WINDOW_CHARS = 6000  # and no more text than this
@@ -179,9 +179,9 @@ class Extractor:
     def _llm(self, views: list[SourceChunk], report: ExtractReport):
         """-> (pairs, error line or None, whether the error is fatal to the run)"""
         assert self.llm is not None
-        result = self.llm.complete_json(extract_v1.TASK, extract_v1.build_messages(views), extract_v1.SCHEMA_NAME,
-                                        extract_v1.SCHEMA, recorder=self.store.llm_recorder(self.scope))
+        result = self.llm.complete_json(extract_v2.TASK, extract_v2.build_messages(views), extract_v2.SCHEMA_NAME,
+                                        extract_v2.SCHEMA, recorder=self.store.llm_recorder(self.scope))
         report.llm_calls += 1
         if not result.ok:
             return [], describe_failure(result.error, result.detail), result.error in FATAL_ERRORS
-        return extract_v1.parse(result.data, views, model=result.model), None, False
+        return extract_v2.parse(result.data, views, model=result.model), None, False

@@ -39,6 +39,8 @@ class VectorIndex:
         self._sq = None  # faiss IndexScalarQuantizer over rows [0, self._sq_n)
         self._sq_n = 0
         self._sq_trained_n = 0
+        self._pos: dict[int, int] | None = None  # memory id -> row, built on first use after a change
+        self._pos_n = 0
 
     def __len__(self) -> int:
         return self._n
@@ -61,6 +63,7 @@ class VectorIndex:
                     ids, mat, last = self.store.load_vectors(self.scope, self.model, self.dims, 0)
                     self._ids, self._mat, self._n = ids, mat, len(ids)
                     self._last_row = last
+                    self._pos = None
                     self._sq, self._sq_n, self._sq_trained_n = None, 0, 0
                 self._state = state
             self._change_key = key
@@ -81,6 +84,9 @@ class VectorIndex:
             self._ids, self._mat = new_ids, new_mat
         self._ids[self._n:need] = ids
         self._mat[self._n:need] = mat
+        if self._pos is not None:
+            self._pos.update((int(mid), self._n + i) for i, mid in enumerate(ids.tolist()))
+            self._pos_n = need
         self._n = need
 
     def _quantised(self):
@@ -98,6 +104,17 @@ class VectorIndex:
             self._sq.add(self._mat[self._sq_n:n])
             self._sq_n = n
         return self._sq
+
+    def vectors_of(self, memory_ids) -> dict[int, np.ndarray]:
+        """memory id -> its vector, for the ids this index holds (recall compares a few memories
+        with each other: a statement and its later restatement)."""
+        self.refresh()
+        with self._lock:
+            if self._pos is None or self._pos_n != self._n:
+                self._pos = {int(mid): i for i, mid in enumerate(self._ids[: self._n].tolist())}
+                self._pos_n = self._n
+            pos = self._pos
+            return {mid: self._mat[pos[mid]] for mid in memory_ids if mid in pos}
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(memory ids, cosine scores) of the top k, best first, scored exactly in float32."""

@@ -64,7 +64,15 @@ _F = [
     Feature("trust", "prior", "assistant, tool and external content rank slightly below the user's"),
     Feature("fact_bonus", "prior", "a fact distils its evidence: a small edge over the raw turn"),
     Feature("review", "prior", "facts waiting for review rank below confirmed ones"),
-    Feature("outdated", "prior", "under current intent, a turn whose facts were replaced ranks below current ones"),
+    Feature("claim_superseded", "rank", "under current intent, a turn whose fact for the claim the question asks "
+            "about was superseded ranks below that claim's current version, whatever else it carried; asked about the "
+            "past, it leads it"),
+    Feature("restated_later", "rank", "where no fact links them, a later statement in the top k of a change (or of "
+            "the same claim) by the same speaker about the same thing leads an earlier one, kept as history"),
+    Feature("not_a_change", "rank", "a later plan, wish, visit or someone else's change about the same thing stays "
+            "below the earlier statement of the state it does not replace"),
+    Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
+            "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),
     Feature("version_cap", "rank", "an old value never outranks its successor"),
     Feature("derived", "prior", "inferences are scaled down so they cannot tie verified facts"),
@@ -85,7 +93,7 @@ REMIND = re.compile(r"\bremind\s+me\b", re.IGNORECASE)
 # Strong ones say so whatever else the question says; weak ones ("first", "old", "earlier") only
 # when the question does not also ask about the present ("my current ...", "now", "still").
 _STRONG_PAST = re.compile(
-    r"\b(before|previously|used to|formerly|originally|prior to|no longer|anymore|back then|"
+    r"\b(before|previous|previously|used to|formerly|originally|prior to|no longer|anymore|back then|"
     r"at the time|had been|in the past(?!\s+(?:(?:" + timeframe.COUNT + r")\s+)?(?:hour|day|week|month|year)s?\b))\b",
     re.IGNORECASE)
 _WEAK_PAST = re.compile(r"\b(first(?!\s+thing)|(?<!how )old|earlier|history)\b", re.IGNORECASE)

@@ -8,6 +8,7 @@ when an endpoint is configured, each within a time budget and with a determinist
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,11 +25,15 @@ from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
 from . import timeframe
 from ..tokens import estimate_tokens, truncate_to_tokens
+from ..statements import asks_state
 from .intent import Intent, read_intent, speaker_matches
 from .query import content_terms, match_expression
 from .recipes import Recipe
 from .trace import CandidateTrace, DropReason, Trace
 
+# Which of a turn's claims a question asks, and which one a later change concerns, must be clear
+# by this much (cosine plus 0.15 a shared content word) for the change to count as another claim's.
+CLAIM_MARGIN = 0.1
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost
 # tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).
@@ -65,6 +70,41 @@ def _asks(text: str) -> bool:
     """Does this turn ask something, so that the next turn is likely its answer? ("Wow! How long
     have you had them?" asks too: the question need not end the turn.)"""
     return "?" in text
+
+
+RESTATEMENT_MIN_WORDS = 8
+QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
+_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
+                    r"|eleven|twelve|dozen|twenty|thirty|hundred"
+                    r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
+
+
+def _counts(text: str) -> str | None:
+    """The first sentence of a turn that holds a number, or None."""
+    m = _COUNT.search(text)
+    return " ".join(m.group(0).split())[:160] if m else None
+
+
+def updated_by(trace: Trace, memory_id: int) -> dict | None:
+    """What replaced this memory for the trace's question, if recall judged it outdated:
+    {"memory_id", "on", "text", "rule", "reason", "label": "updated on 2024-06-12 by m25: ..."}."""
+    mark = (trace.params.get("outdated") or {}).get(str(memory_id))
+    if not mark:
+        return None
+    text = mark["text"]
+    for prefix in ("user: ", "assistant: "):
+        text = text.removeprefix(prefix)
+    label = f"updated on {mark['on']} by m{mark['by']}: {' '.join(text.split())[:120]}"
+    return {"memory_id": mark["by"], "on": mark["on"], "text": mark["text"], "rule": mark["rule"],
+            "reason": mark["reason"], "label": label}
+
+
+def _body(text: str, speaker: str | None) -> str:
+    """A turn's text without the "<speaker>: " prefix the chat importers put in front."""
+    for label in (speaker, "user", "assistant"):
+        if label and text.startswith(label + ":"):
+            return text[len(label) + 1:].lstrip()
+    return text
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -104,6 +144,7 @@ class Recall:
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
+        self._qvec = query_vector
         trace.timings["embed"] = round(_ms(t0), 3)
 
         self._candidates(trace, query_vector, extra_terms=[])
@@ -366,8 +407,6 @@ class Recall:
             prior("trust", 1.0, -r.trust_penalty.get(m["trust"], 0.0))
             prior("fact", r.fact_bonus, 1.0 if m.get("fact_id") is not None else 0.0, "fact_bonus")
             prior("review", r.review_penalty, -1.0 if m.get("status") == "needs_review" else 0.0)
-            prior("outdated", r.outdated_penalty,
-                  -1.0 if m.get("outdated") and trace.intent != "historical" else 0.0)
             prior("pinned", 0.05, 1.0 if m["pinned"] else 0.0)
             who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
             # whom the question is about is read by the speaker_* features (intent.speakers)
@@ -397,6 +436,7 @@ class Recall:
             trace.params["event_times"] = event_matches
         if r.on("version_cap"):
             self._order_versions(trace)
+        self._current_truth(trace, as_of)
         if r.on("dedupe"):
             self._dedupe(trace)
         trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
@@ -437,8 +477,10 @@ class Recall:
         return out
 
     def _order_versions(self, trace: Trace) -> None:
-        """An old value never outranks the current one: cap superseded facts below their successor."""
+        """An old value never outranks the current one: cap superseded facts below their successor.
+        Asked about the past (historical intent, feature history_first), the old version leads."""
         alive = {c.meta.get("fact_id"): c for c in trace.alive() if c.meta.get("fact_id") is not None}
+        older_first = trace.intent == "historical" and self.recipe.on("history_first") and not trace.as_of
         for cand in list(alive.values()):
             prev = cand.meta.get("supersedes_fact_id")
             seen = set()
@@ -446,12 +488,334 @@ class Recall:
             while prev and prev in alive and prev not in seen:
                 seen.add(prev)
                 older = alive[prev]
-                if older.score >= current.score:
-                    older.components["version_cap"] = round(current.score - older.score - 1e-6, 6)
-                    older.score = current.score - 1e-6
+                below, above = (current, older) if older_first else (older, current)
+                if below.score >= above.score:
+                    below.components["version_cap"] = round(above.score - below.score - 1e-6, 6)
+                    below.score = above.score - 1e-6
                 current = older
                 prev = older.meta.get("supersedes_fact_id")
 
+    # current truth ----------------------------------------------------------------------------
+    def _current_truth(self, trace: Trace, as_of: str | None) -> None:
+        """Outdated turns rank below what replaced them, each decision a named component with its
+        reason in trace.params["outdated"] (memory -> {"by", "rule", "on", "text", "reason"}).
+
+        claim_superseded: a turn is outdated for the claim the question asks about (the most
+          query-like of the facts read from it) when that fact was superseded, whatever other facts
+          it carried; it goes below the claim's current version. Historical intent: it leads it.
+        restated_later: where no fact links them, a later turn by the same speaker that states a
+          change (engine.statements) about the same thing (cosine, both among the best scored, the
+          later one in the top k) leads an earlier statement, which stays right below it as history."""
+        r = self.recipe
+        if as_of or not any(r.on(f) for f in ("claim_superseded", "restated_later", "not_a_change", "history_first")):
+            return  # as of a time, validity filters already chose what held then
+        marks: dict[str, dict] = trace.params.setdefault("outdated", {})
+        turns = [c for c in trace.alive() if c.meta.get("kind") == "episode"]
+        claims = self.store.turn_claims(self.scope, [c.memory_id for c in turns]) if turns else {}
+        replaced = {f["memory_id"] for rows in claims.values() for f in rows if f["status"] == "superseded"}
+        newer = self.store.newer_versions(self.scope, sorted(replaced)) if replaced else {}
+        if r.on("claim_superseded") and replaced:
+            self._claim_supersession(trace, turns, marks, claims, dict(newer))
+        # a change already filed under a claim (a fact of the later turn superseded one of the
+        # earlier's) is claim_supersession's to judge, claim by claim
+        facts_of_turn = {t: {f["memory_id"] for f in rows} for t, rows in claims.items()}
+        linked = {(a, b) for a, fa in facts_of_turn.items() for b, fb in facts_of_turn.items()
+                  if a != b and any(set(newer.get(f, ())) & fb for f in fa)}
+        if (r.on("restated_later") or r.on("not_a_change")) and trace.intent != "historical" and asks_state(trace.query):
+            self._restatement_order(trace, [c for c in turns if str(c.memory_id) not in marks], marks, linked)
+        elif r.on("history_first") and trace.intent == "historical":
+            self._restatement_order(trace, turns, marks, linked, historical=True)
+        if not marks:
+            del trace.params["outdated"]
+
+    def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict],
+                            claims: dict[int, list[dict]], newer: dict[int, list[int]]) -> None:
+        replaced = {f["memory_id"] for rows in claims.values() for f in rows if f["status"] == "superseded"}
+        # each replaced claim -> its current version: follow 'updates' relations to an active fact
+        frontier = {m for srcs in newer.values() for m in srcs}
+        seen = set(replaced)
+        while frontier - seen:
+            step = self.store.newer_versions(self.scope, sorted(frontier - seen))
+            seen |= frontier
+            newer.update(step)
+            frontier = {m for srcs in step.values() for m in srcs}
+        metas = self.store.candidate_meta(self.scope, sorted(seen | set(newer)))
+
+        def current_of(mid: int) -> int | None:
+            chain, at = {mid}, mid
+            while True:
+                nxt = [m for m in newer.get(at, []) if m in metas and m not in chain]
+                if not nxt:
+                    return at if at != mid and metas.get(at, {}).get("status") in ("active", "needs_review") else None
+                at = max(nxt, key=lambda m: (metas[m].get("valid_from") or "", m))
+                chain.add(at)
+
+        vecs = self.vectors.vectors_of({f["memory_id"] for rows in claims.values() for f in rows}
+                                       | set(metas)) if self.vectors is not None else {}
+        qv = self._qvec
+
+        def relevance(mid: int) -> float:
+            v = vecs.get(mid)
+            return float(np.dot(v, qv)) if v is not None else -1.0
+
+        historical = trace.intent == "historical" and self.recipe.on("history_first")
+        alive = {c.memory_id: c for c in trace.alive()}
+        for turn in turns:
+            rows = claims.get(turn.memory_id) or []
+            if not any(f["status"] == "superseded" for f in rows):
+                continue
+            # the claim this question asks about: the fact (or its current version) most like the query
+            scored = []
+            for f in rows:
+                cur = current_of(f["memory_id"]) if f["status"] == "superseded" else None
+                scored.append((max(relevance(f["memory_id"]), relevance(cur) if cur else -1.0), f, cur))
+            rel, fact, cur = max(scored, key=lambda x: x[0])
+            succ = alive.get(cur) if cur is not None else None
+            if fact["status"] != "superseded" or succ is None:
+                continue
+            if metas.get(cur, {}).get("chunk_id") == turn.meta.get("chunk_id"):
+                continue  # "I quit smoking": the turn states the change itself (its old value is history)
+            m = succ.meta
+            on = (m.get("valid_from") or m.get("source_time") or "")[:10]
+            reason = (f"its claim '{fact['predicate_key']} {fact['object']}' (fact {fact['fact_id']}) was superseded;"
+                      f" the current version is fact {m.get('fact_id')}: {m['text']}")
+            if historical:  # asked about the past: the old evidence (turn and fact) leads the new (fact and turn)
+                newer_turns = [c for c in turns if c.meta.get("chunk_id") == m.get("chunk_id")]
+                top = max([succ.score] + [c.score for c in newer_turns])
+                for old in (turn, alive.get(fact["memory_id"])):
+                    if old is not None and old.score <= top:
+                        delta = top + 1e-6 - old.score
+                        old.components["claim_superseded"] = round(old.components.get("claim_superseded", 0.0) + delta, 6)
+                        old.score += delta
+            else:
+                # the current version of the asked claim leads the turn's other claims too: "where do I
+                # work now?" gets Globex before "works as a data analyst" (true, but not what was asked)
+                others = [alive[f["memory_id"]] for f in rows if f["memory_id"] in alive
+                          and f["memory_id"] != succ.memory_id]
+                lead = max([o.score for o in others] + [turn.score])
+                if succ.score <= lead:
+                    lift = lead + 2e-6 - succ.score
+                    succ.components["claim_superseded"] = round(succ.components.get("claim_superseded", 0.0) + lift, 6)
+                    succ.score += lift
+                delta = min(0.0, succ.score - 1e-6 - turn.score)
+                turn.components["claim_superseded"] = round(delta, 6)
+                turn.score += delta
+                marks[str(turn.memory_id)] = {"by": succ.memory_id, "rule": "claim_superseded", "on": on,
+                                              "text": m["text"], "reason": reason,
+                                              "fact_id": fact["fact_id"], "by_fact_id": m.get("fact_id")}
+
+    def _restatement_order(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict],
+                           linked: set[tuple[int, int]], *, historical: bool = False) -> None:
+        """Order two statements by one speaker about the same thing that no fact links (see
+        _current_truth). A later change leads (restated_later); a later plan, wish, visit or
+        someone else's change about it goes below an earlier statement of the state, which it
+        does not replace (not_a_change, reasons in trace.params["asides"]). Asked about the past
+        ("what did I drive before the RAV4?"), the statement before the best-matching one leads it
+        (history_first, in trace.params["history_first"])."""
+        from ..statements import asked, asks_about_asides, claims_for, clauses, stance_for
+
+        r = self.recipe
+        pool = sorted((c for c in turns if c.meta.get("trust") in ("user", "external") and c.meta.get("speaker")
+                       and c.meta.get("source_time")), key=lambda c: -c.score)[: r.restatement_pool]
+        if len(pool) < 2:
+            return
+        question = asked(trace.query)
+        stance: dict[int, tuple[str, str | None]] = {}
+        for c in pool:
+            named = c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
+            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question, speaker_named=named)
+        kinds = {k for k, _ in stance.values()}
+        if historical:
+            kinds.add("change")
+        if asks_about_asides(trace.query):
+            kinds.discard("aside")  # "which car did I say I'd get someday?" asks for the aside itself
+            stance = {m: (("none", None) if k == "aside" else (k, c)) for m, (k, c) in stance.items()}
+        if "change" not in kinds and "aside" not in kinds:
+            return
+        vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
+        clause_vecs: dict[str, np.ndarray] = {}
+
+        def embed(texts: list[str]) -> list[np.ndarray]:
+            missing = [t for t in dict.fromkeys(texts) if t not in clause_vecs]
+            if missing:
+                clause_vecs.update(zip(missing, self.embedder.embed(missing, kind="passage")))
+            return [clause_vecs[t] for t in texts]
+
+        # who is asked about says nothing about which of their claims is asked: "Where does Dana
+        # live now?" asks for a place, not for "my name is Dana Okafor"
+        masked = trace.query
+        for name in question.people:
+            masked = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", masked)
+        def words(text: str) -> set[str]:
+            return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
+
+        q_terms = words(masked)
+        masked_vec: list[np.ndarray] = []
+
+        def claim_query() -> np.ndarray:
+            if not masked_vec:
+                masked_vec.append(self._qvec if masked == trace.query else self.embedder.embed([masked], kind="query")[0])
+            return masked_vec[0]
+
+        def closest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int | None:
+            """The claim nearest a text (cosine, plus shared content words), None when not clearly one."""
+            scores = [float(np.dot(v, vec)) + 0.15 * len(terms & words(c)) for c, v in zip(claims, vs)]
+            order = sorted(range(len(scores)), key=lambda i: -scores[i])
+            return order[0] if scores[order[0]] - scores[order[1]] >= CLAIM_MARGIN else None
+
+        def about_asked_claim(earlier: CandidateTrace, changes: list[str]) -> str | None:
+            """The clause of `changes` (a later turn's change clauses) that changes the claim of
+            `earlier` the question asks about, or None. Only a turn with several claims needs the
+            check ("my name is Dana and I live in Berlin"), read from its facts when it has several,
+            else from its clauses; a change fails it only when the question clearly asks one claim
+            and the change clearly concerns another."""
+            if len(changes) > 1:  # the most query-like first: a long turn may change several things
+                vs = embed(changes)
+                changes = [c for _, c in sorted(zip([-float(np.dot(v, claim_query())) for v in vs], changes))]
+            facts = facts_of.get(earlier.meta.get("chunk_id"), [])
+            claims = [f.meta["text"] for f in facts] if len(facts) >= 2 else [
+                c.text for c in clauses(_body(earlier.meta["text"], earlier.meta["speaker"])) if c.asserts]
+            if len(claims) < 2:
+                return changes[0]
+            vs = embed(claims + changes)
+            asked_at = closest(claim_query(), q_terms, claims, vs[:len(claims)])
+            for clause, v in zip(changes, vs[len(claims):]):
+                aligned_at = closest(v, words(clause), claims, vs[:len(claims)])
+                if asked_at is None or aligned_at is None or asked_at == aligned_at:
+                    return clause
+            return None
+
+        def answers_as_well(stated: list[str], earlier: CandidateTrace) -> bool:
+            own = claims_for(_body(earlier.meta["text"], earlier.meta["speaker"]), question) or [earlier.meta["text"]]
+            q = claim_query()
+            best = lambda texts: max(float(np.dot(v, q)) for v in embed(texts))  # noqa: E731
+            return best(stated) >= r.restatement_answer_share * best(own)
+
+        def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
+            if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
+                return False
+            return (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
+                    and canonical_name(a.meta["speaker"]) == canonical_name(b.meta["speaker"])
+                    and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
+
+        # a turn's facts speak for it: the one that would answer goes where the turn goes
+        facts_of: dict[Any, list[CandidateTrace]] = {}
+        for c in trace.alive():
+            if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
+                facts_of.setdefault(c.meta["chunk_id"], []).append(c)
+
+        def group(turn: CandidateTrace) -> list[CandidateTrace]:
+            """The turn and its fact that would answer (the best-scored: "The user works at Initech" for
+            "where do I work?", not "works as an accountant", which is more like the query's words)."""
+            facts = facts_of.get(turn.meta.get("chunk_id"), [])
+            if not facts:
+                return [turn]
+            return [turn, max(facts, key=lambda f: f.score)]
+
+        statements = [c for c in pool if stance[c.memory_id][0] in ("state", "change")]
+        if historical:
+            if not statements:
+                return
+            anchor = max(statements, key=lambda c: max(m.score for m in group(c)))
+            before = [c for c in statements if c.meta["source_time"] < anchor.meta["source_time"]
+                      and same_thing(c, anchor)]
+            if not before:
+                return
+            prev = max(before, key=lambda c: (c.meta["source_time"], c.score))
+            top = max(m.score for m in group(anchor))
+            for m in group(prev):
+                if m.score <= top:
+                    delta = top + 1e-6 - m.score
+                    m.components["history_first"] = round(delta, 6)
+                    m.score += delta
+            trace.params["history_first"] = {str(prev.memory_id): {
+                "over": anchor.memory_id, "rule": "history_first", "on": prev.meta["source_time"][:10],
+                "reason": f"asked about the past: the statement before m{anchor.memory_id} "
+                          f"({anchor.meta['source_time'][:10]}) leads it"}}
+            return
+        asides: dict[str, dict] = {}
+        # Follow the chain from the statement that would answer now (the best-scored statement of
+        # the asked state): a later change about the same thing leads it and becomes the answer in
+        # its turn; a later plan, visit or someone else's change about it goes below it. Only that
+        # chain moves: the rest of the ranking keeps its order.
+        seen: set[int] = set()
+        quantity = bool(QUANTITY.search(trace.query))
+        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+
+        def follow(answer: CandidateTrace) -> None:
+            while answer.memory_id not in seen:
+                seen.add(answer.memory_id)
+                later = [c for c in pool if c.meta["source_time"] > answer.meta["source_time"]
+                         and same_thing(answer, c)]
+                # A successor is one of the top k: the rule reorders what a reader gets, never changes
+                # it (in free chat, "my new job" or "right now" in a turn about something else would
+                # otherwise push an answer out: LoCoMo dev, 2 questions).
+                successors = [c for c in later if c.memory_id in top_k]
+                changes = {c.memory_id: about_asked_claim(answer, stance[c.memory_id][1]) for c in successors
+                           if stance[c.memory_id][0] == "change"}
+                # asked how many / how long / how much, a later count of the same thing is the newer
+                # count, change word or not: "half of the 10 are women" -> "6 women out of 10"
+                if quantity and _counts(answer.meta["text"]):
+                    changes |= {c.memory_id: claim for c in successors if c.memory_id not in changes
+                                and stance[c.memory_id][0] == "state" and (claim := _counts(c.meta["text"]))
+                                and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
+                changes = {mid: clause for mid, clause in changes.items() if clause}
+                if not changes:
+                    # No change word, no fact: the same claim stated again later still comes first, only
+                    # when it answers the question about as well as the earlier one ("I have a shift
+                    # tonight" restates nothing of "I'm a nurse at St Mary's" for "what is my current job?"),
+                    # and not as a short reply to the assistant.
+                    changes = {c.memory_id: about_asked_claim(answer, stated) for c in successors
+                               if stance[c.memory_id][0] == "state"
+                               and len(_body(c.meta["text"], c.meta["speaker"]).split()) >= RESTATEMENT_MIN_WORDS
+                               and (stated := claims_for(_body(c.meta["text"], c.meta["speaker"]), question))
+                               and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id]))
+                               >= r.restatement_state_similarity
+                               and answers_as_well(stated, answer)}
+                    changes = {mid: clause for mid, clause in changes.items() if clause}
+                if not r.on("restated_later"):
+                    changes = {}
+                if not changes:
+                    floor = min(m.score for m in group(answer))
+                    for aside in later if r.on("not_a_change") else ():
+                        kind, clause = stance[aside.memory_id]
+                        if kind != "aside" or max(m.score for m in group(aside)) < floor:
+                            continue
+                        for m in group(aside):
+                            if m.score >= floor:
+                                delta = floor - 1e-6 - m.score
+                                m.components["not_a_change"] = round(delta, 6)
+                                m.score += delta
+                        asides[str(aside.memory_id)] = {
+                            "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
+                            "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
+                                      f"what m{answer.memory_id} states"}
+                    return
+                nxt = max((c for c in later if c.memory_id in changes), key=lambda c: (c.meta["source_time"], c.score))
+                earlier = group(answer)
+                top = max(m.score for m in earlier)
+                if nxt.score <= top:
+                    delta = top + 1e-6 - nxt.score
+                    nxt.components["restated_later"] = round(nxt.components.get("restated_later", 0.0) + delta, 6)
+                    nxt.score += delta
+                on = nxt.meta["source_time"][:10]
+                for m in earlier:
+                    m.components.setdefault("restated_later", 0.0)
+                    marks[str(m.memory_id)] = {
+                        "by": nxt.memory_id, "rule": "restated_later", "on": on, "text": nxt.meta["text"],
+                        "reason": f"the same speaker later ({on}) states a change about it: '{changes[nxt.memory_id]}'"}
+                answer = nxt
+
+        # Follow the chain from each of the statements that would answer now (the best-scored
+        # statements of the asked state): a later change about the same thing leads it and becomes
+        # the answer in its turn; a later plan, visit or someone else's change about it goes below
+        # it. Only those chains move: the rest of the ranking keeps its order.
+        starts = sorted(statements, key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
+        for start in starts:
+            if start.memory_id not in seen and str(start.memory_id) not in marks:
+                follow(start)
+        if asides:
+            trace.params["asides"] = asides
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str, CandidateTrace] = {}
         for cand in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
@@ -580,7 +944,8 @@ class Recall:
             m = cand.meta
             src = sources.get(cand.memory_id)
             history = self._history(m) if m.get("fact_id") is not None else []
-            line = self._render(cand, src, history)
+            updated = updated_by(trace, cand.memory_id)
+            line = self._render(cand, src, history, updated)
             cost = estimate_tokens(line) + 1
             if used + cost > budget:
                 room = budget - used - 1
@@ -604,6 +969,8 @@ class Recall:
                     k: m[k] for k in ("fact_id", "subject", "predicate", "object", "status", "valid_from", "valid_to",
                                       "learned_at", "invalidated_at", "relation")} | {"confidence": m["fact_confidence"]},
                 "history": history,
+                # an outdated turn carries what replaced it: "updated on 2024-06-12 by m25: ..."
+                "updated_by": updated,
                 "source": None if src is None else {k: src[k] for k in ("document_id", "chunk_id", "start", "end")}
                 | {"title": src["title"], "source_type": src["source_type"], "message_id": src["message_id"]},
                 "tokens": cost,
@@ -621,7 +988,7 @@ class Recall:
                 for v in versions if v["id"] != m["fact_id"] and v["status"] in ("superseded", "expired")]
 
     @staticmethod
-    def _render(cand: CandidateTrace, src: dict | None, history: list[dict]) -> str:
+    def _render(cand: CandidateTrace, src: dict | None, history: list[dict], updated: dict | None = None) -> str:
         m = cand.meta
         when = (m.get("valid_from") or m.get("source_time") or "")[:10]
         where = ""
@@ -638,4 +1005,6 @@ class Recall:
             text += " [unconfirmed]"
         if m.get("relation") == "derives":
             text += " [inferred]"
+        if updated:
+            text += f" [{updated['label']}]"
         return f"[{cite}] {text}"

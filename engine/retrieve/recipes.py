@@ -48,7 +48,14 @@ class Recipe:
     aggregate_cap: int = 2  # the same, only for questions that gather across sessions ("how many", "which first")
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
     review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones
-    outdated_penalty: float = 0.1  # a turn whose facts were all replaced ranks below current ones (current intent)
+    # current truth (features claim_superseded, restated_later, not_a_change, history_first in
+    # engine/retrieve/intent.py; switched off by name like every feature): how restatements are compared
+    restatement_pool: int = 20  # the best-scored turns compared with each other
+    restatement_starts: int = 3  # chains followed from this many of the best-scored statements
+    restatement_count_similarity: float = 0.5  # "how many ...?": a later count of the same thing, this close
+    restatement_state_similarity: float = 0.4  # a later statement of the same claim with no change word, in the top k
+    restatement_answer_share: float = 0.8  # ... whose claim answers the question at least this well, relative
+    restatement_similarity: float = 0.2  # cosine between the two statements, at least
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
     trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
     # the LLM stages run only when cheap retrieval is weak
@@ -73,8 +80,8 @@ class Recipe:
 
 
 # The weights `memlens bench fit` fits: (name, Recipe field; "weights.X" is a channel weight).
-# The other parts of a score (confidence, importance, usage, trust, fact, review, outdated,
-# pinned) are correctness priors the benchmark files cannot identify: they stay as set.
+# The other parts of a score (confidence, importance, usage, trust, fact, review, pinned) and the
+# current-truth ranking rules are correctness priors the benchmark files cannot identify: they stay as set.
 FITTED = (("vector", "weights.vector"), ("fts", "weights.fts"), ("entity", "weights.entity"),
           ("relation", "weights.relation"), ("neighbour", "weights.neighbour"), ("baseline", "weights.baseline"),
           ("session", "session_weight"), ("speaker", "speaker_weight"), ("timeframe", "timeframe_weight"),

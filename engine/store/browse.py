@@ -27,6 +27,22 @@ _STATUS_SQL = ("CASE WHEN m.forgotten_at IS NOT NULL THEN 'forgotten'"
 _TIME_SQL = "coalesce(m.source_time, m.created_at)"
 _SOURCE_TYPE_SQL = ("(SELECT d.source_type FROM memory_sources s JOIN documents d ON d.id = s.document_id"
                     " WHERE s.memory_id = m.id ORDER BY s.id LIMIT 1)")
+# What replaced a memory, as "<memory id>|<claim>|<when>": for a turn, the newest fact that
+# superseded a claim read from it (not one the turn itself stated: "I quit smoking" stores its old
+# value as history); for a superseded fact, the fact that updated it.
+_REPLACED_SQL = (
+    "CASE WHEN m.kind = 'episode' THEN (SELECT r.src_memory_id || '|' || f2.predicate || ' ' || f2.object || '|'"
+    " || coalesce(f3.valid_from, r.created_at) FROM memory_sources s1"
+    " JOIN memory_sources s2 ON s2.chunk_id = s1.chunk_id AND s2.memory_id != s1.memory_id"
+    " JOIN facts f2 ON f2.memory_id = s2.memory_id AND f2.status = 'superseded'"
+    " JOIN memory_relations r ON r.dst_memory_id = f2.memory_id AND r.type = 'updates' AND r.removed_at IS NULL"
+    " JOIN facts f3 ON f3.memory_id = r.src_memory_id"
+    " WHERE s1.memory_id = m.id AND NOT EXISTS (SELECT 1 FROM memory_sources s3 WHERE s3.memory_id = r.src_memory_id"
+    "  AND s3.chunk_id = s1.chunk_id) ORDER BY r.id DESC LIMIT 1)"
+    " WHEN f.status = 'superseded' THEN (SELECT r.src_memory_id || '|' || f.predicate || ' ' || f.object || '|'"
+    " || coalesce(f3.valid_from, r.created_at) FROM memory_relations r JOIN facts f3 ON f3.memory_id = r.src_memory_id"
+    " WHERE r.dst_memory_id = m.id AND r.type = 'updates' AND r.removed_at IS NULL ORDER BY r.id DESC LIMIT 1)"
+    " END")
 _MAX_ID = 2**63 - 1
 PREVIEW_CHARS = 400  # the table elides anyway; never ship whole documents per row
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -141,10 +157,15 @@ class BrowseReads:
         sql = (f"SELECT m.id, m.kind, substr(m.text, 1, {PREVIEW_CHARS}) AS text, length(m.text) AS text_length,"
                f" {_STATUS_SQL} AS status, m.trust, m.confidence, m.category, {_SOURCE_TYPE_SQL} AS source_type,"
                f" {_TIME_SQL} AS time, m.pinned, m.forget_reason, m.importance, f.id AS fact_id, f.subject,"
-               " f.predicate, f.object"
+               f" f.predicate, f.object, {_REPLACED_SQL} AS replaced"
                f" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id WHERE {where}"
                f" ORDER BY m.id {order} LIMIT ?")
-        return dict_rows(self.conn, sql, (*params, limit))
+        rows = dict_rows(self.conn, sql, (*params, limit))
+        for row in rows:  # -> replaced_by (memory id), replaced_claim, replaced_on
+            by, claim, when = (row.pop("replaced") or "||").split("|", 2)
+            row.update(replaced_by=int(by) if by else None, replaced_claim=claim or None,
+                       replaced_on=(when or "")[:10] or None)
+        return rows
 
     def memory_rank(self, scope: Scope, flt: MemoryFilter | None, memory_id: int) -> int | None:
         """The row index of a memory in the listing for this filter, or None if the filter hides it."""

@@ -189,6 +189,20 @@ class FactReads:
                 (*scope.as_params(), subject_key, predicate_key, *statuses))
         return out
 
+    def facts_of_subjects(self, scope: Scope, subject_keys: list[str],
+                          statuses=("active", "needs_review")) -> list[dict]:
+        """Every current fact about these subjects (a change that names what it replaced looks for
+        the fact holding that value, whatever its predicate)."""
+        out: list[dict] = []
+        marks = ",".join("?" * len(statuses))
+        for key in sorted(set(subject_keys)):
+            out += dict_rows(
+                self.conn,
+                "SELECT f.id, f.predicate, f.predicate_key, f.object_key, f.category FROM facts f"
+                " WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ? AND f.subject_key = ?"
+                f" AND f.status IN ({marks}) ORDER BY f.id", (*scope.as_params(), key, *statuses))
+        return out
+
     def fact(self, scope: Scope, fact_id: int) -> dict | None:
         rows = dict_rows(self.conn,
                          "SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at, m.forget_reason"

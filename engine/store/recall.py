@@ -22,11 +22,6 @@ def _chunks(ids: list[int]):
         yield ids[i:i + _IN_CHUNK]
 
 
-_SUPPORTS = ("EXISTS (SELECT 1 FROM memory_sources s1 JOIN memory_sources s2 ON s2.chunk_id = s1.chunk_id"
-             " JOIN facts f2 ON f2.memory_id = s2.memory_id WHERE s1.memory_id = m.id AND f2.status IN ({}))")
-_SUPPORTS_REPLACED = _SUPPORTS.format("'superseded'")
-_SUPPORTS_CURRENT = _SUPPORTS.format("'active', 'needs_review'")
-
 
 class RecallReads:
     conn: Any
@@ -195,9 +190,7 @@ class RecallReads:
                     " f.relation, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at, f.forget_after,"
                     " f.supersedes_fact_id, f.confidence AS fact_confidence, f.evidence_unverified,"
                     # the first source, looked up once: its chunk's speaker, its document, the chunk
-                    " c.speaker, fs.document_id, fs.chunk_id,"
-                    # an episode whose turn supported a fact since replaced, and supports no current one
-                    f" (m.kind = 'episode' AND {_SUPPORTS_REPLACED} AND NOT {_SUPPORTS_CURRENT}) AS outdated"
+                    " c.speaker, c.role, fs.document_id, fs.chunk_id"
                     " FROM memories m LEFT JOIN facts f ON f.memory_id = m.id"
                     " LEFT JOIN memory_sources fs ON fs.id = (SELECT min(s.id) FROM memory_sources s"
                     "   WHERE s.memory_id = m.id)"
@@ -205,6 +198,34 @@ class RecallReads:
                     f" WHERE m.id IN ({marks}) AND {_M}",
                     (*part, *scope.as_params())):
                 out[row["id"]] = row
+        return out
+
+    def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict]]:
+        """episode memory -> the facts read from its chunk (any status): the claims a turn carried."""
+        out: dict[int, list[dict]] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for row in dict_rows(
+                    self.conn,
+                    "SELECT DISTINCT s1.memory_id AS turn_id, f.id AS fact_id, f.memory_id, f.subject_key, f.predicate_key,"
+                    " f.object, f.status, f.valid_from, f.valid_to FROM memory_sources s1"
+                    " JOIN memory_sources s2 ON s2.chunk_id = s1.chunk_id AND s2.memory_id != s1.memory_id"
+                    " JOIN facts f ON f.memory_id = s2.memory_id"
+                    f" WHERE s1.memory_id IN ({marks}) AND f.user_id = ? AND f.agent_id = ? AND f.scope_type = ?"
+                    " AND f.scope_id = ? ORDER BY f.id", (*part, *scope.as_params())):
+                out.setdefault(row.pop("turn_id"), []).append(row)
+        return out
+
+    def newer_versions(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[int]]:
+        """fact memory -> the fact memories that updated it (live 'updates' relations, newer -> older)."""
+        out: dict[int, list[int]] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for dst, src in self.conn.execute(
+                    f"SELECT dst_memory_id, src_memory_id FROM memory_relations WHERE dst_memory_id IN ({marks})"
+                    f" AND type = 'updates' AND removed_at IS NULL AND {_SCOPE_WHERE} ORDER BY id",
+                    (*part, *scope.as_params())):
+                out.setdefault(dst, []).append(src)
         return out
 
     def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:

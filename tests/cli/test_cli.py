@@ -245,3 +245,20 @@ def test_recall_marks_a_fact_sharing_its_turns_place(tmp_path, capsys):
     assert results[1]["shares_place_with"] == results[0]["memory_id"]
     code, out, _ = run(capsys, "recall", "Where do I live?", "--db", db, "--k", "1")
     assert f"(with m{results[0]['memory_id']}: same source)" in out.splitlines()[2]
+
+
+def test_recall_says_what_replaced_an_outdated_turn(tmp_path, capsys):
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps([
+        {"id": "s1", "messages": [{"role": "user", "content": "My name is Dana and I live in Berlin.",
+                                   "timestamp": "2024-01-10T10:00:00Z"}]},
+        {"id": "s2", "messages": [{"role": "user", "content": "Big news: I moved to Munich last week.",
+                                   "timestamp": "2024-06-12T09:30:00Z"}]}]), encoding="utf-8")
+    db = tmp_path / "m.db"
+    code, _, err = run(capsys, "ingest", src, "--db", db, "--extract", "heuristic", "--json")
+    assert code == 0, err
+    code, out, err = run(capsys, "recall", "Where do I live now?", "--db", db)
+    assert code == 0, err
+    lines = out.splitlines()
+    berlin = next(i for i, line in enumerate(lines) if "I live in Berlin" in line)
+    assert lines[berlin + 1].strip().startswith("[updated on 2024-06-12 by m") and "Munich" in lines[berlin + 1]

@@ -33,11 +33,11 @@ def chat(turns: list[tuple[str, str, str]], *, external_id: str, source_type="ch
 
 
 def memory(turn, text, subject, predicate, obj, evidence, *, relation="new", category="location", confidence=0.7,
-           static=False, forget_after=None, premises=()):
+           static=False, forget_after=None, premises=(), replaces=None):
     return {"turn": turn, "text": text, "subject": subject, "predicate": predicate, "object": obj,
             "relation": relation, "category": category, "confidence": confidence, "importance": 0.6,
             "static": static, "valid_from": None, "valid_to": None, "forget_after": forget_after,
-            "evidence": evidence, "premises": list(premises)}
+            "evidence": evidence, "premises": list(premises), "replaces": replaces}
 
 
 @pytest.fixture
@@ -221,3 +221,75 @@ def test_model_failures_are_recorded_and_retried(engine, openai_server, failure)
     again = engine.ingest_documents([], scope=ANA, extract="llm")  # the next run drains the queue
     assert again.extraction["windows"] == 1 and again.facts == 1
     assert engine.store.queue_counts(ANA) == {"done": 1}
+
+
+# --- updates that name what they replaced (extract-v2), one per phrasing class ----------------
+
+CHANGES = [
+    # (first turn, its fact (predicate, object), the change, the update (predicate, object, replaces))
+    ("I live in Berlin.", ("lives_in", "Berlin"), "I moved to Munich last week.", ("lives_in", "Munich", "Berlin")),
+    ("I code in VS Code.", ("uses_tool", "VS Code"), "I switched from VS Code to Neovim.",
+     ("uses_tool", "Neovim", "VS Code")),
+    ("We use Trello.", ("uses_tool", "Trello"), "We replaced Trello with Jira.", ("uses_tool", "Jira", "Trello")),
+    ("My car is a VW Golf.", ("car", "VW Golf"), "I sold the Golf and bought a Tesla.", ("car", "Tesla", "Golf")),
+    ("I work at Acme.", ("works_at", "Acme"), "I left Acme and joined Globex.", ("works_at", "Globex", "Acme")),
+    ("I play tennis.", ("plays", "tennis"), "I quit tennis, only padel now.", ("plays", "padel", "tennis")),
+    ("I smoke.", ("does", "smoking"), "I quit smoking in January.", ("does", "not smoking", "smoking")),
+    ("I'm vegetarian.", ("has_diet", "vegetarian"), "I'm not vegetarian anymore.",
+     ("has_diet", "not vegetarian", "vegetarian")),
+    ("I take metformin.", ("takes_medication", "metformin"), "I no longer need metformin.",
+     ("takes_medication", "not metformin", "metformin")),
+    ("I drink coffee.", ("drinks", "coffee"), "I used to drink coffee, now green tea.",
+     ("drinks", "green tea", "coffee")),
+    ("I knit.", ("hobby", "knitting"), "I've been doing pottery instead of knitting.",
+     ("hobby", "pottery", "knitting")),
+    ("My phone is a Pixel 6.", ("phone", "Pixel 6"), "My new phone is an iPhone 15.", ("phone", "iPhone 15", None)),
+]
+
+
+@pytest.mark.parametrize("first, old, said, new", CHANGES, ids=[c[2] for c in CHANGES])
+def test_an_update_retires_the_value_it_names(engine, openai_server, first, old, said, new):
+    openai_server.queue_chat(
+        {"memories": [memory(1, f"Ana: {old[1]}.", "Ana", old[0], old[1], first, category="other")]},
+        {"memories": [memory(1, f"Ana: {new[1]}.", "Ana", new[0], new[1], said, relation="updates", category="other",
+                             replaces=new[2])]})
+    ingest(engine, chat([("Ana", "user", first)], external_id="d1"))
+    ingest(engine, chat([("Ana", "user", said)], external_id="d2"))
+    facts = {f["object"]: f for f in engine.facts(ANA, history=True)}
+    assert facts[new[1]]["status"] == "active" and facts[new[1]]["prompt_version"] == "extract-v2"
+    assert facts[old[1]]["status"] == "superseded", "even where several values may hold (uses_tool)"
+    assert facts[new[1]]["supersedes_fact_id"] == facts[old[1]]["id"]
+    sent = openai_server.chat_requests[-1].json
+    assert "replaces" in sent["response_format"]["json_schema"]["schema"]["properties"]["memories"]["items"][
+        "required"]
+    assert "the earlier value it replaces" in sent["messages"][0]["content"]
+
+
+def test_a_replaced_value_no_fact_held_becomes_history(engine, openai_server):
+    openai_server.queue_chat({"memories": [memory(1, "Ana switched from Evernote to Obsidian.", "Ana", "uses_tool",
+                                                  "Obsidian", "I switched from Evernote to Obsidian",
+                                                  relation="updates", category="tool", replaces="Evernote")]})
+    ingest(engine, chat([("Ana", "user", "I switched from Evernote to Obsidian.")], external_id="d1"))
+    facts = {f["object"]: f for f in engine.facts(ANA, history=True)}
+    assert facts["Obsidian"]["status"] == "active" and facts["Evernote"]["status"] == "superseded"
+    assert facts["Evernote"]["valid_to"] == facts["Obsidian"]["valid_from"]
+    assert facts["Obsidian"]["supersedes_fact_id"] == facts["Evernote"]["id"]
+
+
+@pytest.mark.parametrize("said, reply", [
+    ("My sister just moved to Paris.", memory(1, "Lea moved to Paris.", "Lea", "lives_in", "Paris",
+                                              "My sister just moved to Paris", relation="updates")),
+    ("I might move to Rome next year.", memory(1, "Ana might move to Rome.", "Ana", "plans_to", "move to Rome",
+                                               "I might move to Rome next year", category="plan")),
+    ("I was in Porto last week.", memory(1, "Ana visited Porto.", "Ana", "visited", "Porto",
+                                         "I was in Porto last week", category="event")),
+    ("Actually we're staying in Berlin.", memory(1, "Ana lives in Berlin.", "Ana", "lives_in", "Berlin",
+                                                 "we're staying in Berlin")),
+], ids=["someone else's change", "a plan", "a visit", "a retraction"])
+def test_a_non_change_leaves_the_value(engine, openai_server, said, reply):
+    openai_server.queue_chat({"memories": [memory(1, "Ana lives in Berlin.", "Ana", "lives_in", "Berlin",
+                                                  "I live in Berlin")]}, {"memories": [reply]})
+    ingest(engine, chat([("Ana", "user", "I live in Berlin.")], external_id="d1"))
+    ingest(engine, chat([("Ana", "user", said)], external_id="d2"))
+    assert [f["object"] for f in current(engine, "lives_in") if f["subject_key"] == "ana"] == ["Berlin"]
+    assert not [f for f in engine.facts(ANA, history=True) if f["status"] == "superseded"]

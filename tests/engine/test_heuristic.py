@@ -109,7 +109,7 @@ TABLE: list[tuple[str, list[tuple[str, str]]]] = [
     ("I work at home.", []),
     ("I moved to a new apartment.", []),
     ("I have a dog's toy.", []),
-    ("I quit my job at Google.", []),
+    ("I quit my job at Google.", [("works_at", "not Google")]),  # an ending: it retires works_at Google
     ("The weather in Berlin is nice.", []),
     ("I'm a terrible cook.", []),  # rates a skill, not a job
     ("I'm an aspiring writer.", []),

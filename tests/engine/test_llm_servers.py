@@ -305,7 +305,7 @@ def test_extraction_through_llama_cpp_records_the_refusal_and_stores_only_valid_
     memory = {"turn": 1, "text": "Ana moved to city number 0.", "subject": "Ana", "predicate": "lives_in",
               "object": "city number 0", "relation": "updates", "category": "location", "confidence": 0.8,
               "importance": 0.6, "static": False, "valid_from": None, "valid_to": None, "forget_after": None,
-              "evidence": "I moved to city number 0.", "premises": []}
+              "evidence": "I moved to city number 0.", "premises": [], "replaces": None}
     with ScriptedOpenAIServer(response_formats=LLAMA_CPP_FORMATS) as server, \
             client_for(server) as client, \
             MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(), llm=client) as engine:

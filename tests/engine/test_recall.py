@@ -72,11 +72,16 @@ def test_current_value_first_with_labelled_history(engine):
     assert "previously: Berlin" in res.context_text
 
 
-def test_historical_question_sees_the_old_value_but_never_above_the_current(engine):
+def test_historical_question_puts_the_old_value_first(engine):
     res = engine.recall("where did Ana live before Munich", scope=ANA, now="2024-06-01T00:00:00Z")
     assert res.trace.intent == "historical"
     objs = [r["fact"]["object"] for r in fact_results(res) if r["fact"]["predicate"] == "lives_in"]
-    assert "Berlin" in objs and objs.index("Munich") < objs.index("Berlin")
+    assert objs.index("Berlin") < objs.index("Munich")
+    # switching the history_first feature off restores the current-first order
+    res = engine.recall("where did Ana live before Munich", scope=ANA, now="2024-06-01T00:00:00Z",
+                        off=("history_first",))
+    objs = [r["fact"]["object"] for r in fact_results(res) if r["fact"]["predicate"] == "lives_in"]
+    assert objs.index("Munich") < objs.index("Berlin")
 
 
 @pytest.mark.parametrize("query, intent", [
@@ -90,18 +95,21 @@ def test_intent_reads_the_past_and_not_a_recent_span(engine, query, intent):
     assert engine.recall(query, scope=ANA, now="2024-06-01T00:00:00Z").trace.intent == intent
 
 
-def test_a_turn_whose_facts_were_all_replaced_ranks_below_current_ones(engine):
+def test_a_turn_whose_claim_was_replaced_ranks_below_its_current_version(engine):
     def turn(res, start):
         return next(c for c in res.trace.candidates.values()
                     if c.meta.get("kind") == "episode" and c.meta["text"].startswith(start))
 
     res = engine.recall("where does Ana live", scope=ANA, now="2024-06-01T00:00:00Z")
     old, new = turn(res, "Ana: I live in Berlin"), turn(res, "Ana: I moved to Munich")
-    assert old.components["outdated"] == -0.1 and new.components["outdated"] == 0.0
-    assert turn(res, "Ana: Planning a trip").components["outdated"] == 0.0  # its fact is current
-    # asked about the past, the old turn is evidence like any other
+    munich = next(c for c in res.trace.candidates.values() if c.meta.get("object") == "Munich")
+    assert "claim_superseded" in old.components and old.score < munich.score
+    assert res.trace.params["outdated"][str(old.memory_id)]["by"] == munich.memory_id
+    assert str(new.memory_id) not in res.trace.params["outdated"]
+    assert str(turn(res, "Ana: Planning a trip").memory_id) not in res.trace.params["outdated"]  # its fact is current
+    # asked about the past, the old turn leads
     res = engine.recall("where did Ana live before Munich", scope=ANA, now="2024-06-01T00:00:00Z")
-    assert turn(res, "Ana: I live in Berlin").components["outdated"] == 0.0
+    assert turn(res, "Ana: I live in Berlin").score > turn(res, "Ana: I moved to Munich").score
 
 
 def test_as_of_answers_in_world_and_belief_time(engine):

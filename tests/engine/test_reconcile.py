@@ -93,3 +93,32 @@ def test_batch_sees_its_own_decisions():
     ds = reconcile([], [cand("Berlin", when="2024-01-01T00:00:00Z"), cand("Munich", relation="updates")])
     assert [d.rule for d in ds] == ["new_fact", "explicit_update"]
     assert ds[1].supersedes == ["new:0"]
+
+
+def replacing(obj, old, *, pred="uses_tool", category="tool"):
+    c = cand(obj, pred=pred, relation="updates", category=category)
+    c.replaces, c.replaces_key = old, old.lower()
+    return c
+
+
+def test_a_named_replacement_supersedes_only_that_value_where_several_may_hold():
+    active = [fact(1, "VS Code", pred="uses_tool"), fact(2, "Git", pred="uses_tool")]
+    (d,) = reconcile(active, [replacing("Neovim", "VS Code")])
+    assert (d.rule, d.supersedes, d.links) == ("explicit_replacement", [1], [("updates", 1)])
+    assert "replaced 'VS Code'" in d.reason and not d.former
+
+
+def test_a_replacement_matches_a_fuller_name_of_the_old_value():
+    (d,) = reconcile([fact(1, "2012 VW Golf", pred="car")], [replacing("Tesla Model 3", "the Golf", pred="car")])
+    assert (d.rule, d.supersedes) == ("explicit_replacement", [1])
+
+
+def test_a_replaced_value_no_fact_held_is_kept_as_history():
+    (d,) = reconcile([], [replacing("padel", "tennis", pred="does")])
+    assert (d.rule, d.supersedes, d.former) == ("explicit_replacement", [], True)
+    assert "stored as history" in d.reason
+
+
+def test_a_single_valued_replacement_retires_what_held_before_even_if_named_differently():
+    (d,) = reconcile([fact(1, "Acme Corp", pred="works_at")], [replacing("Globex", "my old firm", pred="works_at")])
+    assert (d.rule, d.supersedes) == ("explicit_replacement", [1])

@@ -364,3 +364,22 @@ def test_pure_helpers(qtmodeltester):
     m.set_rows(rows)
     qtmodeltester.check(m)
     assert np.isclose(float(m.index(0, 4).data()), 0.25)
+
+
+def test_current_truth_is_drawn_per_half(panes, seeded):
+    b, _ = panes
+    truth = {"current_first@1": 0.9, "history@3": 1.0, "false_supersession": 0.0}
+    run = store_run(seeded.engine, recipe="offline", metrics={"turn_recall_any@5": 1.0, **truth},
+                    by_category={"dev": truth, "heldout": {**truth, "current_first@1": 0.8},
+                                 "dev:current": {"turn_recall_any@5": 1.0}}, items=[])
+    b.refresh()
+    b.select_run(run)
+    assert b.truth_plot.isVisibleTo(b)
+    assert list(b.truth_bars["dev"].opts["height"]) == [0.9, 1.0, 0.0]
+    assert list(b.truth_bars["heldout"].opts["height"]) == [0.8, 1.0, 0.0]
+    assert [t.toPlainText() for t in b._truth_labels] == ["0.90", "1.00", "0.00", "0.80", "1.00", "0.00"]
+    # the category bars list only categories that have the chosen metric
+    axis = b.category_plot.getPlotItem().getAxis("bottom")
+    assert [name for _, name in axis._tickLevels[0]] == ["dev:\ncurrent"]
+    b.select_run(seeded.runs[1])  # a run without current truth hides the panel
+    assert not b.truth_plot.isVisibleTo(b)

@@ -132,3 +132,25 @@ def test_data_changes_reload_and_keep_the_selection(qtbot, ctx, engine):
     row = pane.model.row_of(munich["memory_id"])
     assert pane.model.row_dict(row)["status"] == "forgotten"
     assert pane.selected_memory_id() == munich["memory_id"]
+
+
+def test_an_outdated_memory_names_what_replaced_it_and_a_double_click_goes_there(qtbot, ctx, engine):
+    from PySide6.QtCore import Qt
+
+    pane = _pane(qtbot, ctx)
+    while pane.model.canFetchMore(QModelIndex()):
+        pane.model.fetchMore(QModelIndex())
+    rows = [pane.model.row_dict(r) for r in range(pane.model.rowCount())]
+    berlin, munich = fact_by(engine, "lives_in", "Berlin"), fact_by(engine, "lives_in", "Munich")
+    turn = next(r for r in rows if r["kind"] == "episode" and "I live in Berlin" in r["text"])
+    assert (turn["replaced_by"], turn["replaced_claim"]) == (munich["memory_id"], "lives_in Berlin")
+    assert next(r for r in rows if r["id"] == berlin["memory_id"])["replaced_by"] == munich["memory_id"]
+    # the turn that states the change is not outdated by the value it replaced
+    assert next(r for r in rows if r["kind"] == "episode" and "moved to Munich" in r["text"])["replaced_by"] is None
+    cell = pane.model.index(pane.model.row_of(turn["id"]), COLUMN_INDEX["replaced_by"])
+    assert cell.data() == f"→ m{munich['memory_id']} · {munich['valid_from'][:10]}"
+    assert "Outdated: its claim 'lives_in Berlin' was replaced" in cell.data(Qt.ItemDataRole.ToolTipRole)
+    seen = Recorder(ctx.bus)
+    pane._double_clicked(cell)
+    assert pane.selected_memory_id() == munich["memory_id"]
+    assert ("memory", munich["memory_id"], "memories") in seen.seen

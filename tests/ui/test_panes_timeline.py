@@ -132,3 +132,13 @@ def test_empty_database(qtbot, tmp_path):
         p.shutdown()
     finally:
         eng.close()
+
+
+def test_a_selected_turn_shows_the_interval_of_the_claim_it_carried(pane, engine):
+    data = engine.export(ANA)
+    berlin = next(f for f in data["facts"] if f["object"] == "Berlin")
+    turn = next(m for m in data["memories"] if m["kind"] == "episode" and "I live in Berlin" in m["text"])
+    pane.ctx.bus.select("memory", turn["id"], source="test")
+    assert pane.selected_fact == berlin["id"] and len(pane.selected_outline.opts["x0"]) == 1
+    assert pane.detail.text() == (f"Turn m{turn['id']} carried: lives_in Berlin {berlin['valid_from'][:10]} → "
+                                  f"{berlin['valid_to'][:10]} (superseded)")

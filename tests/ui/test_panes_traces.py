@@ -294,3 +294,22 @@ def test_the_header_says_what_the_question_was_read_as():
     assert features_text({"features": {"how_phrase": ["how old"], "speaker_user": True,
                                        "timeframe": ["2023-01-01", "2023-02-01"]}, "off": ["entity"]}) == (
         "read as: how_phrase (how old); speaker_user · switched off: entity")
+
+
+def test_an_outdated_candidate_is_marked_and_links_to_what_replaced_it(pane, engine):
+    res = engine.recall("Where does Ana live now?", scope=ANA, origin="operator", k=5)
+    pane.load_trace(res.trace.id)
+    marks = pane.trace["params"]["outdated"]
+    mid, mark = next((m, v) for m, v in marks.items() if v["rule"] == "claim_superseded")
+    i = pane.candidates.row_of_memory(int(mid))
+    text = pane.candidates.columns.index(("text", "Text"))
+    fate = pane.candidates.columns.index(("fate", "Rank / dropped at"))
+    assert pane.candidates.index(i, text).data().startswith(f"[outdated → m{mark['by']}] ")
+    assert pane.candidates.index(i, fate).data().endswith(f" · outdated → m{mark['by']}")
+    tip = pane.candidates.index(i, fate).data(Qt.ItemDataRole.ToolTipRole)
+    assert tip.startswith(f"updated on {mark['on']} by m{mark['by']}: ") and "claim_superseded" in tip
+    assert pane.select_candidate(int(mid))
+    assert "Outdated for this question" in pane.why_text.text()
+    pane._follow_replacement(pane.candidate_view.currentIndex())  # the double-click
+    current = pane.candidates.row(pane.proxy.mapToSource(pane.candidate_view.currentIndex()).row())
+    assert int(current["memory_id"]) == int(mark["by"])

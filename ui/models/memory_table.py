@@ -19,6 +19,7 @@ from ui.theme import current_theme
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "ID"), ("kind", "Kind"), ("text", "Text"), ("status", "Status"), ("trust", "Trust"),
     ("confidence", "Conf."), ("category", "Category"), ("source_type", "Source"), ("time", "Time"),
+    ("replaced_by", "Replaced by"),
 )
 COLUMN_INDEX = {key: i for i, (key, _) in enumerate(COLUMNS)}
 MEMORY_ID_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -225,7 +226,13 @@ class MemoryTableModel(QAbstractTableModel):
                 return row["text"] + more
             if key == "status" and row.get("forget_reason"):
                 return f"{row['status']}: {row['forget_reason']}"
+            if key in ("replaced_by", "text") and row.get("replaced_by"):
+                what = "its claim" if row["kind"] == "episode" else "this fact"
+                return (f"Outdated: {what} '{row['replaced_claim']}' was replaced on {row['replaced_on']} by "
+                        f"m{row['replaced_by']} (double-click to go there)")
             return None
+        if role == Qt.ItemDataRole.ForegroundRole and key in ("replaced_by", "text") and row.get("replaced_by"):
+            return QColor(current_theme().status.get("superseded") or "#b45309")
         if role == Qt.ItemDataRole.ForegroundRole and key == "status":
             color = current_theme().status.get(row["status"])
             return QColor(color) if color else None
@@ -251,6 +258,8 @@ class MemoryTableModel(QAbstractTableModel):
             return (value or "").replace("T", " ").rstrip("Z")[:16]
         if key == "status":
             return (value or "").replace("_", " ")
+        if key == "replaced_by":
+            return f"→ m{value} · {row.get('replaced_on') or '?'}" if value else ""
         return "" if value is None else str(value)
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:

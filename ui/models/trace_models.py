@@ -24,9 +24,19 @@ STAGE_ROLE = Qt.ItemDataRole.UserRole + 4
 CHANNEL_ORDER = ("vector", "fts", "entity", "relation", "neighbour", "baseline")
 # the fifteen additive parts first (one series colour each), then the multiplier and the flag
 COMPONENT_ORDER = ("fusion", "confidence", "importance", "recency", "usage", "trust", "fact", "speaker", "timeframe",
-                   "session", "review", "outdated", "pinned", "version_cap", "rerank", "derived_factor", "truncated")
+                   "session", "review", "claim_superseded", "restated_later", "not_a_change", "history_first", "pinned",
+                   "version_cap", "rerank", "derived_factor", "truncated")
 
 Index = QModelIndex | QPersistentModelIndex
+OUTDATED_LIGHT, OUTDATED_DARK = "#b45309", "#fbbf24"  # amber: an outdated statement, shown as history
+
+
+def outdated_label(mark: dict[str, Any]) -> str:
+    """"updated on 2024-06-12 by m25: The user lives in Munich" for a trace's params["outdated"] entry."""
+    text = " ".join(str(mark.get("text") or "").split())
+    for prefix in ("user: ", "assistant: "):
+        text = text.removeprefix(prefix)
+    return f"updated on {mark.get('on')} by m{mark.get('by')}: {_elide(text, 120)}"
 
 
 def _elide(text: str | None, n: int = 160) -> str:
@@ -154,11 +164,15 @@ class TraceCandidatesModel(RowTableModel):
                 ("fate", "Rank / dropped at"), ("reason", "Reason"), ("detail", "Detail"), ("tokens", "Tokens"))
 
     def set_trace(self, candidates: list[dict[str, Any]], briefs: dict[int, dict[str, Any]] | None = None,
-                  gold: set[int] | frozenset[int] | None = None, shared: dict[str, int] | None = None) -> None:
+                  gold: set[int] | frozenset[int] | None = None, shared: dict[str, int] | None = None,
+                  outdated: dict[str, dict[str, Any]] | None = None) -> None:
         """candidates: MemoryEngine.trace()["candidates"]; briefs: GraphReads.memory_briefs; shared:
-        the trace's params["shared_places"] (memory -> the memory whose place in the top k it shares)."""
+        the trace's params["shared_places"] (memory -> the memory whose place in the top k it shares);
+        outdated: its params["outdated"] (memory -> {"by", "on", "text", "rule", "reason"}: what recall
+        judged replaced it for this question)."""
         briefs = briefs or {}
         shared = {int(m): int(o) for m, o in (shared or {}).items()}
+        outdated = {int(m): v for m, v in (outdated or {}).items()}
         present = {ch for c in candidates for ch in c.get("channels", {})}
         channels = [c for c in CHANNEL_ORDER if c in present] + sorted(present - set(CHANNEL_ORDER))
         rows = []
@@ -166,7 +180,8 @@ class TraceCandidatesModel(RowTableModel):
             b = briefs.get(int(c["memory_id"]), {})
             rows.append({**c, "kind": b.get("kind") or "?", "text": b.get("text"), "trust": b.get("trust"),
                          "fact_status": b.get("status"), "in_scope": bool(b),
-                         "shares_place_with": shared.get(int(c["memory_id"]))})
+                         "shares_place_with": shared.get(int(c["memory_id"])),
+                         "updated_by": outdated.get(int(c["memory_id"]))})
         self.beginResetModel()
         self.channels = channels
         self.columns = self._columns()
@@ -201,7 +216,10 @@ class TraceCandidatesModel(RowTableModel):
         if key == "gold":
             return "★" if int(row["memory_id"]) in self.gold else ""
         if key == "text":
-            return _elide(row.get("text")) if row.get("in_scope") else "(not in this scope / deleted)"
+            if not row.get("in_scope"):
+                return "(not in this scope / deleted)"
+            up = row.get("updated_by")  # an outdated statement says so where it is read
+            return (f"[outdated → m{up['by']}] " if up else "") + _elide(row.get("text"))
         if key.startswith("ch:"):
             ch = row.get("channels", {}).get(key[3:])
             if not ch:
@@ -212,11 +230,13 @@ class TraceCandidatesModel(RowTableModel):
         if key == "score":
             return float(row["score"]) if row.get("score") is not None else None
         if key == "fate":
+            up = row.get("updated_by")
+            outdated = f" · outdated → m{up['by']}" if up else ""
             if row.get("rank") is not None:
                 with_ = row.get("shares_place_with")
-                return f"rank {row['rank']}" + (f" · with m{with_}" if with_ is not None else "")
+                return f"rank {row['rank']}" + (f" · with m{with_}" if with_ is not None else "") + outdated
             d = row.get("dropped")
-            return f"dropped: {d['stage']}" if d else ""
+            return (f"dropped: {d['stage']}" if d else "") + outdated
         if key == "reason":
             d = row.get("dropped")
             return d["reason"] if d else ""
@@ -246,6 +266,8 @@ class TraceCandidatesModel(RowTableModel):
         if key == "detail":
             d = row.get("dropped")
             return d.get("detail") if d else None
+        if key == "fate" and row.get("updated_by"):
+            return outdated_label(row["updated_by"]) + f" ({row['updated_by']['rule']}): {row['updated_by']['reason']}"
         if key == "fate" and row.get("shares_place_with") is not None:
             return (f"shares its place in the top k with memory {row['shares_place_with']}: both come from the "
                     "same source chunk (a turn, a message or a passage), so together they count as one source")
@@ -265,6 +287,8 @@ class TraceCandidatesModel(RowTableModel):
             return _gold_brush()
         if role == Qt.ItemDataRole.ForegroundRole and row.get("dropped"):
             return QBrush(QColor("#9ca3af" if dark() else "#6b7280"))
+        if role == Qt.ItemDataRole.ForegroundRole and row.get("updated_by") and key in ("fate", "text"):
+            return QBrush(QColor(OUTDATED_DARK if dark() else OUTDATED_LIGHT))
         if role == Qt.ItemDataRole.TextAlignmentRole and key in ("score", "tokens", "memory_id", "gold"):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None

@@ -59,6 +59,11 @@ from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.panes.base import PaneBase
 from ui.widgets.tables import row_table
 
+# Current truth (engine/bench/update_metrics.py): drawn per half of memlens bench updates, or overall.
+TRUTH_METRICS = ("current_first@1", "current_top@1", "keep_first@1", "history@3", "false_supersession",
+                 "ku_latest_first", "ku_previous_first")
+TRUTH_GROUPS = (("dev", "#2563eb"), ("heldout", "#d97706"))
+TRUTH_KEYS = frozenset((*TRUTH_METRICS, "keep_top@1"))  # every current-truth key a summary may hold
 REFRESH_COALESCE_MS = 2000
 SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
 CURVE_TOP = 1.04
@@ -228,6 +233,18 @@ class BenchPane(PaneBase):
         for i, w in enumerate((self.curve_plot, self.category_plot, self.latency_plot, self.tokens_plot)):
             w.setMenuEnabled(False)
             grid.addWidget(w, i // 2, i % 2)
+        # current truth: shown for runs that have it (memlens bench updates, LongMemEval updates)
+        self.truth_plot = styled_plot(dash)
+        self.truth_plot.setTitle("current truth")
+        self.truth_plot.setMenuEnabled(False)
+        self.truth_bars = {name: pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38, brush=color, name=name)
+                           for name, color in (*TRUTH_GROUPS, ("all", "#2563eb"))}
+        self.truth_legend = self.truth_plot.addLegend(offset=(-4, 4), labelTextSize="7pt")
+        for bars in self.truth_bars.values():
+            self.truth_plot.addItem(bars)
+        self._truth_labels: list[pg.TextItem] = []
+        self.truth_plot.hide()
+        grid.addWidget(self.truth_plot, 2, 0, 1, 2)
         top.addWidget(left)
         top.addWidget(dash)
         top.setSizes([420, 780])
@@ -462,6 +479,7 @@ class BenchPane(PaneBase):
 
     # dashboards ---------------------------------------------------------------------------------------------
     def _clear_plots(self) -> None:
+        self.truth_plot.hide()
         for item in self.curve_items.values():
             self.curve_plot.removeItem(item)
         self.curve_items = {}
@@ -509,7 +527,8 @@ class BenchPane(PaneBase):
         _bg, fg = plot_colors()
         key = self.metric_key()
         by_cat = shown.get("by_category") or {}
-        cats = sorted(by_cat)
+        # the updates benchmark's halves and kinds hold current truth only: drawn in its own panel
+        cats = sorted(c for c, v in by_cat.items() if any(k not in TRUTH_KEYS for k in (v or {})))
         x = np.arange(len(cats), dtype=float)
         self._set_bars(self.category_bars, x - (0.2 if self.other else 0.0), [(by_cat[c] or {}).get(key) for c in cats])
         if self.other:
@@ -523,7 +542,7 @@ class BenchPane(PaneBase):
             label.setPos(float(cats.index(c)), 0.0)
             self.category_plot.addItem(label, ignoreBounds=True)
             self._marks.append((self.category_plot, label))
-        names = [c.replace("-", "-\n") for c in cats]  # a line per part: long names do not run together
+        names = [c.replace("-", "-\n").replace(":", ":\n") for c in cats]  # a line per part: long names do not run together
         axis = self.category_plot.getPlotItem().getAxis("bottom")
         lines = max((n.count("\n") + 1 for n in names), default=1)
         axis.setHeight(8 + lines * (QFontMetrics(axis.style["tickFont"] or axis.font()).height()))
@@ -562,6 +581,43 @@ class BenchPane(PaneBase):
         self.compare_model.set_rows(delta_rows(shown, other_shown if self.other else None, level=level))
         self.compare_view.resizeColumnsToContents()
         self.compare_note.setText(self._compare_text(run, self.other))
+        self._draw_truth(run)
+
+    def _draw_truth(self, run: dict[str, Any]) -> None:
+        """Bars of the current-truth metrics: one per half (dev, heldout) when the run has halves."""
+        metrics, cats = run.get("metrics") or {}, run.get("by_category") or {}
+        names = [m for m in TRUTH_METRICS if metrics.get(m) is not None]
+        self.truth_legend.clear()
+        for bars in self.truth_bars.values():
+            bars.setOpts(x=np.zeros(0), height=np.zeros(0))
+        for label in self._truth_labels:
+            self.truth_plot.removeItem(label)
+        self._truth_labels = []
+        if not names:
+            self.truth_plot.hide()
+            return
+        halves = [(g, c) for g, c in TRUTH_GROUPS if g in cats]
+        groups = halves or [("all", "#2563eb")]
+        width = 0.8 / len(groups)
+        for j, (group, _color) in enumerate(groups):
+            source = cats[group] if halves else metrics
+            x = np.arange(len(names), dtype=float) - 0.4 + width * (j + 0.5)
+            heights = [float(source.get(m) or 0.0) for m in names]
+            self.truth_bars[group].setOpts(x=x, height=np.array(heights), width=width * 0.95)
+            self.truth_legend.addItem(self.truth_bars[group], group)
+            _bg, fg = plot_colors()
+            for xi, h in zip(x, heights):  # the value on each bar: a zero (no false supersession) shows too
+                inside = h >= 0.3  # written inside a tall bar, above a short one
+                label = pg.TextItem(f"{h:.2f}", color="#ffffff" if inside else fg, anchor=(0.5, 0.0 if inside else 1.0))
+                label.setPos(float(xi), h)
+                self.truth_plot.addItem(label)
+                self._truth_labels.append(label)
+        axis = self.truth_plot.getPlotItem().getAxis("bottom")
+        axis.setTicks([list(enumerate(names)), []])
+        self.truth_plot.setTitle("current truth" + (" by half: tuned on dev, held out" if halves else ""))
+        self.truth_plot.setYRange(0, 1.05, padding=0)
+        self.truth_plot.setXRange(-0.6, len(names) + 0.3, padding=0)  # room on the right for the legend
+        self.truth_plot.show()
 
     @staticmethod
     def _set_bars(bars: pg.BarGraphItem, x: np.ndarray, values: list[float | None]) -> None:
@@ -648,6 +704,10 @@ class BenchPane(PaneBase):
         if self.ctx is None or self.run_benchmark is None:
             return
         path = self.data_path.text().strip()
+        if not path and self.dataset.currentText() == "updates":
+            from engine.bench.datasets import updates_default_path
+
+            path = str(updates_default_path())  # memlens's own dataset ships with it
         if not path:
             self.banner.show_notice("Choose a dataset file first (the … button).", level="warning")
             return
@@ -661,7 +721,8 @@ class BenchPane(PaneBase):
         self.banner.clear()
 
         def work(progress, should_stop):
-            return fn(engine, dataset, path, limit=limit, recipe=recipe, progress=progress, should_stop=should_stop)
+            return fn(engine, dataset, path, limit=limit, recipe=recipe, progress=progress, should_stop=should_stop,
+                      **({"extract": "heuristic"} if dataset == "updates" else {}))  # as `memlens bench updates`
 
         self._task = self.run_task(work, self._run_done, on_error=self._run_failed, on_progress=self._run_progress)
 

@@ -111,7 +111,8 @@ class MemoryBrowserPane(PaneBase):
         em = fm.horizontalAdvance("M")
         for key, sample in (("id", "0000000"), ("kind", "episode"), ("status", "needs review"),
                             ("trust", "assistant"), ("confidence", "Conf."), ("category", "preference"),
-                            ("source_type", "markdown"), ("time", "2024-03-01 09:00")):
+                            ("source_type", "markdown"), ("time", "2024-03-01 09:00"),
+                            ("replaced_by", "→ m0000000 · 2024-03-01")):
             self.table.setColumnWidth(COLUMN_INDEX[key], fm.horizontalAdvance(sample) + em)
         self._min_text_width = 22 * em
         self.root_layout.addWidget(self.table, 1)
@@ -128,6 +129,7 @@ class MemoryBrowserPane(PaneBase):
             edit.editingFinished.connect(self.apply_filters)
         self.clear_button.clicked.connect(self.clear_filters)
         self.table.selectionModel().currentRowChanged.connect(self._row_changed)
+        self.table.doubleClicked.connect(self._double_clicked)
         self.model.sigTotal.connect(lambda _n: self._update_count())
         self.model.sigPageLoaded.connect(self._page_loaded)
         self.model.sigError.connect(lambda exc: self.banner.show_error(exc, "Reading memories"))
@@ -281,6 +283,13 @@ class MemoryBrowserPane(PaneBase):
         self.select("memory", row["id"])
         if row["fact_id"]:
             self.select("fact", row["fact_id"])
+
+    def _double_clicked(self, index: QModelIndex) -> None:
+        """Double-click an outdated memory's "Replaced by": go to what replaced it."""
+        row = self.model.row_dict(index.row()) if index.isValid() else None
+        if row and row.get("replaced_by"):
+            self._reach(int(row["replaced_by"]))  # its row here (found quietly, as for a selection from elsewhere)
+            self.select("memory", int(row["replaced_by"]))  # and the other panes follow
 
     def _select_row(self, row: int) -> None:
         self._syncing = True

@@ -48,6 +48,7 @@ class TimelinePane(PaneBase):
         self.valid_now = np.zeros(0, dtype=bool)
         self.pinned_marks = 0
         self.selected_fact: int | None = None
+        self.turn_claims: tuple[int, list[dict[str, Any]]] | None = None  # a selected turn and its claims
         self._pending_fact: dict[str, Any] | None = None
         self._request_id = 0
         self.timings: dict[str, float] = {}
@@ -133,8 +134,26 @@ class TimelinePane(PaneBase):
         if self.ctx is None or not self.follow.isChecked() or sel.kind not in ("fact", "memory"):
             return
         store, scope = self.ctx.engine.store, self.ctx.scope
-        self.read(lambda: store.fact(scope, sel.id) if sel.kind == "fact" else store.fact_by_memory(scope, sel.id),
-                  self._follow_fact)
+
+        def work():
+            if sel.kind == "fact":
+                return store.fact(scope, sel.id), None
+            fact = store.fact_by_memory(scope, sel.id)
+            if fact is not None:
+                return fact, None
+            # a turn: the claims it carried, the replaced one first (the interval that ended)
+            claims = sorted(store.turn_claims(scope, [sel.id]).get(sel.id, []),
+                            key=lambda f: (f["status"] != "superseded", f["fact_id"]))
+            return (store.fact(scope, claims[0]["fact_id"]) if claims else None), (sel.id, claims)
+
+        self.read(work, self._follow_selection)
+
+    def _follow_selection(self, result) -> None:
+        fact, turn = result
+        self.turn_claims = turn
+        self._follow_fact(fact)
+        if turn is not None and fact is None:
+            self.detail.setText(f"Turn m{turn[0]} carried no extracted claim.")
 
     def on_as_of_changed(self, as_of: str | None) -> None:
         self._apply_as_of(as_of)
@@ -266,8 +285,9 @@ class TimelinePane(PaneBase):
         self.plot.setYRange(float(data.row.min()) - 0.8, float(data.row.max()) + 0.8, padding=0)
         self.timings["set_data_ms"] = (time.perf_counter() - t0) * 1000
         note = f"; {pinned} belief mark(s) outside the world-time range are pinned to its edge" if pinned else ""
-        self.detail.setText(f"{n} version(s) of {self.subject.currentText().rsplit(' (', 1)[0]}; "
-                            f"click a bar to select that fact{note}.")
+        claims = self._claims_text() if (data.fact_ids == self.selected_fact).any() else None
+        self.detail.setText(claims or f"{n} version(s) of {self.subject.currentText().rsplit(' (', 1)[0]}; "
+                                      f"click a bar to select that fact{note}.")
         self.sigTimelineShown.emit(data)
 
     def _predicate_of(self, i: int) -> str:
@@ -300,9 +320,21 @@ class TimelinePane(PaneBase):
                           brushes=brushes, pens=pens)
         self.valid_now = valid
 
+    def _claims_text(self) -> str | None:
+        """"Turn m3 carried: lives_in Berlin 2024-01-10 → 2024-06-12 (superseded); ..." for a selected turn."""
+        if not self.turn_claims or not self.turn_claims[1]:
+            return None
+        mid, claims = self.turn_claims
+        parts = [f"{c['predicate_key']} {c['object']} {(c['valid_from'] or '?')[:10]} → "
+                 f"{(c['valid_to'] or 'now')[:10]} ({c['status'].replace('_', ' ')})" for c in claims]
+        return f"Turn m{mid} carried: " + "; ".join(parts)
+
     def _draw_selected(self) -> None:
         data = self.data
         sel = data.fact_ids == self.selected_fact if self.selected_fact is not None else np.zeros(len(data), bool)
+        claims = self._claims_text()
+        if claims is not None and sel.any():
+            self.detail.setText(claims)
         if sel.any():
             end = np.minimum(data.end[sel], self.draw_limit) if self.view_range else data.end[sel]
             self.selected_outline.setOpts(x0=data.start[sel], x1=np.maximum(end, data.start[sel]), y=data.row[sel])
@@ -363,6 +395,7 @@ class TimelinePane(PaneBase):
         if i is None:
             return
         self.selected_fact = int(self.data.fact_ids[i])
+        self.turn_claims = None
         self._draw_selected()
         self.detail.setText(self.data.tips[i].replace("\n", " — "))
         self.select("fact", self.selected_fact)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 
 import contextlib
+import html
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,12 @@ from PySide6.QtWidgets import (
 from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.models.trace_models import (
     COMPONENT_ORDER,
+    OUTDATED_LIGHT,
     StageFilterProxy,
     TraceCandidatesModel,
     TraceContextModel,
     TraceListModel,
+    outdated_label,
 )
 from ui.panes.base import PaneBase
 from ui.selection import Selection
@@ -216,6 +219,7 @@ class TracesPane(PaneBase):
         self.query.returnPressed.connect(self.run_what_if)
         self.trace_view.selectionModel().currentRowChanged.connect(self._trace_row_changed)
         self.candidate_view.selectionModel().currentRowChanged.connect(self._candidate_row_changed)
+        self.candidate_view.doubleClicked.connect(self._follow_replacement)
         self.show_all.clicked.connect(lambda: self.filter_stage(None))
         self.why_button.clicked.connect(self.explain_target)
 
@@ -385,7 +389,8 @@ class TracesPane(PaneBase):
             self.sigTraceShown.emit(None)
             return
         self.candidates.set_trace(trace["candidates"], briefs or {}, self.gold,
-                                  shared=(trace.get("params") or {}).get("shared_places"))
+                                  shared=(trace.get("params") or {}).get("shared_places"),
+                                  outdated=(trace.get("params") or {}).get("outdated"))
         self.filter_stage(None)
         self.candidate_view.sortByColumn(self.candidates.columns.index(("fate", "Rank / dropped at")),
                                          Qt.SortOrder.AscendingOrder)
@@ -497,6 +502,12 @@ class TracesPane(PaneBase):
         if self.trace is not None and not self.trace_db and row.get("in_scope") and self.trace_scope == self.ctx.scope:
             self.select("memory", mid, extra=("trace", int(self.trace["id"])))
 
+    def _follow_replacement(self, index) -> None:
+        """Double-click an outdated candidate: go to what replaced it."""
+        row = self.candidates.row(self.proxy.mapToSource(index).row())
+        if row and row.get("updated_by"):
+            self.select_candidate(int(row["updated_by"]["by"]))
+
     def select_candidate(self, memory_id: int) -> bool:
         """Make the candidate row of this memory current (as a click would)."""
         i = self.candidates.row_of_memory(memory_id)
@@ -597,15 +608,20 @@ class TracesPane(PaneBase):
                                   "Ask “Why not” for the channel-by-channel reason.")
             return
         row = self.candidates.row(i)
+        up = row.get("updated_by")
+        outdated = (f"<br><span style='color:{OUTDATED_LIGHT}'>Outdated for this question: "
+                    f"{html.escape(outdated_label(up))}</span> ({up['rule']}: {html.escape(up['reason'])}) — "
+                    f"double-click the row to go to m{up['by']}." if up else "")
         if row.get("rank") is not None:
             score = f"score {float(row['score']):.4f}" if row.get("score") is not None else "no score recorded"
             with_ = row.get("shares_place_with")
             shares = (f", sharing its place in the top k with m{with_} (read from the same source chunk)"
                       if with_ is not None else "")
-            self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} ({score}){shares}.")  # imported: no score
+            self.why_text.setText(f"m{mid} was retrieved at rank {row['rank']} ({score}){shares}.{outdated}")
         else:
             d = row["dropped"]
-            self.why_text.setText(f"m{mid} was dropped at <b>{d['stage']}</b> — {d['reason']}: {d.get('detail') or ''}")
+            self.why_text.setText(f"m{mid} was dropped at <b>{d['stage']}</b> — {d['reason']}: {d.get('detail') or ''}"
+                                  f"{outdated}")
 
     def explain_target(self) -> None:
         """engine.explain(query, memory): a fresh read-only what-if for the selected memory."""

@@ -108,9 +108,10 @@ def _clamp(x: Any, default: float) -> float:
         return default
 
 
-def parse(data: dict[str, Any], window: list[SourceChunk], *, model: str | None) -> list[tuple[SourceChunk, Candidate]]:
-    """Response -> (chunk, candidate) pairs. Items naming a turn outside the window are dropped."""
-    out: list[tuple[SourceChunk, Candidate]] = []
+def items(data: dict[str, Any], window: list[SourceChunk]) -> list[tuple[SourceChunk, dict[str, Any]]]:
+    """(chunk, item) for each response item that names a turn of the window spoken by someone
+    facts may come from."""
+    out = []
     for item in data.get("memories", []):
         turn = item.get("turn")
         if not isinstance(turn, int) or not 1 <= turn <= len(window):
@@ -118,18 +119,28 @@ def parse(data: dict[str, Any], window: list[SourceChunk], *, model: str | None)
         chunk = window[turn - 1]
         if chunk.role in ("assistant", "tool", "system") and chunk.trust != "external":
             continue  # the prompt forbids it; we do not take the model's word for it
-        out.append((chunk, Candidate(
-            text=str(item["text"]).strip(), subject=str(item["subject"]).strip(),
-            predicate=str(item["predicate"]).strip(), object=str(item["object"]).strip(),
-            evidence=str(item["evidence"]), relation=item["relation"] if item["relation"] in RELATIONS else "new",
-            category=item["category"] if item["category"] in CATEGORIES else "other",
-            confidence=_clamp(item.get("confidence"), 0.5), importance=_clamp(item.get("importance"), 0.5),
-            is_static=bool(item.get("static")), valid_from=_date(item.get("valid_from")),
-            valid_to=_date(item.get("valid_to")), forget_after=_date(item.get("forget_after")),
-            extraction_method="llm", extractor_model=model, prompt_version=VERSION,
-            premises=[str(p) for p in item.get("premises") or []],
-        )))
+        out.append((chunk, item))
     return out
+
+
+def parse(data: dict[str, Any], window: list[SourceChunk], *, model: str | None) -> list[tuple[SourceChunk, Candidate]]:
+    """Response -> (chunk, candidate) pairs. Items naming a turn outside the window are dropped."""
+    return [(chunk, candidate(item, model)) for chunk, item in items(data, window)]
+
+
+def candidate(item: dict[str, Any], model: str | None, version: str = VERSION) -> Candidate:
+    """One response item as a candidate (the fields the schema requires are there: strict output)."""
+    return Candidate(
+        text=str(item["text"]).strip(), subject=str(item["subject"]).strip(),
+        predicate=str(item["predicate"]).strip(), object=str(item["object"]).strip(),
+        evidence=str(item["evidence"]), relation=item["relation"] if item["relation"] in RELATIONS else "new",
+        category=item["category"] if item["category"] in CATEGORIES else "other",
+        confidence=_clamp(item.get("confidence"), 0.5), importance=_clamp(item.get("importance"), 0.5),
+        is_static=bool(item.get("static")), valid_from=_date(item.get("valid_from")),
+        valid_to=_date(item.get("valid_to")), forget_after=_date(item.get("forget_after")),
+        extraction_method="llm", extractor_model=model, prompt_version=version,
+        premises=[str(p) for p in item.get("premises") or []],
+    )
 
 
 def window_json(window: list[SourceChunk]) -> str:

@@ -1,0 +1,119 @@
+"""Metrics of current truth: does the value that holds now come first, and does history survive?
+
+Per question of the memlens updates benchmark (engine/bench/datasets.py, UpdatesDataset), from
+the ranking of turn ids a recall returned (best first, each id at its first rank):
+
+- current_first@1   current questions: of the turns that state a value of the asked claim (the
+                    gold, which state the value holding now, and the stale, which state an old
+                    value, a plan, a visit or someone else's value), the first ranked is gold.
+                    This is the promise: an outdated statement never answers a "now" question.
+- current_top@1     stricter: the first turn of the whole ranking is gold (small talk too can
+                    come first, misleading no one but costing a place).
+- keep_first@1, keep_top@1   the same for keep questions: a claim that still holds in a turn
+                    whose other claim was replaced ("I'm Dana and I live in Berlin"); its stale
+                    turn is the one that replaced the other claim.
+- history@3         history questions (an earlier value, or the value at an as-of time): a turn
+                    stating it is among the first three.
+- false_supersession  current and keep questions: 1 when the recall treated a gold turn (one
+                    whose claim still holds) as replaced by a turn outside the gold, 0 otherwise.
+                    The recall says which turns it treated as replaced, and by what, in its
+                    trace (Trace.params["outdated"]); facts superseded by a non-change reach the
+                    ranking through it too.
+
+For LongMemEval's knowledge-update questions, whose gold lists the evidence of both the old and
+the new value (so recall alone cannot tell them apart):
+
+- ku_latest_first   the best-ranked turn of the latest evidence session ranks above every turn
+                    of the earlier evidence sessions. Questions that ask for the earlier value
+                    ("What was my previous goal ... before I updated it?", a fixed pattern below,
+                    independent of the engine) are scored instead as
+- ku_previous_first the best-ranked turn of the earliest evidence session ranks above the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .metrics import dedupe, mean
+
+FIRST_K = 1
+HISTORY_K = 3
+UPDATE_METRICS = ("current_first@1", "current_top@1", "keep_first@1", "keep_top@1", "history@3",
+                  "false_supersession")
+KU_METRICS = ("ku_latest_first", "ku_previous_first")
+# A question that asks for the value before the update (the dataset's wording, not the engine's).
+ASKS_PREVIOUS = re.compile(r"\b(previous|previously|before|used to|originally|at first|initially)\b", re.I)
+
+
+def first_in(turns: Sequence[str], gold: Iterable[str], k: int) -> float:
+    top = dedupe(turns)[:k]
+    gold = set(gold)
+    return 1.0 if any(t in gold for t in top) else 0.0
+
+
+def false_supersession(outdated: Iterable[tuple[Sequence[str], Sequence[str]]], gold: Iterable[str]) -> float:
+    """outdated: (turn ids of a memory the recall treated as replaced, turn ids of what replaced it)."""
+    gold = set(gold)
+    for turns, by in outdated:
+        if gold.intersection(turns) and not gold.intersection(by):
+            return 1.0
+    return 0.0
+
+
+def score_update_question(qtype: str, turns: Sequence[str], gold: Sequence[str], stale: Sequence[str],
+                          outdated: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict[str, float]:
+    if qtype == "history":
+        return {"history@3": first_in(turns, gold, HISTORY_K)}
+    stated = set(gold) | set(stale)
+    return {f"{qtype}_first@1": first_in([t for t in turns if t in stated], gold, FIRST_K),
+            f"{qtype}_top@1": first_in(turns, gold, FIRST_K),
+            "false_supersession": false_supersession(outdated, gold)}
+
+
+def evidence_order(question: str, turns: Sequence[str], evidence: Sequence[str],
+                   session_dates: Mapping[str, str | None], session_of) -> dict[str, float]:
+    """{"ku_latest_first" or "ku_previous_first": 0/1}, or {} when the evidence is not in two
+    sessions with known, different dates."""
+    sessions = {session_of(t) for t in evidence}
+    dated = sorted((session_dates.get(s), s) for s in sessions if session_dates.get(s))
+    if len(dated) < 2 or dated[0][0] == dated[-1][0]:
+        return {}
+    previous = bool(ASKS_PREVIOUS.search(question))
+    wanted = dated[0][1] if previous else dated[-1][1]
+    wanted_date = session_dates[wanted]
+    others = {s for d, s in dated if d != wanted_date}
+    gold_turns = set(evidence)
+    for t in dedupe(turns):
+        if t not in gold_turns:
+            continue
+        s = session_of(t)
+        if s == wanted:
+            value = 1.0
+            break
+        if s in others:
+            value = 0.0
+            break
+    else:
+        value = 0.0
+    return {"ku_previous_first" if previous else "ku_latest_first": value}
+
+
+def summarise_extra(items: Iterable[Mapping[str, Any]], keys: Sequence[str], group_of) -> dict[str, Any]:
+    """Means of `keys` over the items that carry them: {"metrics": {key: mean}, "by_category":
+    {group: {key: mean}}, "counts": {key: n}}. `group_of(item)` -> the groups an item counts in."""
+    overall: dict[str, list[float]] = {k: [] for k in keys}
+    groups: dict[str, dict[str, list[float]]] = {}
+    for it in items:
+        metrics = it.get("metrics") or {}
+        for key in keys:
+            if key not in metrics:
+                continue
+            value = float(metrics[key])
+            overall[key].append(value)
+            for g in group_of(it):
+                groups.setdefault(g, {}).setdefault(key, []).append(value)
+    return {"metrics": {k: mean(v) for k, v in overall.items() if v},
+            "by_category": {g: {k: mean(v) for k, v in vals.items()} for g, vals in sorted(groups.items())},
+            "counts": {k: len(v) for k, v in overall.items() if v}}

@@ -1,0 +1,409 @@
+"""How a statement stands: whom it is about, and whether it says that something changed.
+
+One small grammar, shared by the offline extractor (engine/extract/heuristic.py: a change frame
+supersedes only when its clause is the speaker's own, asserted, and not a visit) and by recall
+(engine/retrieve/pipeline.py: where no fact links two statements, a later one leads an earlier
+one only when it states a change for the person the question asks about).
+
+A turn is cut into clauses (at punctuation and at "and", "but", "so", "because", ...). Each
+clause gets:
+
+- a subject: `self` (I, we, "Sarah and I", a clause that starts with a past verb as chat drops
+  its "I": "Packed up and moved to Denver"), `thing` (the speaker's own thing: "my new phone",
+  "our address", "the rent"), `person` with a key ("my sister" -> sister, "Tom" -> tom), or
+  `pronoun` (he, she, they, it);
+- flags: `question`; `modal` (a plan, wish or hypothetical: might, would, 'll, going to,
+  thinking of, considering, if, "moving next month"); `visit` (a stay or a one-off: was in,
+  visited, a trip, a holiday, rented, borrowed, tried, spent two weeks in); `retracts` (takes a
+  change back: actually, after all, never mind, fell through); `change` (moved, switched,
+  replaced, sold, left, joined, quit, stopped, gave up, no longer, not ... anymore, used to,
+  now, new, instead, since).
+
+A clause *states a change* when it is not a question, not modal and not a visit, and it
+changes or retracts something. Whose change it is comes from its subject: see `changes_for`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Nouns that name someone other than the speaker ("my sister moved to Paris" is her change).
+PERSON_NOUNS = frozenset("""sister brother mom mum mother dad father parent parents wife husband partner
+    girlfriend boyfriend fiance fiancé fiancee fiancée spouse friend bestie neighbour neighbor colleague
+    coworker co-worker roommate flatmate housemate boss manager son daughter kid kids child children baby
+    cousin uncle aunt niece nephew grandma grandpa grandmother grandfather grandparents family in-laws
+    classmate teammate mate doctor landlord landlady teacher coach ex team lab""".split())
+# Animals a question can ask about ("what is my parrot called?"): dependants, like children.
+PET_NOUNS = frozenset("""dog puppy pup cat kitten parrot bird hamster rabbit bunny guinea pig fish turtle horse
+    pony snake lizard ferret gecko budgie""".split())
+# Their changes are the speaker's too: a new baby, a new pet ("how many kids do I have?").
+_DEPENDANTS = frozenset({"son", "daughter", "kid", "kids", "child", "children", "baby"}) | PET_NOUNS
+# "our team replaced Trello": a group the speaker is in.
+_GROUPS = frozenset("team family household company office department group band class crew".split())
+_MONTHS = frozenset("""january february march april may june july august september october november december
+    jan feb mar apr jun jul aug sep sept oct nov dec""".split())
+
+_SELF = re.compile(r"(?i)^(?:i|i'm|i’m|i've|i’ve|i'd|i’d|i'll|i’ll|im|ive|we|we're|we’re|we've|we’ve|we'd|"
+                   r"we’d|we'll|we’ll|me|us)$")
+_PRONOUN = frozenset("he she they it he's she's they're it's his hers its you you're".split())
+# Words that may open a clause before its subject ("Update from our side: we ...", "So I ...").
+_LEAD = frozenset("""so and but well oh ok okay yeah yes yep also actually btw fyi anyway honestly basically
+    then now today recently lately nowadays currently finally just yesterday big news update heads up confession
+    plot twist good great quick note ps hey hi hello guess what turns out sadly luckily unfortunately fortunately
+    officially alright right last this past week month year weekend ago as of since in on at few
+    couple two three four five six months weeks days years""".split()) | _MONTHS
+_PAST_IRREGULAR = frozenset("""got went sold bought left quit made took began became gave dropped found put
+    spent brought kept ran rode drove flew met lost won wrote read sent set shut split swapped traded
+    tried moved closed opened signed picked packed started finished ordered returned rented borrowed
+    cancelled canceled switched changed replaced joined stopped adopted renamed retired handed dumped
+    ditched upgraded transferred enrolled graduated married divorced""".split())
+_NOT_PAST = frozenset("""need seed feed bed red shed speed weed bleed breed indeed""".split())
+
+_CLAUSE_BREAK = re.compile(r"(?<!\d),|,(?!\d)|[;:!?()\[\]—–]+|\.(?:\s|$)|\s-\s|\n"
+                           r"|\b(?:and|but|so|because|cause|though|although|while|whereas|plus|then)\b"
+                           r"|(?=\b(?:if|unless|whenever)\b)", re.I)  # these stay in their clause: its mood
+_WORD = re.compile(r"[\w'’-]+")
+
+MODAL = re.compile(
+    r"(?i)\b(?:might|(?-i:may)|could|would|should|will|won['’]t|shall|gonna|wanna|going\s+to|plan(?:s|ning)?\s+(?:to|on)"
+    r"|intend(?:s|ing)?\s+to|thinking\s+(?:of|about)|considering|consider|hop(?:e|es|ing)\s+to|want(?:s|ed)?\s+to"
+    r"|wish|if|unless|someday|some\s+day|one\s+day|maybe|perhaps|dream(?:ing)?\s+of|about\s+to|supposed\s+to"
+    r"|in\s+case)\b|['’](?:ll|d)\b")
+# "moving to Hamburg in June", "starting next month": a change still to come.
+_FUTURE_ING = re.compile(
+    r"(?i)\b(?:moving|relocating|leaving|starting|switching|quitting|joining|transferring|changing|getting|heading"
+    r"|going|selling|buying|retiring|separating|applying)\b.*\b(?:next|soon|tomorrow|tonight|later|upcoming"
+    r"|in\s+(?:a|two|three|\d+)\s+(?:days?|weeks?|months?|years?)"
+    r"|(?:in|on|by|from|come)\s+(?:january|february|march|april|may|june|july|august|september|october"
+    r"|november|december|spring|summer|autumn|fall|winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b")
+# Not a claim about the world: "I'm not sure yet", "no idea".
+HEDGE = re.compile(r"(?i)\b(?:not\s+sure|unsure|no\s+idea|(?:don['’]t|do\s+not)\s+know|undecided|on\s+the\s+fence)\b")
+VISIT = re.compile(
+    r"(?i)\b(?:(?:was|were)\s+(?:in|at|over\s+in|down\s+in|up\s+in)\s|visit(?:ed|ing)?|trip|holiday|vacation"
+    r"|conference|spent\s+(?:a|an|one|two|three|four|five|six|\d+|the|last|a\s+few|a\s+couple\s+of)\s+"
+    r"(?:\w+\s+)?(?:days?|weeks?|nights?|months?|weekend)\s+(?:in|at)|rented|borrowed|tried|stayed\s+(?:in|at|with)"
+    r"|staying\s+with|for\s+the\s+weekend|one-off|just\s+once|this\s+once|went\s+to|secondment|taster)\b")
+RETRACTS = re.compile(
+    r"(?i)\b(?:actually,?\s+(?:we|i)(?:['’]re|['’]m|\s+are|\s+am)?\s+(?:staying|not|still|keeping|back|decided)"
+    r"|after\s+all|never\s*mind|fell\s+through|pulled\s+out|called\s+(?:it\s+)?off|changed\s+"
+    r"(?:my|our)\s+minds?|decided\s+(?:to\s+stay|against)|staying\s+(?:put|in|at|on|with)|still\s+(?:in|at|with|on)"
+    r"|turned\s+(?:\w+\s+){0,3}down|returned\s+the|back\s+(?:on|to|at|with)|talked\s+it\s+out|another\s+go"
+    r"|not\s+\w+ing\s+after\s+all)\b")
+CHANGE = re.compile(
+    r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
+    r"|gave\s+up|given\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
+    r"|retired|transferred|signed\s+up|picked\s+up|upgraded|downgraded|broke\s+up|split\s+up|divorced|separated"
+    r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived"
+    r"|put\s+(?:me|us)\s+on(?:to)?|signed\s+(?:for|the\s+lease)"
+    r"|passed\s+away|died|bought|got\s+(?:a|an|my|myself|the)\s+new|got\s+(?:married|engaged|divorced|hired"
+    r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
+    r"|done\s+with|as\s+of|officially|off\s+(?:coffee|meat|alcohol|sugar|dairy)|gone|settled|turned\s+\w+"
+    r"|went\s+(?:fully\s+|completely\s+)?(?:vegan|vegetarian|pescatarian|keto|plant-based|freelance|part-time"
+    r"|full-time|back)"
+    # the start of a new state: "first week at the new gig", "Ella's first term at Brookfield"
+    r"|first\s+(?:day|week|month|term|semester|year|shift|weeks|months)\s+(?:at|in|of|as|with)"
+    # "new" as a thing's new value ("my new phone", "the new gig", "someone new", "New address:"),
+    # not "new reads" or "not much is new"
+    r"|(?:my|our|the|a|an|his|her|their)\s+(?:brand\s+)?new|someone\s+new|^new(?=\s+\w+\s*$|\s+\w+\s+signed)"
+    # "since September I've been", "since the summer": a state that began then, not "since I was 17"
+    r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
+    r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
+# Someone else's act that changes the speaker's state: "the neurologist put me on sumatriptan".
+_DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)"
+                              r"\s+(?:on|off|to|from|onto)\b")
+_QUESTION_OPEN = re.compile(
+    r"(?i)^(?:what|which|who|whom|whose|where|when|why|how|can|could|would|will|should|do|does|did|is|are|am"
+    r"|any|anyone|anybody|have\s+you|got\s+any)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    text: str
+    sentence: int  # which sentence of the text it is in
+    subject: str  # self | thing | person | pronoun | none
+    key: str | None  # for person: the noun or name, lower case
+    question: bool
+    modal: bool
+    visit: bool
+    retracts: bool
+    change: bool
+
+    @property
+    def states_change(self) -> bool:
+        """Asserted (not a question, plan, wish or visit) and it changes or takes back something."""
+        return not (self.question or self.modal or self.visit) and (self.change or self.retracts)
+
+    @property
+    def asserts(self) -> bool:
+        return not (self.question or self.modal) and self.subject != "none"
+
+
+_ARTICLES = frozenset({"the", "a", "an"})
+_PREPOSITIONS = frozenset({"in", "on", "at", "since", "over", "during", "by", "for", "as", "of", "from"})
+_TIME_NOUNS = frozenset("""day days week weeks month months year years weekend spring summer autumn fall winter
+    morning evening night moment end start beginning other few couple""".split()) | _MONTHS
+_NAME_VERB = re.compile(r"(?i)^(?:is|was|has|had|and|'s|’s|isn't|wasn't|didn't|doesn't|did|does|got|went|came"
+                        r"|left|quit|died|sold|made|took|became|finally|just|now|\w+ed|\w+s)$")
+
+
+def _subject(words: list[str]) -> tuple[str, str | None, bool]:
+    """(subject kind, key, implied) of a clause from its first words; implied: chat dropped the
+    "I" ("Packed up and moved to Denver")."""
+    i = 0
+    while i < len(words):
+        low = words[i].casefold()
+        if _SELF.match(words[i]):
+            break
+        if low in _LEAD or (low == "that" and i and words[i - 1].casefold() == "now") or (  # "Now that we've ..."
+                low in ("these", "those") and i + 1 < len(words) and words[i + 1].casefold() == "days"):
+            i += 1
+            continue
+        # "in the spring", "a few weeks ago": an article inside a time phrase
+        if low in _ARTICLES and ((i and words[i - 1].casefold() in _PREPOSITIONS)
+                                 or (i + 1 < len(words) and words[i + 1].casefold() in _TIME_NOUNS)):
+            i += 1
+            continue
+        break
+    rest = words[i:]
+    if not rest:
+        return "none", None, False
+    first = rest[0]
+    low = first.casefold()
+    if _SELF.match(first):
+        return "self", None, False
+    if low in ("my", "our", "the", "his", "her", "their") and len(rest) > 1:
+        noun_at = 1
+        while noun_at < len(rest) - 1 and rest[noun_at].casefold() in ("new", "old", "little", "big", "younger",
+                                                                         "older", "best", "current", "former",
+                                                                         "own", "lab", "twin", "baby"):
+            noun_at += 1
+        noun = rest[noun_at].casefold().replace("’", "'")
+        base = noun[:-2] if noun.endswith("'s") else noun
+        if low == "our" and base in _GROUPS:
+            return "self", None, False
+        if base in PERSON_NOUNS or base in PET_NOUNS or rest[noun_at - 1].casefold() == "lab":
+            if noun.endswith("'s") and base not in PET_NOUNS:
+                return "person", base, False  # "my colleague's team": theirs
+            return ("person", base, False) if low in ("my", "our", "the") else ("pronoun", None, False)
+        if low in ("his", "her", "their"):
+            return "pronoun", None, False
+        return "thing", base, False
+    if low in _PRONOUN:
+        return "pronoun", None, False
+    if low in ("no", "not", "living", "loving", "being", "having", "off", "back", "done", "finished"):
+        return "self", None, True  # "No more coffee shop for me!", "Not using Windows anymore"
+    if low in PERSON_NOUNS or low in PET_NOUNS:
+        return "person", low, False  # "Baby number three arrived"
+    if first[:1].isupper() and re.search(r"['’]s$", first):
+        return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
+    if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):
+        if len(rest) > 1 and _NAME_VERB.match(rest[1]):
+            return "person", low.replace("’", "'").removesuffix("'s"), False  # "Tom proposed", "Sarah and I"
+        return "thing", low, False  # "First week at the new gig", "New contract signed"
+    if (low in _PAST_IRREGULAR or (low.endswith("ed") and low not in _NOT_PAST)) and len(rest) > 1:
+        return "self", None, True
+    if low.endswith("ing") and len(low) > 4 and len(rest) > 1:
+        return "self", None, True  # "Writing to you from my new flat in Bergen"
+    return "none", None, False
+
+
+def clauses(text: str) -> list[Clause]:
+    """The clauses of a text, each with its subject and flags (see the module docstring)."""
+    out: list[Clause] = []
+    last_person: str | None = None
+    # A sentence's question mark and modality reach its clauses: "if I change jobs I'll ...".
+    for number, sentence in enumerate(re.split(r"(?<=[.!?])\s+|\n+", text)):
+        sentence = sentence.strip()
+        if not sentence:
+            continue
+        is_question = sentence.rstrip("\"'’”) ").endswith("?")
+        sentence_modal = bool(re.match(r"(?i)^\W*(?:if|unless|when|once|whenever|in\s+case|suppose)\b", sentence))
+        future = bool(_FUTURE_ING.search(sentence))
+        pieces: list[str] = []
+        at = 0
+        for m in _CLAUSE_BREAK.finditer(sentence):
+            if m.end() == m.start() and m.start() == at:
+                continue  # a lookahead break at the start of a clause
+            pieces.append(sentence[at:m.start()])
+            at = m.end()
+        pieces.append(sentence[at:])
+        carry = "none", None
+        pieces = [p for p in pieces if _WORD.search(p)]
+        for index, piece in enumerate(pieces):
+            piece = piece.strip()
+            words = _WORD.findall(piece)
+            if not words:
+                continue
+            subject, key, implied = _subject(words)
+            continued = subject == "none" and carry[0] != "none"
+            if carry[0] != "none" and (subject == "none" or (implied and carry[0] == "person")):
+                subject, key = carry  # "My husband left Google and [he] joined a startup"
+            elif subject == "pronoun" and last_person is not None:
+                subject, key = "person", last_person  # "... and named it Mango, now they chat"
+            if subject == "person" and re.search(r"(?i)\b\w+(?:ed|ched)\s+(?:me|us)\b", piece):
+                subject, key = "self", None  # "my doctor switched me from sertraline to ..."
+            if subject != "none":
+                carry = subject, key
+            if subject == "person":
+                last_person = key
+            clause_future = future and (subject != "self" or bool(_FUTURE_ING.search(piece)))
+            # "thinking of quitting nursing and [thinking of] retraining": a continuation keeps the mood
+            modal = sentence_modal or bool(MODAL.search(piece)) or clause_future or bool(HEDGE.search(piece)) or (
+                continued and bool(out) and out[-1].sentence == number and out[-1].modal)
+            # "Went to a pottery taster, messy but fun": a continuation stays at the visit
+            visit = bool(VISIT.search(piece)) or (continued and bool(out) and out[-1].sentence == number
+                                                  and out[-1].visit)
+            out.append(Clause(
+                text=piece, sentence=number, subject=subject, key=key,
+                # a question mark asks in the sentence's last clause, or in one that opens like a
+                # question: "I've used my Fitbit for 6 months now - any tips for lazy Sundays?"
+                question=is_question and (index == len(pieces) - 1 or bool(_QUESTION_OPEN.match(piece))),
+                modal=modal,
+                visit=visit, retracts=bool(RETRACTS.search(piece)),
+                change=bool(CHANGE.search(piece))))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """Whom a question asks about: the speaker themself, and/or other people or pets by key;
+    and its words, so that a clause about a thing ("my new phone is ...") counts only when the
+    question names that thing."""
+
+    self_: bool
+    people: frozenset[str]
+    words: frozenset[str] = frozenset()
+
+
+_Q_POSSESSIVE = re.compile(r"(?i)\b(?:my|our)\s+(?:(?:new|old|little|younger|older|best)\s+)?([\w'’-]+)")
+_Q_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-zà-ÿ]+)\b")
+_Q_SELF = re.compile(r"(?i)\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|i've|i’m|i’ve)\b")
+
+
+def asked(question: str) -> Asked:
+    people: set[str] = set()
+    for m in _Q_POSSESSIVE.finditer(question):
+        noun = m.group(1).casefold().replace("’", "'").removesuffix("'s")
+        if noun in PERSON_NOUNS or noun in PET_NOUNS:
+            people.add(noun)
+    for m in _Q_NAME.finditer(question):
+        people.add(m.group(1).casefold())
+    own = bool(_Q_SELF.search(question))
+    # "my son's school" asks about the son, not the speaker; "my phone" about the speaker
+    self_ = own and not (people and all(p in PERSON_NOUNS or p in PET_NOUNS for p in people)
+                         and not re.search(r"(?i)\b(?:i|me|we|us)\b", question))
+    words = {w.casefold().replace("’", "'").removesuffix("'s") for w in _WORD.findall(question)}
+    words |= {w[:-1] for w in words if w.endswith("s")}
+    return Asked(self_=self_ or not people, people=frozenset(people), words=frozenset(words))
+
+
+def leads_for(text: str, question: Asked, *, speaker_named: str | None = None) -> str | None:
+    """The first clause of `text` that states a change for whom the question asks about, or None
+    (all of them: changes_for)."""
+    found = changes_for(text, question, speaker_named=speaker_named)
+    return found[0] if found else None
+
+
+def changes_for(text: str, question: Asked, *, speaker_named: str | None = None) -> list[str]:
+    """The clauses of `text` that state a change for whom the question asks about.
+
+    For a question about the speaker, only the speaker's own clauses (and their things) count:
+    "my sister just moved to Paris" changes nothing about where I live. For a question about
+    someone else, the speaker's clauses count too ("we moved Noah to Hillside"), and so do
+    clauses about that person; clauses about a third person never do."""
+    asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
+    if (not asks_speaker and speaker_named is not None and question.people
+            and not question.people & (PERSON_NOUNS | PET_NOUNS)):
+        return []  # Caroline's turn says nothing of Melanie's changes
+    parts = clauses(text)
+    # sentences where the speaker states a change: "New contract signed: my salary is 65k"
+    changed = {c.sentence for c in parts if c.states_change and c.subject in ("self", "thing")}
+    ended = set()  # sentences where a thing changed before the clause: "the old Samsung died, so I got a Pixel"
+    out: list[str] = []
+    for c in parts:
+        asked_thing = c.subject == "thing" and c.key is not None and (
+            c.key in question.words or c.key.rstrip("s") in question.words)
+        if asked_thing and c.asserts and not c.visit and (c.states_change or c.sentence in changed):
+            out.append(c.text)  # "my new phone is an iPhone 15" for "what phone do I have?"
+        elif c.subject == "self" and c.asserts and not c.visit and c.sentence in ended and asks_speaker:
+            out.append(c.text)  # what the speaker did about it is their change
+            ended.discard(c.sentence)
+        elif not c.states_change:
+            continue
+        elif c.subject == "self" or (c.subject == "person" and c.key in _DEPENDANTS and asks_speaker):
+            out.append(c.text)
+        elif c.subject in ("thing", "person") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
+            out.append(c.text)  # "the neurologist put me on sumatriptan", "my boss transferred me to Leeds"
+        elif c.subject == "person" and not asks_speaker and _own(c, question, asks_speaker):
+            out.append(c.text)
+        if c.subject == "thing" and c.states_change and not c.retracts:
+            ended.add(c.sentence)
+    return out
+
+
+def stance_for(text: str, question: Asked, *, speaker_named: str | None = None) -> tuple[str, Any]:
+    """How a turn stands towards what the question asks: ("change", [clauses]) when it states a
+    change for whom the question asks about (changes_for); ("state", clause) when it asserts their
+    present state; ("aside", clause) when it speaks of the same thing only as a plan, wish,
+    hypothetical, visit or someone else's matter; ("none", None) otherwise (questions, small talk)."""
+    found = changes_for(text, question, speaker_named=speaker_named)
+    if found:
+        return "change", found
+    own = claims_for(text, question, speaker_named=speaker_named)
+    if own:
+        return "state", own[0]
+    for c in clauses(text):
+        if not c.question and (c.modal or c.visit or c.subject == "person"):
+            return "aside", c.text  # a plan, wish, visit, or someone else's matter
+    return "none", None
+
+
+_OWN_LATER = re.compile(r"(?i)^\W*\S+\b.*\b(?:my|our|me|us|mine)\b")
+
+
+def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = False) -> bool:
+    """Is the clause about whom (or the thing) the question asks about? With `relation`, a clause
+    that ties someone or something to the speaker counts too ("Spotify is my go-to", "you can
+    reach me on 07700 900123"): a statement of the speaker's state, though never their change."""
+    if c.subject == "self":
+        return True
+    if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _OWN_LATER.match(c.text):
+        return True
+    if c.subject == "thing":
+        return c.key is not None and (c.key in question.words or c.key.rstrip("s") in question.words)
+    if c.subject == "person":
+        named = {w.casefold() for w in re.findall(r"\b[A-Z][a-zà-ÿ]+\b", c.text)}
+        return c.key in question.people or bool(named & question.people) or (asks_speaker and c.key in _DEPENDANTS)
+    return False
+
+
+def claims_for(text: str, question: Asked, *, speaker_named: str | None = None) -> list[str]:
+    """The clauses of a text that assert the present state of whom the question asks about."""
+    asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
+    return [c.text for c in clauses(text) if c.asserts and not c.visit
+            and _own(c, question, asks_speaker, relation=True)]
+
+
+_REPORTED = re.compile(r"(?i)\b(?:say|said|mention(?:ed)?|told|tell|talk(?:ed)?\s+about|thinking|considering|consider"
+                       r"|plan(?:ned|ning)?|hop(?:e|ed|ing)|want(?:ed)?|wish(?:ed)?|almost|nearly)\b")
+
+
+def asks_about_asides(question: str) -> bool:
+    """Does the question itself ask about a plan, wish, visit or what was said ("which car did I
+    say I'd get someday?", "what did we rent for the trip?"), so that asides are its answer?"""
+    return bool(MODAL.search(question) or VISIT.search(question) or _REPORTED.search(question))
+
+
+_NOW = re.compile(r"(?i)\b(?:now|currently|current|these\s+days|nowadays|still|anymore|any\s+more|at\s+the\s+moment"
+                  r"|right\s+now|most\s+recent(?:ly)?|latest|at\s+present|today)\b")
+_PAST = re.compile(r"(?i)\b(?:did|was|were|when|had|ago|last|first|before|after|during|used\s+to|yesterday"
+                   r"|in\s+(?:19|20)\d\d)\b")
+_PRESENT = re.compile(r"(?i)\b(?:is|are|am|do|does|have|has|'s|’s|'re|’re|'m|’m)\b")
+
+
+def asks_state(question: str) -> bool:
+    """Does the question ask how things stand now ("where do I live?", "what car am I driving
+    now?"), rather than what happened ("what did Joanna submit?", "when did she move?")?"""
+    return bool(_NOW.search(question)) or (bool(_PRESENT.search(question)) and not _PAST.search(question))

@@ -1,0 +1,157 @@
+"""memlens bench updates: the bundled dataset, its loader, the current-truth metrics and a run."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from engine.bench import datasets as ds
+from engine.bench.runner import run_benchmark
+from engine.bench.update_metrics import evidence_order, false_supersession, score_update_question
+from engine.errors import BadInput
+from engine.memory import MemoryEngine
+
+ISSUE_DOMAINS = {"home", "work", "vehicles", "devices", "diet", "health", "family", "contact", "money", "school",
+                 "hobbies", "pets"}
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return ds.load_updates()
+
+
+def test_the_bundled_dataset_covers_what_it_must_in_both_halves(bundled):
+    assert len(bundled.scenarios) >= 60
+    assert {s.domain for s in bundled.scenarios} == ISSUE_DOMAINS
+    for split in ds.UPDATE_SPLITS:
+        half = [s for s in bundled.scenarios if s.split == split]
+        assert {s.kind for s in half} == set(ds.UPDATE_KINDS), split
+        assert {s.steps for s in half if s.is_change} == {2, 3}, split
+    for s in bundled.scenarios:
+        types = {q.type for q in s.questions}
+        assert {"current", "history"} <= types, s.scenario_id
+        dates = [datetime.fromisoformat(x.date.replace("Z", "+00:00")) for x in s.sessions]
+        # months apart; a retraction may follow its plan within weeks ("returned it after two weeks")
+        assert (dates[-1] - dates[0]).days >= 60 and all((b - a).days >= 14 for a, b in zip(dates, dates[1:])), \
+            f"{s.scenario_id}: sessions apart"
+        for q in s.questions:
+            assert q.type == "history" or q.stale or set(q.gold) >= {"s1:0", "s2:0"}, q.question_id
+
+
+def test_loaded_through_the_normal_detection(bundled):
+    loaded = ds.load_dataset(ds.updates_default_path())
+    assert loaded.name == "updates" and loaded.sha256 == bundled.sha256
+    assert ds.detect_dataset(ds.updates_default_path()) == "updates"
+
+
+def _one(**override):
+    scenario = {"id": "x", "split": "dev", "domain": "home", "kind": "change", "steps": 2, "sessions": [
+        {"date": "2024-01-01T00:00:00Z", "turns": [["user", "I live in Berlin."]]},
+        {"date": "2024-06-01T00:00:00Z", "turns": [["user", "I moved to Munich."]]}],
+        "questions": [{"type": "current", "q": "Where do I live?", "gold": ["s2:0"], "stale": ["s1:0"]}]}
+    scenario.update(override)
+    return {"dataset": ds.UPDATES_NAME, "scenarios": [scenario]}
+
+
+@pytest.mark.parametrize("override, reason", [
+    ({"split": "test"}, '"split" must be one of'),
+    ({"kind": "maybe"}, '"kind" must be one of'),
+    ({"questions": [{"type": "current", "q": "Where?", "gold": ["s3:0"]}]}, "gold s3:0 is not a turn"),
+    ({"questions": [{"type": "now", "q": "Where?", "gold": ["s2:0"]}]}, '"type" must be one of'),
+    ({"questions": [{"type": "current", "q": "Where?", "gold": ["s2:0"], "stale": ["s2:0"]}]}, '"stale" must'),
+    ({"sessions": [{"date": "2024-06-01T00:00:00Z", "turns": [["user", "a"]]},
+                   {"date": "2024-01-01T00:00:00Z", "turns": [["user", "b"]]}]}, "time order"),
+    ({"sessions": [{"date": "yesterday", "turns": [["user", "a"]]},
+                   {"date": "2024-01-01T00:00:00Z", "turns": [["user", "b"]]}]}, "not an ISO-8601 date"),
+])
+def test_malformed_files_are_one_line_bad_input(tmp_path, override, reason):
+    path = tmp_path / "u.json"
+    path.write_text(json.dumps(_one(**override)), encoding="utf-8")
+    with pytest.raises(BadInput, match=reason) as err:
+        ds.load_dataset(path)
+    assert "\n" not in str(err.value) and str(err.value).startswith(str(path))
+
+
+def test_first_at_1_counts_only_value_turns_and_top_at_1_everything():
+    ranked = ["s1:1", "s2:0", "s1:0"]  # small talk first, then the new value, then the old one
+    m = score_update_question("current", ranked, ["s2:0"], ["s1:0"], [])
+    assert m == {"current_first@1": 1.0, "current_top@1": 0.0, "false_supersession": 0.0}
+    assert score_update_question("current", ["s1:0", "s2:0"], ["s2:0"], ["s1:0"], [])["current_first@1"] == 0.0
+    assert score_update_question("history", ["s2:0", "s9:9", "s1:0"], ["s1:0"], [], []) == {"history@3": 1.0}
+
+
+def test_false_supersession_is_a_gold_turn_replaced_by_a_turn_outside_gold():
+    assert false_supersession([(["s1:0"], ["s2:0"])], ["s1:0"]) == 1.0  # the plan replaced the home
+    assert false_supersession([(["s1:0"], ["s3:0"])], ["s1:0", "s3:0"]) == 0.0  # a restatement of it
+    assert false_supersession([(["s9:0"], ["s2:0"])], ["s1:0"]) == 0.0
+
+
+def test_evidence_order_reads_the_dates_and_the_questions_wording():
+    dates = {"a": "2023-01-01T00:00:00Z", "b": "2023-06-01T00:00:00Z"}
+    of = lambda t: t.split(":")[0]  # noqa: E731
+    assert evidence_order("What is my best time?", ["b:1", "a:0"], ["a:0", "b:1"], dates, of) == {"ku_latest_first": 1.0}
+    assert evidence_order("What is my best time?", ["a:0", "b:1"], ["a:0", "b:1"], dates, of) == {"ku_latest_first": 0.0}
+    assert evidence_order("What was my goal before I updated it?", ["a:0", "b:1"], ["a:0", "b:1"], dates, of) == {
+        "ku_previous_first": 1.0}
+    assert evidence_order("Q?", ["a:0"], ["a:0", "a:1"], dates, of) == {}  # one session: nothing to order
+
+
+def test_a_run_reports_current_truth_per_half_and_kind(tmp_path, bundled):
+    raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
+    keep = {"home-d1", "home-d3", "tool-h1"}  # a change (with a keep question), a non-change, a held-out change
+    raw["scenarios"] = [s for s in raw["scenarios"] if s["id"] in keep]
+    path = tmp_path / "updates.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_benchmark(engine, "updates", path, k_values=(1, 3, 10), embedder="hashing", extract="heuristic")
+    assert out["failures"] == 0 and out["questions"] == sum(len(s["questions"]) for s in raw["scenarios"])
+    for key in ("current_first@1", "current_top@1", "keep_first@1", "history@3", "false_supersession",
+                "turn_recall_any@10"):
+        assert key in out["metrics"], key
+    assert {"dev", "heldout", "dev:change", "dev:other_person", "dev:current", "heldout:history"} <= set(out["by_category"])
+    assert 0.0 <= out["by_category"]["dev"]["current_first@1"] <= 1.0
+
+
+def test_knowledge_update_order_is_scored_on_longmemeval(tmp_path):
+    def session(sid, date, text):
+        return sid, date, [{"role": "user", "content": text, "has_answer": True},
+                           {"role": "assistant", "content": "Noted."}]
+    sessions = [session("old", "2023/01/01 (Sun) 10:00", "I have been running for 6 months now."),
+                session("new", "2023/06/01 (Thu) 10:00", "I have been running for 11 months now.")]
+    item = {"question_id": "ku1", "question_type": "knowledge-update", "question": "How long have I been running?",
+            "answer": "11 months", "question_date": "2023/06/02 (Fri) 10:00",
+            "haystack_session_ids": [s[0] for s in sessions], "haystack_dates": [s[1] for s in sessions],
+            "haystack_sessions": [s[2] for s in sessions], "answer_session_ids": ["old", "new"]}
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps([item]), encoding="utf-8")
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_benchmark(engine, "longmemeval", path, k_values=(10,), embedder="hashing")
+    assert out["metrics"]["ku_latest_first"] in (0.0, 1.0)
+    assert out["by_category"]["knowledge-update"]["ku_latest_first"] == out["metrics"]["ku_latest_first"]
+
+
+def test_ablation_scores_current_truth_on_the_halves(tmp_path):
+    from engine.bench.ablate import run_ablation
+
+    raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
+    keep = {"home-d1", "home-d3", "tool-h1"}
+    raw["scenarios"] = [s for s in raw["scenarios"] if s["id"] in keep]
+    path = tmp_path / "updates.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_ablation(engine, path, features=["claim_superseded", "restated_later"], embedder="hashing")
+    assert out["metric"] == "current_first@1" and out["extract"] == "heuristic" and out["fold_kind"] == "half"
+    assert set(out["folds"]) == {"dev", "heldout"}
+    current = sum(1 for s in raw["scenarios"] for q in s["questions"] if q["type"] == "current")
+    assert out["questions"] == current  # history and keep questions are not scored by current_first@1
+    assert set(out["features"]) == {"claim_superseded", "restated_later"}
+
+
+def test_fit_refuses_the_updates_benchmark_in_one_line(tmp_path):
+    from engine.bench.fit import run_fit
+
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        with pytest.raises(BadInput, match="measures current truth"):
+            run_fit(engine, [str(ds.updates_default_path())], embedder="hashing")

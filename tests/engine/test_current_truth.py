@@ -1,0 +1,161 @@
+"""Current truth end to end: an outdated statement never answers a "now" question.
+
+Small chats through the normal ingest path (default offline extraction, and none) with the
+bundled local embedder, as a new user would have them; each check names the rule it exercises.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.embed.local import LocalEmbedder
+from engine.ingest.formats.chat import parse_json
+from engine.memory import MemoryEngine
+from engine.scope import Scope
+
+S = Scope.default("dana", "bot")
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return LocalEmbedder()
+
+
+def chat(engine, sessions: list[tuple[str, list[str]]], *, extract: str = "heuristic") -> None:
+    convs = [{"id": f"s{n}", "messages": [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": when, "id": f"s{n}:{i}"}
+        for i, text in enumerate(turns)]} for n, (when, turns) in enumerate(sessions, start=1)]
+    engine.ingest_documents(parse_json(convs, name="chat.json"), scope=S, extract=extract)
+
+
+def turn_order(engine, res) -> list[str]:
+    msgs = engine.store.message_ids(S, res.ordered_ids)
+    return list(dict.fromkeys(m for mid in res.ordered_ids for m in msgs.get(mid, [])))
+
+
+def first_of(order: list[str], *ids: str) -> str:
+    return next(t for t in order if t in ids)
+
+
+@pytest.fixture
+def dana(tmp_path, embedder):
+    eng = MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False)
+    chat(eng, [("2024-01-10T10:00:00Z", ["Hi! Quick intro: my name is Dana Okafor and I live in Berlin.",
+                                         "Nice to meet you, Dana!"]),
+               ("2024-06-12T09:30:00Z", ["Big news: I moved to Munich last week.", "Congratulations on the move!"])])
+    yield eng
+    eng.close()
+
+
+def test_a_turn_is_outdated_for_the_claim_asked_whatever_else_it_carries(dana):
+    res = dana.recall("Where does Dana live now?", scope=S)
+    order = turn_order(dana, res)
+    assert first_of(order, "s1:0", "s2:0") == "s2:0"
+    berlin = next(r for r in res.results if r["text"].startswith("user: Hi!"))
+    munich = next(r for r in res.results if r["fact"] and r["fact"]["object"] == "Munich")
+    assert munich["rank"] < berlin["rank"]
+    assert berlin["updated_by"]["rule"] == "claim_superseded"
+    assert berlin["updated_by"]["label"] == f"updated on 2024-06-12 by m{munich['memory_id']}: The user lives in Munich."
+    assert "[updated on 2024-06-12 by m" in res.context_text
+    # the decision is a named component on both: the current version lifted, the old turn below it
+    assert res.trace.candidates[berlin["memory_id"]].components["claim_superseded"] <= 0
+    assert res.trace.candidates[munich["memory_id"]].score > res.trace.candidates[berlin["memory_id"]].score
+    why = dana.explain("Where does Dana live now?", berlin["memory_id"], scope=S)
+    assert "outdated for this question (claim_superseded)" in why["detail"] and "lives_in Berlin" in why["detail"]
+
+
+def test_the_claim_that_still_holds_is_not_outdated(dana):
+    res = dana.recall("What is Dana's last name?", scope=S)
+    assert not res.trace.params.get("outdated")
+    assert first_of(turn_order(dana, res), "s1:0", "s2:0") == "s1:0"
+
+
+def test_history_puts_the_old_value_first(dana):
+    for res in (dana.recall("Where did Dana live before Munich?", scope=S),
+                dana.recall("Where does Dana live?", scope=S, as_of="2024-03-01T00:00:00Z")):
+        assert first_of(turn_order(dana, res), "s1:0", "s2:0") == "s1:0"
+        assert res.results[0]["text"] in ("The user lives in Berlin.",
+                                          "user: Hi! Quick intro: my name is Dana Okafor and I live in Berlin.")
+
+
+def test_each_rule_switches_off_in_the_recipe(dana):
+    res = dana.recall("Where does Dana live now?", scope=S, off=("claim_superseded", "restated_later"))
+    assert not res.trace.params.get("outdated")
+    assert all("claim_superseded" not in c.components for c in res.trace.candidates.values())
+
+
+@pytest.fixture(params=["heuristic", "none"])
+def engine(request, tmp_path, embedder):
+    eng = MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False)
+    eng.extract_mode = request.param
+    yield eng
+    eng.close()
+
+
+def test_a_later_change_leads_where_no_fact_links_them(engine):
+    chat(engine, [("2023-03-08T18:30:00Z", ["I play tennis twice a week at the club, mostly doubles.", "Fun!"]),
+                  ("2023-09-28T18:30:00Z", ["I quit tennis after my elbow injury, it's only padel for me now.",
+                                            "Padel is easier on the elbow."])], extract=engine.extract_mode)
+    res = engine.recall("What sport do I play?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    marks = res.trace.params["outdated"]
+    assert {m["rule"] for m in marks.values()} <= {"claim_superseded", "restated_later"}
+    history = engine.recall("What sport did I play before padel?", scope=S)
+    assert "s1:0" in turn_order(engine, history)[:3]
+
+
+@pytest.mark.parametrize("later", [
+    "My sister just moved to Paris, so I'll have a place to crash.",  # someone else's change
+    "I might move to Rome next year, we'll see.",  # a plan
+    "If I got the job in Madrid I'd move there in a heartbeat.",  # a hypothetical
+    "I was in Porto last week for a conference.",  # a visit
+])
+def test_a_non_change_never_replaces_the_earlier_statement(engine, later):
+    chat(engine, [("2023-04-14T08:00:00Z", ["I've lived in Lyon for six years now and I love it.", "Nice!"]),
+                  ("2023-10-02T20:15:00Z", [later, "Sounds good."])], extract=engine.extract_mode)
+    res = engine.recall("What city do I live in?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert not any(f["status"] == "superseded" for f in engine.facts(S, history=True))
+
+
+def test_a_retracted_change_leaves_the_original_value(engine):
+    chat(engine, [("2023-01-09T12:00:00Z", ["I live in Berlin with my wife.", "Cosy!"]),
+                  ("2023-03-21T21:10:00Z", ["We're moving to Hamburg in June, the flat is signed!", "Exciting!"]),
+                  ("2023-06-30T16:00:00Z", ["Actually we're staying in Berlin, the Hamburg deal fell through.",
+                                            "Sorry to hear."])], extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s3:0") in ("s1:0", "s3:0")
+    for mark in (res.trace.params.get("outdated") or {}).values():  # whatever was marked, s2 replaced nothing
+        assert engine.store.message_ids(S, [mark["by"]])[mark["by"]] != ["s2:0"]
+
+
+def test_a_later_statement_is_lifted_only_from_the_top_k(tmp_path, embedder):
+    # restated_later reorders what a reader gets and never changes it: outside the top k, a later
+    # change is left where it ranks (in free chat "my new job" or "right now" may be about something else)
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-03-08T18:30:00Z", ["I play tennis twice a week at the club, mostly doubles.", "Fun!"]),
+                   ("2023-09-28T18:30:00Z", ["I quit tennis after my elbow injury, it's only padel for me now.",
+                                             "Padel is easier on the elbow."])], extract="none")
+        plain = turn_order(eng, eng.recall("What sport do I play?", scope=S, k=4, off=("restated_later",)))
+        assert first_of(plain, "s1:0", "s2:0") == "s1:0" and plain.index("s2:0") >= 1
+        top1 = eng.recall("What sport do I play?", scope=S, k=1)
+        assert turn_order(eng, top1)[0] == "s1:0" and not top1.trace.params.get("outdated")
+        wide = eng.recall("What sport do I play?", scope=S, k=4)
+        assert first_of(turn_order(eng, wide), "s1:0", "s2:0") == "s2:0"
+        assert {m["rule"] for m in wide.trace.params["outdated"].values()} == {"restated_later"}
+
+
+def test_a_later_change_leads_the_earlier_turns_answering_fact(tmp_path, embedder):
+    # the earlier turn carries two facts; the one that would answer "where do I work?" (works_at
+    # Initech) goes below the change, not only the one more like the query's words (has_role)
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-01-12T09:00:00Z", ["I'm an accountant at Initech, tax season is coming and I'm dreading it.",
+                                             "Hang in there!"]),
+                   ("2023-08-03T09:00:00Z", ["Nope, I'm at Umbrella Corp these days, in their finance team.",
+                                             "How is it so far?"])])
+        res = eng.recall("Where do I work?", scope=S)
+        assert first_of(turn_order(eng, res), "s1:0", "s2:0") == "s2:0"
+        initech = next(r for r in res.results if r["fact"] and r["fact"]["object"] == "Initech")
+        umbrella = next(r for r in res.results if r["text"].startswith("user: Nope"))
+        assert umbrella["rank"] < initech["rank"] and initech["updated_by"]["rule"] == "restated_later"

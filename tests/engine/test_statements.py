@@ -1,0 +1,100 @@
+"""engine.statements: whom a clause is about, its mood, and whether it states a change."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.statements import asked, asks_about_asides, asks_state, clauses, leads_for, stance_for
+
+SELF = asked("Where do I live now?")
+
+
+@pytest.mark.parametrize("text", [
+    "Big news: I moved to Munich last week.",
+    "Packed up and moved to Denver in October.",  # chat drops the "I"
+    "I switched from VS Code to Neovim over the summer.",
+    "I sold the Golf and bought a Tesla Model 3.",
+    "I left Acme and joined Globex last month.",
+    "I quit tennis after my elbow injury, it's only padel for me now.",
+    "Confession: I'm not vegetarian anymore.",
+    "The freelancing didn't pay the bills, so since September I've been a lab technician.",
+    "Actually we're staying in Berlin, the Hamburg deal fell through.",  # a retraction re-asserts
+    "My doctor switched me from sertraline to escitalopram.",  # the change is the speaker's
+    "The neurologist put me on sumatriptan for the migraines.",  # someone else's act, the speaker's change
+    "The old Samsung finally died, so I got a Pixel 8.",  # what the speaker did when a thing of theirs ended
+    "These days I edit everything in DaVinci Resolve.",  # "these days" opens the clause, "I" is its subject
+    "We just signed for a two-bed in Dundee.",
+])
+def test_the_speakers_own_changes_lead(text):
+    assert leads_for(text, SELF) is not None
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("My sister just moved to Paris, so I'll have a place to crash.", "someone else's"),
+    ("My husband left Google and joined a tiny startup.", "someone else's"),
+    ("I might move to Rome next year.", "a plan"),
+    ("We're moving to Hamburg in June, the contract for the new flat is already signed!", "a plan"),
+    ("I'm thinking of quitting nursing and retraining as a UX designer.", "a plan"),
+    ("If I ever get a real car it'd be a Volvo XC40.", "a hypothetical"),
+    ("If I leave Acme I'll join Globex.", "a hypothetical"),
+    ("I was in Porto last week for a conference.", "a visit"),
+    ("We rented a Jeep Wrangler for the road trip.", "a visit"),
+    ("Should I switch to Linux?", "a question"),
+    ("I'm always on the lookout for new reads.", "'new' that is not a new value"),
+    ("My brother's car died, so he got a Pixel 8.", "someone else's"),
+    ("Since I was 17 I have loved painting.", "'since' that starts no new state"),
+])
+def test_non_changes_do_not_lead(text, kind):
+    assert leads_for(text, SELF) is None, kind
+
+
+def test_a_question_about_someone_else_counts_their_changes_and_the_speakers():
+    son = asked("Which school does my son attend?")
+    assert son.people == {"son"} and not son.self_
+    assert leads_for("We moved Noah to Hillside Academy after the bullying.", son)
+    assert leads_for("My sister moved to Paris.", son) is None  # a third person
+    marco = asked("What happened with Marco's marriage?")
+    assert stance_for("My best friend Marco divorced his wife and remarried.", marco)[0] != "aside"
+
+
+def test_a_named_speaker_says_nothing_of_another_named_persons_changes():
+    melanie = asked("Where does Melanie live now?")
+    assert leads_for("I moved to Austin.", melanie, speaker_named="Caroline") is None
+    assert leads_for("I moved to Austin.", melanie, speaker_named="Melanie")
+
+
+def test_a_thing_clause_counts_for_the_thing_the_question_names():
+    assert leads_for("My new phone is an iPhone 15.", asked("What phone do I have?"))
+    assert leads_for("Our schedules are a mess now.", asked("Who is my employer?")) is None
+    assert leads_for("New contract signed: my salary is 65k.", asked("What is my salary now?"))
+
+
+def test_stances():
+    q = asked("What is my parrot called?")
+    assert stance_for("I have a parrot named Kiwi.", q)[0] == "state"
+    assert stance_for("My neighbour got a parrot too and named it Mango.", q)[0] == "aside"
+    assert stance_for("What seeds are safe for parrots?", q)[0] == "none"
+
+
+def test_clause_subjects_and_moods():
+    (a, b) = clauses("My husband left Google and joined a startup")
+    assert (a.subject, a.key, b.subject, b.key) == ("person", "husband", "person", "husband")  # carried
+    (c,) = clauses("Baby number three arrived in May")  # "May" the month, not the modal
+    assert (c.subject, c.modal, c.change) == ("person", False, True)
+    first, second = clauses("My email is ana@x.org if you need it")
+    assert not first.modal and second.modal
+
+
+@pytest.mark.parametrize("question, state", [
+    ("Where do I live now?", True), ("What car am I driving?", True), ("Who is my partner?", True),
+    ("What did Joanna submit?", False), ("When did she move?", False), ("What was my old address?", False),
+    ("What camera lens did I purchase most recently?", True),
+])
+def test_asks_state(question, state):
+    assert asks_state(question) is state
+
+
+def test_questions_that_ask_for_the_aside_itself():
+    assert asks_about_asides("Which car did I say I'd get someday?")
+    assert asks_about_asides("What did we rent for the Utah trip?")
+    assert not asks_about_asides("What car do I own?")
