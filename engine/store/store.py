@@ -20,7 +20,7 @@ from ..scope import Scope
 from ..timeutil import now_iso
 from .db import Database
 from .browse import BrowseReads
-from .facts import FactReads, FactWrites
+from .facts import FactReads, FactWrites, dict_rows
 from .graph import GraphReads
 from .health import HealthReads, HealthWrites
 from .recall import BulkWrites, RecallReads, RecallWrites
@@ -29,14 +29,7 @@ _SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?
 _SCOPE_WHERE_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
 
 
-def _dict_row(cursor, row: tuple) -> dict[str, Any]:
-    return dict(zip((d[0] for d in cursor.getdescription()), row))
-
-
-def _dicts(conn, sql: str, params: tuple) -> list[dict[str, Any]]:
-    cur = conn.cursor()
-    cur.row_trace = _dict_row  # the description is only readable while a row is current
-    return list(cur.execute(sql, params))
+_dicts = dict_rows
 
 
 def _one(conn, cls, sql: str, params: tuple):
