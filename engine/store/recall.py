@@ -38,6 +38,10 @@ class RecallReads:
             (*scope.as_params(), model)).fetchone()
         return int(row[0]), int(row[1]), row[2], int(row[3])
 
+    def vector_changes(self) -> int:
+        """A number that changes whenever any stored vector is added, replaced or removed."""
+        return self.conn.execute("SELECT n FROM vector_changes").fetchone()[0]
+
     def vector_count_after(self, scope: Scope, model: str, after_id: int) -> int:
         return self.conn.execute(
             f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1"
