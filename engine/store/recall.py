@@ -284,6 +284,12 @@ class RecallReads:
             " AND f.scope_id = ? AND f.subject_key = ? AND f.predicate_key = ? ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
             (*scope.as_params(), subject_key, predicate_key))
 
+    def document_memory_counts(self, scope: Scope) -> list[tuple[int, int]]:
+        """(document id, memories sourced from it), in document id order."""
+        return [tuple(r) for r in self.conn.execute(
+            f"SELECT document_id, count(DISTINCT memory_id) FROM memory_sources WHERE {_SCOPE_WHERE}"
+            " GROUP BY document_id ORDER BY document_id", scope.as_params())]
+
     def latest_source_time(self, scope: Scope) -> str | None:
         row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {_SCOPE_WHERE}", scope.as_params()).fetchone()
         return row[0]
@@ -398,3 +404,69 @@ class BulkWrites:
             "INSERT INTO entities(id, user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
             " VALUES (?,?,?,?,?,?,?,?,?)", [(r[0], *self._sp, *r[1:], self.now) for r in rows])
 
+    # A stored corpus copied within its scope (memlens perf --data): the copy's rows are the rows
+    # ingestion wrote for the original, with new ids, as if the same sources had been ingested
+    # again under other names. Table -> {column: the table whose ids it holds}.
+    _REPLICATED = (
+        ("documents", {"id": "documents", "previous_id": "documents"}),
+        ("chunks", {"id": "chunks", "document_id": "documents", "quotes_chunk_id": "chunks"}),
+        ("memories", {"id": "memories"}),
+        ("memory_sources", {"id": "memory_sources", "memory_id": "memories", "chunk_id": "chunks",
+                            "document_id": "documents"}),
+        ("entity_mentions", {"id": "entity_mentions", "memory_id": "memories", "chunk_id": "chunks"}),
+        ("embeddings", {"id": "embeddings", "owner_id": "owner"}),
+        ("chunk_times", {"id": "chunk_times", "chunk_id": "chunks"}),
+    )
+
+    def replication_base(self) -> dict[str, int]:
+        """The largest id of each replicated table in this scope: the rows `replicate` copies.
+        Only stores of sources (no facts, relations or curation) can be copied this way: a
+        copied fact would be a second current value of itself, which ingestion never writes."""
+        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        for table in ("facts", "memory_relations"):
+            if self.conn.execute(f"SELECT 1 FROM {table} WHERE {where} LIMIT 1", self._sp).fetchone():
+                raise ValueError(f"this scope has {table}: only stores of sources can be replicated")
+        return {t: int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {t} WHERE {where}", self._sp)
+                       .fetchone()[0]) for t, _ in self._REPLICATED}
+
+    def replicate(self, base: dict[str, int], *, documents_upto: int, tag: str) -> int:
+        """Copy the base rows (ids up to `base`) of documents up to id `documents_upto` once more;
+        the copies' document uris end in '#<tag>'. Returns the memories added."""
+        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        off = {t: int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0])
+               for t, _ in self._REPLICATED}
+        mems = (f"(SELECT memory_id FROM memory_sources WHERE {where} AND id <= {base['memory_sources']}"
+                f" AND document_id <= {int(documents_upto)})")
+        chunks = f"(SELECT id FROM chunks WHERE {where} AND id <= {base['chunks']} AND document_id <= {int(documents_upto)})"
+        picks = {
+            "documents": (f"id <= {int(documents_upto)}", ()),
+            "chunks": (f"document_id <= {int(documents_upto)}", ()),
+            "memories": (f"id IN {mems}", self._sp),
+            "memory_sources": (f"document_id <= {int(documents_upto)}", ()),
+            "entity_mentions": (f"memory_id IN {mems}", self._sp),
+            "embeddings": (f"((owner_type = 'memory' AND owner_id IN {mems}) OR (owner_type = 'chunk'"
+                           f" AND owner_id IN {chunks}))", (*self._sp, *self._sp)),
+            "chunk_times": (f"chunk_id IN {chunks}", self._sp),
+        }
+        added = 0
+        for table, refs in self._REPLICATED:
+            cols = [r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")]
+            exprs = []
+            for col in cols:
+                ref = refs.get(col)
+                if ref == "owner":
+                    exprs.append(f"owner_id + CASE owner_type WHEN 'memory' THEN {off['memories']} ELSE {off['chunks']} END")
+                elif ref is not None:
+                    exprs.append(f'"{col}" + {off[ref]}')
+                elif table == "documents" and col == "uri":
+                    exprs.append("coalesce(uri, '') || '#' || ?")
+                else:
+                    exprs.append(f'"{col}"')
+            cond, extra = picks[table]
+            params = ((tag,) if table == "documents" else ()) + self._sp + tuple(extra)
+            names = ", ".join(f'"{c}"' for c in cols)
+            self.conn.execute(f"INSERT INTO {table}({names}) SELECT {', '.join(exprs)} FROM {table}"
+                              f" WHERE {where} AND id <= {base[table]} AND {cond}", params)
+            if table == "memories":
+                added = self.conn.changes()
+        return added
