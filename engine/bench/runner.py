@@ -170,19 +170,17 @@ def _share_embedder(name: str, embedder) -> None:
 def _cached_embedder(spec: dict):
     """The container's embedder behind the run's vector cache (containers.vector_cache_path):
     texts embedded by an earlier container or run are not embedded again. spec["fresh"] computes
-    every vector anew (and stores it). The bare embedder when there is no cache to use."""
+    every vector anew (and stores it). Without a usable cache it only counts what it embeds."""
     from ..embed.cache import CachedEmbedder
 
     emb = _embedder(spec["embedder"])
-    if not spec.get("cache"):
-        return emb
-    cache = containers.vector_cache(containers.vector_cache_path(Path(spec["cache"])))
-    return emb if cache is None else CachedEmbedder(emb, cache, read=not spec.get("fresh"))
+    cache = containers.vector_cache(containers.vector_cache_path(Path(spec["cache"]))) if spec.get("cache") else None
+    return CachedEmbedder(emb, cache, read=not spec.get("fresh"))
 
 
-def _build_container(spec: dict, db: Path) -> dict[str, int] | None:
+def _build_container(spec: dict, db: Path) -> dict[str, int]:
     """Ingest a container's sources into a new DB at `db` through the normal importers; returns
-    what the vector cache served ({"embedded", "reused"} texts), None without a cache."""
+    the texts embedded and those the vector cache served ({"embedded", "reused"})."""
     from ..ingest.formats import chat, locomo, longmemeval
     from ..memory import MemoryEngine
     from ..scope import Scope
@@ -193,13 +191,12 @@ def _build_container(spec: dict, db: Path) -> dict[str, int] | None:
     with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine:
         engine.ingest_documents(docs, scope=Scope.default(*BENCH_SCOPE), extract=spec["extract"])
     containers.settle(db)
-    stats = getattr(emb, "stats", None)
-    return stats.as_dict() if stats is not None else None
+    return emb.stats.as_dict()
 
 
 class Opened(NamedTuple):
     reused: bool  # a cached build was copied
-    vectors: dict[str, int] | None  # for a new build with a vector cache: {"embedded", "reused"} texts
+    vectors: dict[str, int] | None  # for a new build: {"embedded", "reused"} texts
 
 
 def open_container(spec: dict) -> Opened:
@@ -268,13 +265,12 @@ def run_container(spec: dict) -> list[dict]:
             # The question's vector first, timed on its own (PERF.md: the query embedding is the
             # largest single cost of a local recall; it is reported apart from the local stages),
             # from the vector cache when an earlier run embedded the same question.
-            stats = getattr(emb, "stats", None)
-            before = stats.embedded if stats is not None else None
+            before = emb.stats.embedded
             t0 = time.perf_counter()
             try:
                 qvec = emb.embed([q["question"]], kind="query")[0]
                 embed_ms = (time.perf_counter() - t0) * 1000.0
-                if stats is not None and stats.embedded == before:
+                if emb.stats.embedded == before:
                     embed_ms = None  # served by the cache: no embedding was measured
                 t0 = time.perf_counter()
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",

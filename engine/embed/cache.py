@@ -59,7 +59,7 @@ class CachedEmbedder:
 
     def __init__(self, inner: Embedder, cache, *, read: bool = True) -> None:
         self.inner = inner
-        self.cache = cache  # engine.store.vector_cache.VectorCacheFile
+        self.cache = cache  # engine.store.vector_cache.VectorCacheFile; None: count, and reuse only repeats within a call
         self.read = read  # False: compute every text anew (and store the result)
         self.stats = CacheStats()
         self._identity: str | None = None
@@ -92,17 +92,18 @@ class CachedEmbedder:
         texts = list(texts)
         if not texts:
             return self.inner.embed(texts, kind=kind)
-        ident = self.identity()
+        ident = self.identity() if self.cache is not None else ""
         keys = [text_key(kind, t) for t in texts]
         unique = list(dict.fromkeys(keys))
-        found = self.cache.get(ident, unique) if self.read else {}
+        found = self.cache.get(ident, unique) if self.read and self.cache is not None else {}
         todo = [k for k in unique if k not in found]
         computed: dict[bytes, np.ndarray] = {}
         if todo:
             first = {k: i for i, k in reversed(list(enumerate(keys)))}
             mat = self.inner.embed([texts[first[k]] for k in todo], kind=kind)
             computed = {k: np.asarray(row, dtype="<f4") for k, row in zip(todo, mat)}
-            self.cache.put(ident, [(k, v.tobytes()) for k, v in computed.items()], replace=not self.read)
+            if self.cache is not None:
+                self.cache.put(ident, [(k, v.tobytes()) for k, v in computed.items()], replace=not self.read)
         out = np.empty((len(texts), self.dims), dtype=np.float32)
         for i, k in enumerate(keys):
             vec = computed.get(k)
