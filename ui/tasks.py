@@ -98,11 +98,14 @@ class Task(QRunnable):
 
 
 class TaskRunner(QObject):
+    sigIdle = Signal()  # the last running task has delivered its result
+
     def __init__(self, max_threads: int = 2) -> None:
         super().__init__()
         self.pool = QThreadPool()
         self.pool.setMaxThreadCount(max_threads)
         self._live: set[Task] = set()
+        self._when_idle: list[Callable[[], None]] = []
 
     @staticmethod
     def _task(work: Work, on_done: Callable[[Any], None] | None, on_error: Callable[[BaseException], None] | None,
@@ -121,10 +124,27 @@ class TaskRunner(QObject):
             on_progress: Callable[[float, str], None] | None = None) -> Task:
         task = self._task(work, on_done, on_error, on_progress)
         self._live.add(task)
-        task.signals.sigDone.connect(lambda _=None, t=task: self._live.discard(t))
-        task.signals.sigError.connect(lambda _=None, t=task: self._live.discard(t))
+        task.signals.sigDone.connect(lambda _=None, t=task: self._finished(t))
+        task.signals.sigError.connect(lambda _=None, t=task: self._finished(t))
         self.pool.start(task)
         return task
+
+    def _finished(self, task: Task) -> None:
+        self._live.discard(task)
+        if not self._live:
+            waiting, self._when_idle = self._when_idle, []
+            for fn in waiting:
+                fn()
+            if not self._live:
+                self.sigIdle.emit()
+
+    def when_idle(self, fn: Callable[[], None]) -> None:
+        """Call `fn` on the GUI thread once no task is running (at once if none is): work that
+        can wait, such as loading the embedding model, goes after what the user is looking at."""
+        if self._live:
+            self._when_idle.append(fn)
+        else:
+            fn()
 
     @property
     def busy(self) -> bool:
