@@ -248,7 +248,12 @@ def run_container(spec: dict) -> list[dict]:
 
     scope = Scope.default(*BENCH_SCOPE)
     db = Path(spec["db"])
-    opened = open_container(spec)
+    try:
+        opened = open_container(spec)
+    except Exception as exc:  # a container that cannot be built fails its questions, not the run
+        return [{"container": spec["container"], "question_id": q["question_id"], "question": q["question"],
+                 "category": q["category"], "gold": q["gold"], "status": "failed",
+                 "error": f"building the container: {exc.__class__.__name__}: {exc}"} for q in spec["questions"]]
     items: list[dict] = []
     ks = spec["ks"]
     qa_client = None

@@ -120,3 +120,22 @@ def test_the_cache_survives_a_reopen_and_a_second_writer(tmp_path, dims):
     assert np.frombuffer(b.get(ident, [b"k1"])[b"k1"], dtype="<f4")[0] == 1.0  # the first write stands
     a.close()
     assert VectorCacheFile(tmp_path / "v.db").count(ident) == 2
+
+
+def test_a_container_that_cannot_be_built_fails_its_questions_not_the_run(tmp_path, monkeypatch):
+    from engine.bench import runner
+
+    real = runner._build_container
+
+    def build(spec, db):
+        if spec["container"].endswith("_twin"):
+            raise OverflowError("date value out of range")
+        return real(spec, db)
+
+    monkeypatch.setattr(runner, "_build_container", build)
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_benchmark(engine, "longmemeval", _shared_haystacks(tmp_path), embedder="hashing")
+        items = bench_sql.items(engine.store, out["run_id"])
+    assert out["status"] == "done" and out["failures"] == 1 and out["questions"] == 4
+    failed = [it for it in items if it["status"] == "failed"]
+    assert len(failed) == 1 and "OverflowError" in failed[0]["error"] and failed[0]["question_id"].endswith("_twin")
