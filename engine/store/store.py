@@ -267,10 +267,10 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         return self.db.connection()
 
     @contextlib.contextmanager
-    def writer(self, scope: Scope) -> Iterator[Writer]:
+    def writer(self, scope: Scope, *, durable: bool = True) -> Iterator[Writer]:
         if not isinstance(scope, Scope):
             raise TypeError("writer() needs a Scope")
-        with self.db.write() as conn:
+        with self.db.write(durable=durable) as conn:  # durable=False: see Database.write
             yield Writer(conn, scope)
 
     def llm_recorder(self, scope: Scope, *, redact: bool = False):

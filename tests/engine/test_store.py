@@ -119,3 +119,45 @@ def test_connection_per_thread(tmp_path):
     t.join()
     assert seen[0] is not store.conn
     store.close()
+
+
+def test_a_commit_without_a_disk_sync_is_committed_and_only_that_one_skips_the_sync(tmp_path):
+    db = Database(tmp_path / "m.db")
+    conn = db.connection()
+    full = conn.pragma("synchronous")
+    with db.write(durable=False) as c:
+        assert c.pragma("synchronous") == 1  # NORMAL: the WAL is not synced at this commit
+        c.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+    assert conn.pragma("synchronous") == full  # the next commits sync as before
+    with pytest.raises(ValueError):
+        with db.write(durable=False) as c:
+            c.execute("INSERT INTO meta(key, value) VALUES ('b', '2')")
+            raise ValueError("rolled back")
+    assert conn.pragma("synchronous") == full
+    other = apsw.Connection(str(tmp_path / "m.db"))  # another process sees the commit, and not the rollback
+    assert [r[0] for r in other.execute("SELECT key FROM meta WHERE key IN ('a', 'b')")] == ["a"]
+    other.close()
+    db.close()
+
+
+def test_the_vector_change_counter_sees_every_change_to_vectors(tmp_path):
+    store = Store(tmp_path / "m.db")
+    scope = Scope.default()
+    seen = [store.vector_changes()]
+    with store.writer(scope) as w:
+        mid = w.insert_memory(kind="episode", text="Ana hikes.", trust="user", content_hash="h", source_time=None,
+                              importance=0.5, confidence=1.0, extraction_method="verbatim")
+        w.put_embeddings("memory", [(mid, [1.0, 0.0])], provider="p", model="m", dims=2, embed_ms=None)
+    seen.append(store.vector_changes())
+    with store.writer(scope, durable=False) as w:  # a commit that touches no vector (a trace) leaves it
+        w.insert_trace(origin="operator", query_text="q", query_hash="h", recipe="offline", k=10, as_of=None,
+                       params={}, plan=None, rerank=None, stages=[], timings={}, context_text="", context_tokens=0,
+                       result_count=0)
+    seen.append(store.vector_changes())
+    store.mark_stale_embeddings("p", "other")  # re-marked by another process's writer: seen as well
+    other = apsw.Connection(str(tmp_path / "m.db"))
+    other.execute("DELETE FROM embeddings")
+    other.close()
+    seen.append(store.vector_changes())
+    assert seen[0] < seen[1] == seen[2] < seen[3]
+    store.close()
