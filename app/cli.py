@@ -170,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "bench run's DB.bench/vectors.db reuses what it embedded)")
     p.add_argument("--embedder", default="local", choices=("local", "openai", "hashing"),
                    help="with --data: the embedder (hashing: tests only)")
+    p.add_argument("--keep", default=None, metavar="PATH",
+                   help="with --data: keep the store at PATH, and measure it again next time instead of rebuilding")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--dims", type=int, default=384)
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
@@ -591,7 +593,8 @@ def cmd_perf(args: argparse.Namespace) -> int:
         from engine.paths import cache_dir
 
         out = run_data_perf(args.data, args.memories, args.queries, workdir=args.workdir, embedder=args.embedder,
-                            vector_cache=args.vector_cache or cache_dir() / "vectors.db", progress=progress)
+                            vector_cache=args.vector_cache or cache_dir() / "vectors.db", keep=args.keep,
+                            progress=progress)
     else:
         out = run_perf(args.memories or 100_000, args.queries, dims=args.dims, workdir=args.workdir, progress=progress)
     if not args.json:

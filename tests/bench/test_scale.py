@@ -89,3 +89,14 @@ def test_perf_data_refuses_what_it_cannot_measure(tmp_path):
         run_data_perf([str(DATA / "convomem_tiny.json")], embedder="hashing")
     with pytest.raises(BadInput, match="--memories"):
         run_data_perf([str(DATA / "bench_locomo_tiny.json")], memories=0, embedder="hashing")
+
+
+def test_a_kept_store_is_measured_again_without_rebuilding_and_never_mistaken(tmp_path):
+    files = [str(DATA / "bench_locomo_tiny.json")]
+    kept = tmp_path / "kept.db"
+    first = run_data_perf(files, memories=30, queries=3, vector_cache=tmp_path / "v.db", embedder="hashing", keep=kept)
+    assert kept.is_file() and "reused_store" not in first
+    again = run_data_perf(files, memories=30, queries=3, vector_cache=tmp_path / "v.db", embedder="hashing", keep=kept)
+    assert again["reused_store"] and again["memories"] == first["memories"] and again["copies"] == first["copies"]
+    with pytest.raises(BadInput, match="not a perf store built from these files"):
+        run_data_perf(files, memories=60, queries=3, vector_cache=tmp_path / "v.db", embedder="hashing", keep=kept)
