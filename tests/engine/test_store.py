@@ -161,3 +161,26 @@ def test_the_vector_change_counter_sees_every_change_to_vectors(tmp_path):
     seen.append(store.vector_changes())
     assert seen[0] < seen[1] == seen[2] < seen[3]
     store.close()
+
+
+def test_a_store_of_one_scope_searches_without_the_scope_check_and_finds_the_same(tmp_path):
+    from engine.embed.hashing import HashingEmbedder
+    from engine.memory import MemoryEngine
+
+    alice, bob = Scope.default("alice", "a"), Scope.default("bob", "b")
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(32), llm=False, background_reembed=False) as eng:
+        eng.add_turns([{"role": "user", "content": f"Munich trip number {i}, and the Munich beer."} for i in range(30)]
+                      + [{"role": "user", "content": "Munich trip number 3, and the Munich beer."}], scope=alice)
+        store = eng.store
+        scoped = ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+                  " WHERE memories_fts MATCH ? AND m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
+                  " ORDER BY score LIMIT ?")
+        assert store.sole_scope(alice) and not store.sole_scope(bob)
+        for limit in (5, 31, 100):  # ties (equal texts) cut at the same place, in the same order
+            assert store.fts_memories(alice, '"munich" OR "trip"', limit=limit) == \
+                [tuple(r) for r in store.conn.execute(scoped, ('"munich" OR "trip"', *alice.as_params(), limit))]
+        eng.add_turns([{"role": "user", "content": "Bob went to Munich."}], scope=bob)
+        assert not store.sole_scope(alice)
+        ids = {mid for mid, _ in store.fts_memories(alice, '"munich"', limit=100)}
+        assert len(ids) == 31 and all(store.memory(alice, mid) is not None for mid in ids)
+        assert len(store.fts_memories(bob, '"munich"', limit=100)) == 1
