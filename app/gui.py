@@ -39,10 +39,12 @@ def build_demo_then_open(window, path: Path) -> None:
 def settle_gc() -> None:
     """Move everything start-up made (modules, Qt wrappers, the open DB's caches) out of the
     collector's reach: a full collection otherwise walks it all while holding the GIL, and the
-    worker thread's collections stalled the GUI thread by 40-60 ms each (app.latency_probe)."""
+    worker thread's collections stalled the GUI thread by 40-60 ms each (app.latency_probe).
+    Only the young generations are collected first: a full pass here is itself such a stall
+    (25 ms of CPU with the window up, for a few dozen unreachable objects left over)."""
     import gc
 
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
 
 
@@ -88,7 +90,9 @@ def warm_up(window, on_ready=None) -> None:
 
     def start() -> None:
         stamps["data"] = time.perf_counter()
-        window.runner.run(work, done, lambda _exc: done())
+        # at the GUI's priority: the imports and the model's load hold the GIL in stretches, which a
+        # preempted background thread would stretch into GUI stalls of hundreds of ms on a busy machine
+        window.runner.run(work, done, lambda _exc: done(), background=False)
 
     window.runner.when_idle(start)
 

@@ -108,3 +108,14 @@ def test_work_that_can_wait_runs_once_no_task_is_running(qtbot):
     runner.when_idle(lambda: order.append("at once"))  # nothing running: now
     assert order[-1] == "at once"
     runner.shutdown()
+
+
+@linux_only
+def test_foreground_work_runs_at_the_gui_threads_priority(qtbot):
+    runner = TaskRunner()
+    seen = []
+    runner.run(lambda p, s: seen.append(("background", _nice())), background=True)
+    runner.run(lambda p, s: seen.append(("foreground", _nice())), background=False)
+    qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
+    runner.shutdown()
+    assert dict(seen) == {"background": max(_nice(), BACKGROUND_NICE), "foreground": _nice()}
