@@ -87,17 +87,27 @@ class RecallReads:
                                      include_colocated=False)
         return [(raw[start:end].decode("utf-8", "replace"), term) for start, end, term in toks]
 
-    def fts_term_frequencies(self, terms: list[str]) -> dict[str, int]:
-        """term -> number of memories containing it (any scope: an estimate for choosing terms)."""
+    def fts_term_frequencies(self, terms: list[str], *, at_most: int | None = None) -> dict[str, int]:
+        """term -> number of memories containing it (any scope: an estimate for choosing terms).
+        at_most: a count above it is reported as at_most + 1, and costs no more than that many
+        rows (the vocabulary's count reads a term's whole posting list: ~10 ms a common word at 1M)."""
         tok = self._fts_tokenizer()
         stems: dict[str, list[str]] = {}
+        surfaces: dict[str, str] = {}  # index term -> a word that the tokenizer turns into it
         for term in terms:
-            toks = tok(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
-                       include_colocated=False)
+            raw = term.encode("utf-8")
+            toks = tok(raw, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=True, include_colocated=False)
             if toks:
-                stems[term] = list(toks)
+                stems[term] = [t for _, _, t in toks]
+                for start, end, t in toks:
+                    surfaces.setdefault(t, raw[start:end].decode("utf-8", "replace"))
         if not stems:
             return {}
+        if at_most is not None:
+            df = {t: self.conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+                ('"' + w.replace('"', '""') + '"', at_most + 1)).fetchone()[0] for t, w in surfaces.items()}
+            return {term: min(df[s] for s in parts) for term, parts in stems.items()}
         wanted = sorted({s for parts in stems.values() for s in parts})
         marks = ",".join("?" * len(wanted))
         df = {r[0]: r[1] for r in self.conn.execute(

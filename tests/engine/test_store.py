@@ -184,3 +184,21 @@ def test_a_store_of_one_scope_searches_without_the_scope_check_and_finds_the_sam
         ids = {mid for mid, _ in store.fts_memories(alice, '"munich"', limit=100)}
         assert len(ids) == 31 and all(store.memory(alice, mid) is not None for mid in ids)
         assert len(store.fts_memories(bob, '"munich"', limit=100)) == 1
+
+
+def test_term_counts_bounded_by_at_most_agree_with_the_full_counts(tmp_path):
+    from engine.embed.hashing import HashingEmbedder
+    from engine.memory import MemoryEngine
+
+    alice = Scope.default("alice", "a")
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(32), llm=False, background_reembed=False) as eng:
+        eng.add_turns([{"role": "user", "content": f"Running to Munich, trip {i}."} for i in range(12)]
+                      + [{"role": "user", "content": "Ran past the old canal in Munich."}], scope=alice)
+        store = eng.store
+        terms = ["munich", "running", "runs", "canal", "old canal", "zurich", "art-related"]
+        full = store.fts_term_frequencies(terms)
+        assert full["munich"] == 13 and full["running"] == full["runs"] == 12 and full["canal"] == 1
+        assert full["old canal"] == 1 and full["zurich"] == full["art-related"] == 0
+        for at_most in (0, 1, 5, 12, 13, 50):  # exact up to at_most, at_most + 1 above it
+            bounded = store.fts_term_frequencies(terms, at_most=at_most)
+            assert bounded == {t: min(n, at_most + 1) for t, n in full.items()}
