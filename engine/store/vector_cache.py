@@ -2,7 +2,8 @@
 
 The cache is its own small SQLite file, not part of a memlens database: it holds no user record,
 only what an embedder computed for a text, so any database (a benchmark container, a perf store)
-may be built from it, and deleting it loses nothing but time. Several processes share one file
+may be built from it, and deleting it loses nothing but time. It is private (0600) all the same:
+a vector says something of the text it was computed from. Several processes share one file
 (benchmark workers): WAL, a busy timeout, and INSERT OR IGNORE, since two of them may compute
 the same text at once and both results are the same vector.
 """
@@ -13,6 +14,8 @@ import os
 from pathlib import Path
 
 import apsw
+
+from ..files import create_private, private_dir
 
 BUSY_TIMEOUT_MS = 10_000
 _IN_CHUNK = 500
@@ -32,7 +35,8 @@ class VectorCacheFile:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        create_private(self.path)  # 0600, as every file memlens writes (its -wal and -shm follow)
         self.conn = apsw.Connection(str(self.path))
         self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         try:
