@@ -88,6 +88,8 @@ def test_runs_reuse_vectors_and_say_so_and_rank_as_without_them(tmp_path):
         # the twin's haystack is the first question's: its every turn is served by the cache
         assert cold["vectors"] == {"embedded": turns - twin_turns, "reused": twin_turns}
         assert cold["query_embed_ms"]["embedded"] == 4
+        # each recall's CPU time beside its wall time: at most the wall time it took
+        assert 0 < cold["recall_cpu_ms"]["p50"] <= cold["recall_cpu_ms"]["p99"] <= cold["latency_ms"]["p99"] * 1.01
         warm = run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
         assert warm["containers"] == {"built": 0, "reused": 4} and warm["vectors"] == {"embedded": 0, "reused": 0}
         assert warm["query_embed_ms"] == {"embedded": 0}  # every question's vector came from the cache
