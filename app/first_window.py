@@ -177,10 +177,11 @@ def measure(db: Path | None, repeat: int, timeout: float = 60.0) -> dict:
                          **({f"{k}_s": round(v - t0, 3) for k, v in ready.items()} if ready else {})})
         mapped = sorted(r["mapped_s"] for r in runs if r["mapped_s"] is not None)
         cpu = sorted(r["cpu_before_map_s"] for r in runs if r["cpu_before_map_s"] is not None)
-        return {"cpu_before_map_s": {"median": cpu[len(cpu) // 2] if cpu else None},"db": str(db), "display": display, "xvfb": xvfb is not None, "cpus": os.cpu_count(),
+        return {"db": str(db), "display": display, "xvfb": xvfb is not None, "cpus": os.cpu_count(),
                 "load_average": [round(x, 2) for x in os.getloadavg()], "runs": runs,
                 "mapped_s": {"min": mapped[0] if mapped else None, "median": mapped[len(mapped) // 2] if mapped else None,
-                             "max": mapped[-1] if mapped else None}}
+                             "max": mapped[-1] if mapped else None},
+                "cpu_before_map_s": {"median": cpu[len(cpu) // 2] if cpu else None}}
     finally:
         if xvfb is not None:
             xvfb.terminate()
