@@ -100,9 +100,11 @@ def check_file(path: Path) -> None:
         probe = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         try:
             probe.set_busy_timeout(BUSY_TIMEOUT_MS)  # another process may be creating it right now
-            app_id = probe.pragma("application_id")
-            version = probe.pragma("user_version")
-            tables = probe.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            # one statement, one snapshot: read one by one, a creator committing in between made
+            # a new memlens file look like another application's (application id 0, tables)
+            app_id, version, tables = probe.execute(
+                "SELECT (SELECT application_id FROM pragma_application_id),"
+                " (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)").fetchone()
         finally:
             probe.close()
     except apsw.BusyError:
