@@ -6,6 +6,7 @@ never as a traceback dialog; the traceback goes to stderr for bug reports.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -38,10 +39,12 @@ def build_demo_then_open(window, path: Path) -> None:
 def settle_gc() -> None:
     """Move everything start-up made (modules, Qt wrappers, the open DB's caches) out of the
     collector's reach: a full collection otherwise walks it all while holding the GIL, and the
-    worker thread's collections stalled the GUI thread by 40-60 ms each (app.latency_probe)."""
+    worker thread's collections stalled the GUI thread by 40-60 ms each (app.latency_probe).
+    Only the young generations are collected first: a full pass here is itself such a stall
+    (25 ms of CPU with the window up, for a few dozen unreachable objects left over)."""
     import gc
 
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
 
 
@@ -49,9 +52,9 @@ PRELOADED = ("onnxruntime", "tokenizers", "numpy.random")
 
 
 def preload_modules() -> None:
-    """Import, before the window shows, what worker threads would otherwise import while it is
-    up: an import holds the GIL while it runs, and onnxruntime's (the embedder's first load) and
-    numpy.random's (the first graph layout) stalled the GUI thread by 20-40 ms (app.latency_probe)."""
+    """Import what worker threads would otherwise import in the middle of work: an import holds
+    the GIL while it runs, and onnxruntime's (the embedder's first load) and numpy.random's (the
+    first graph layout) stalled the GUI thread by 20-40 ms during an ingestion (app.latency_probe)."""
     import importlib
 
     for name in PRELOADED:
@@ -61,17 +64,44 @@ def preload_modules() -> None:
             pass  # whoever needs it reports it, as without the preload
 
 
-def warm_embedder(window) -> None:
-    """Load the bundled embedding model before the window shows. Parsing its tokenizer holds the
-    GIL for ~30 ms, which in the background of a shown window is a GUI stall (app.latency_probe,
-    "open" phase); the model is one instance per app, so no later open loads it again. A model
-    that fails to load is reported by the first pane that embeds, with what to do."""
-    try:
+def warm_up(window, on_ready=None) -> None:
+    """After the first window: once the panes have their first page of data, import the modules
+    and load the bundled embedding model in the background (parsing its tokenizer and creating
+    its session take ~0.3 s of CPU, which the first window no longer waits for), then move what
+    start-up made out of the collector's reach (settle_gc). Everything is in place before the
+    first ingestion or query; a model that fails to load is reported by the first pane that
+    embeds, with what to do. `on_ready(stamps)`: perf_counter() when the panes were first idle
+    ("data") and when the model had loaded ("model")."""
+    import time
+
+    stamps: dict[str, float] = {}
+
+    def work(_progress, _stop) -> None:
+        preload_modules()
         warm = getattr(window.settings_store.make_embedder(), "warm", None)
         if callable(warm):
             warm()
-    except Exception:  # noqa: BLE001 - see the docstring: reported where it is used
-        pass
+
+    def done(_result=None) -> None:
+        stamps["model"] = time.perf_counter()
+        settle_gc()
+        if on_ready is not None:
+            on_ready(stamps)
+
+    def start() -> None:
+        stamps["data"] = time.perf_counter()
+        # at the GUI's priority: the imports and the model's load hold the GIL in stretches, which a
+        # preempted background thread would stretch into GUI stalls of hundreds of ms on a busy machine
+        window.runner.run(work, done, lambda _exc: done(), background=False)
+
+    window.runner.when_idle(start)
+
+
+def report_ready(stamps: dict[str, float]) -> None:
+    """MEMLENS_REPORT_READY=1 (app.first_window): say on stderr when the first page of data was
+    up and the model loaded, as perf_counter() stamps the measuring process can compare."""
+    sys.stderr.write("memlens-ready " + " ".join(f"{k}={v:.6f}" for k, v in sorted(stamps.items())) + "\n")
+    sys.stderr.flush()
 
 
 def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
@@ -90,9 +120,9 @@ def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing:
 
     app.setDesktopFileName(about.APP_ID)  # Wayland matches the window to its menu entry and icon
     app.setWindowIcon(about.app_icon())
-    preload_modules()
+    # Nothing slow before the window: the model, onnxruntime and the tokenizer load after it is
+    # up with its first page of data (warm_up), and the LLM client library when first used.
     window = MainWindow()
-    warm_embedder(window)
     window.about_text = lambda: about.about_text() + (  # licence and bundled components (ui cannot import app)
         f"\n\nDatabase: {window.engine.path}" if window.engine is not None else "")
 
@@ -116,7 +146,7 @@ def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing:
             if recent and Path(recent[0]).exists():
                 window.open_database(Path(recent[0]))
         window.show()
-        settle_gc()
+        warm_up(window, report_ready if os.environ.get("MEMLENS_REPORT_READY") else None)
         return app.exec()
     finally:
         sys.excepthook = previous

@@ -2,16 +2,22 @@
 
     python -m app.latency_probe [--ingest PATH] [--bench FILE] [--dataset locomo|longmemeval|convomem]
     python -m app.latency_probe --db STORE.db [--user U --agent A]
+    python -m app.latency_probe --first-window [--db PATH] [--repeat N]
 
-Starts the inspector offscreen as app.gui.run does (modules preloaded, the embedding model loaded
-before the window shows), opens a fresh DB (the open is a phase: File > Open with the window up),
-then, through ui/tasks (as the panes do), runs an ingestion and a benchmark while a 5 ms QTimer
-records every gap between its ticks. Prints the longest stall and the p99 per phase. A figure, never a test assertion.
+Starts the inspector offscreen as app.gui.run does (the window first; modules and the embedding
+model load in the background once the panes have their first page), opens a fresh DB (the open
+is a phase: File > Open with the window up, until that background loading is done), then,
+through ui/tasks (as the panes do), runs an ingestion and a benchmark while a 5 ms QTimer
+records every gap between its ticks. Prints the longest stall and the p99 per phase.
 
 With --db, a copy of an existing store is opened instead (the open phase then includes the Health
 pane's first run of every check, and re-embedding any vectors of another model than the configured
 one), followed by a run of every health check through the task runner, as the pane's Check now
 does, on the settled window.
+
+--first-window measures instead the time from launching `memlens gui --db PATH` to its window
+being mapped (app/first_window.py), on the X display in $DISPLAY or a private Xvfb; without
+--db on a demo database built for the purpose. Figures, never test assertions.
 """
 
 from __future__ import annotations
@@ -32,10 +38,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ingest", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo" / "chats"))
     parser.add_argument("--bench", default=str(Path(__file__).resolve().parents[1] / "resources" / "demo" / "bench-demo.json"))
     parser.add_argument("--dataset", default="locomo")
-    parser.add_argument("--db", default=None, help="open a copy of this store; measure the open and a health run")
+    parser.add_argument("--db", default=None, help="open a copy of this store; measure the open and a health run"
+                        " (with --first-window: launch on this database, default a new demo)")
     parser.add_argument("--user", default=None)
     parser.add_argument("--agent", default=None)
+    parser.add_argument("--first-window", action="store_true",
+                        help="time from `memlens gui --db PATH` to a mapped window (needs X or Xvfb)")
+    parser.add_argument("--repeat", type=int, default=5, help="with --first-window: launches to measure")
     args = parser.parse_args(argv)
+    if args.first_window:
+        from app.first_window import measure
+
+        try:
+            out = measure(Path(args.db) if args.db else None, max(1, args.repeat))
+        except RuntimeError as exc:
+            sys.stderr.write(f"latency_probe: {exc}\n")
+            return 2
+        print(json.dumps(out, indent=2))
+        return 0
 
     import numpy as np
     from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
@@ -46,14 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     from engine.scope import Scope
     from ui.main_window import MainWindow
 
-    from app.gui import preload_modules, settle_gc, warm_embedder
+    from app.gui import warm_up
 
     app = QApplication.instance() or QApplication([])
-    preload_modules()  # as app.gui.run does before the window shows
     tmp = Path(tempfile.mkdtemp(prefix="memlens-probe-"))
     os.environ.setdefault("MEMLENS_SETTINGS_FILE", str(tmp / "settings.conf"))
     window = MainWindow()
-    warm_embedder(window)  # as app.gui.run does
     window.resize(1280, 800)
     window.show()
     gaps: list[float] = []
@@ -106,32 +124,35 @@ def main(argv: list[str] | None = None) -> int:
         loop.exec()
         return summary(name, t0, out.get("error"))
 
-    def idle() -> None:
-        """Run the event loop until the task runner and the engine's re-embedding have nothing left to do."""
+    def idle(also=lambda: True) -> None:
+        """Run the event loop until the task runner and the engine's re-embedding have nothing left
+        to do (and `also()` holds)."""
         loop = QEventLoop()
         poll = QTimer()
         poll.setInterval(20)
-        poll.timeout.connect(lambda: loop.quit() if not window.runner.busy and not (
+        poll.timeout.connect(lambda: loop.quit() if also() and not window.runner.busy and not (
             window.engine is not None and window.engine.background_busy) else None)
         poll.start()
         loop.exec()
         poll.stop()
 
     def opened() -> dict:
-        """Open the DB as a user would, then wait until the background work it starts has finished."""
+        """Open the DB as a user would (and as app.gui.run does, the warm-up after it), then wait
+        until the background work it starts has finished."""
         gaps.clear()
         ends.clear()
         t0 = time.perf_counter()
         window.open_database(tmp / "probe.db")
-        idle()  # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
+        ready: dict = {}
+        warm_up(window, ready.update)  # as app.gui.run does after the window
+        idle(lambda: bool(ready))  # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
         idle()  # and what the panes re-read once the new vectors landed
         return summary("open", t0, None)
 
     if args.db:
         shutil.copy(args.db, tmp / "probe.db")
-    opening = opened()
+    opening = opened()  # warm_up has settled the collector, as in app.gui.run
     engine = window.engine
-    settle_gc()  # as app.gui.run does once the window is up
     if args.db:
         scope = Scope.default(args.user, args.agent) if args.user else window.ctx.scope
         results = [opening, phase("health", lambda p, s: engine.health(scope, limit=100, progress=p,

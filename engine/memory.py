@@ -450,7 +450,9 @@ class MemoryEngine:
         rows = [(c.memory_id, _json.dumps(c.channels), _json.dumps(c.components), c.score, c.rank,
                  c.dropped["stage"] if c.dropped else None, c.dropped["reason"] if c.dropped else None,
                  c.dropped["detail"] if c.dropped else None, c.tokens) for c in t.candidates.values()]
-        with self.store.writer(scope) as w:
+        # A trace is not worth a disk sync per recall (Database.write); an agent's recall also counts
+        # the usage of what it returned, which is data: that commit is synced as any other.
+        with self.store.writer(scope, durable=t.origin == "agent") as w:
             t.id = w.insert_trace(origin=t.origin, query_text=t.query if keep_query else None, query_hash=t.query_hash,
                                   recipe=t.recipe, k=t.k, as_of=t.as_of, params=t.params | {"intent": t.intent},
                                   plan=t.plan, rerank=t.rerank, stages=t.stages, timings=t.timings,

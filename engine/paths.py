@@ -15,3 +15,16 @@ def resources_dir() -> Path:
     if frozen:
         return Path(frozen) / "resources"
     return Path(__file__).resolve().parent.parent / "resources"
+
+
+def cache_dir() -> Path:
+    """Where memlens keeps what it can recompute (the vector cache of `memlens perf --data`):
+    $MEMLENS_CACHE_DIR, else the platform's per-user cache folder."""
+    env = os.environ.get("MEMLENS_CACHE_DIR")
+    if env:
+        return Path(env)
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "memlens" / "cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "memlens"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memlens"

@@ -152,16 +152,16 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
         else:
             year, month = nearest_month(month, ref)
         add(m, "month", *month_window(year, month))
-    for m in AGO.finditer(text):
-        n, unit = count_value(m.group(1)), m.group(2).lower()
-        centre = today - timedelta(days=n * UNIT_DAYS[unit])
-        slack = {"day": 0, "week": 3, "weekend": 3, "month": 10, "year": 120}[unit]
-        add(m, "ago", centre - timedelta(days=slack), centre + timedelta(days=slack + 1))
-    for m in IN_N.finditer(text):
-        n, unit = count_value(m.group(1)), m.group(2).lower()
-        centre = today + timedelta(days=n * UNIT_DAYS[unit])
-        slack = {"day": 0, "week": 3, "month": 10, "year": 120}[unit]
-        add(m, "ago", centre - timedelta(days=slack), centre + timedelta(days=slack + 1))
+    for rx, sign in ((AGO, -1), (IN_N, 1)):
+        for m in rx.finditer(text):
+            n, unit = count_value(m.group(1)), m.group(2).lower()
+            slack = {"day": 0, "week": 3, "weekend": 3, "month": 10, "year": 120}[unit]
+            try:
+                centre = today + sign * timedelta(days=n * UNIT_DAYS[unit])
+                window = centre - timedelta(days=slack), centre + timedelta(days=slack + 1)
+            except OverflowError:  # "10,000 years ago" is no date a calendar holds: not a time here
+                continue
+            add(m, "ago", *window)
     for m in LAST.finditer(text):
         which, unit = m.group(1).lower(), m.group(2).lower()
         step = -1 if which in ("last", "past", "previous") else 1 if which in ("next", "coming") else 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email.utils
 from datetime import datetime, timezone
+from functools import lru_cache
 
 FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -21,6 +22,7 @@ def now_iso() -> str:
     return to_iso(datetime.now(timezone.utc))
 
 
+@lru_cache(maxsize=8192)  # pure (datetimes are immutable); recall parses each candidate's times per query
 def parse_iso(value: str) -> datetime:
     """Parse an ISO-8601 string (with Z, an offset, or naive meaning UTC) to an aware datetime."""
     text = value.strip()

@@ -510,10 +510,11 @@ class MainWindow(QMainWindow):
         self._set_context(AppContext(engine=engine, scope=scope, bus=self.bus, runner=self.runner))
         warm = getattr(engine.embedder, "warm", None)
         if callable(warm):
-            # Load the model now, in the background: creating its session holds the GIL for ~30 ms,
-            # which would otherwise land at the start of the first ingestion or query. A failure
-            # is reported by the first pane that embeds, with what to do.
-            self.runner.run(lambda _p, _s: warm(), on_error=lambda _exc: None)
+            # Load the model in the background once the panes have their first page: creating its
+            # session holds the GIL for ~30 ms, which would otherwise land at the start of the
+            # first ingestion or query, and loading it first would delay what the user opened the
+            # database to see. A failure is reported by the first pane that embeds, with what to do.
+            self.runner.when_idle(lambda: self.runner.run(lambda _p, _s: warm(), on_error=lambda _exc: None))
         if not scopes:
             self.show_notice(f"{path.name} holds no memories yet. Ingest something: memlens ingest PATH --db {path}",
                              "info", [("Open another…", self.open_dialog)])

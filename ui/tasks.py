@@ -65,9 +65,10 @@ full_collections = _FullCollections()
 
 
 class Task(QRunnable):
-    def __init__(self, work: Work) -> None:
+    def __init__(self, work: Work, *, background: bool = True) -> None:
         super().__init__()
         self.work = work
+        self.background = background
         self.signals = _Signals()
         self._stop = threading.Event()
         self.setAutoDelete(False)
@@ -80,7 +81,8 @@ class Task(QRunnable):
         return self._stop.is_set()
 
     def run(self) -> None:  # worker thread
-        lower_thread_priority()
+        if self.background:
+            lower_thread_priority()
         full_collections.hold()
         try:
             self.execute()
@@ -98,16 +100,24 @@ class Task(QRunnable):
 
 
 class TaskRunner(QObject):
+    sigIdle = Signal()  # the last running task has delivered its result
+
     def __init__(self, max_threads: int = 2) -> None:
         super().__init__()
         self.pool = QThreadPool()
         self.pool.setMaxThreadCount(max_threads)
+        # One thread at the GUI's own priority, never lowered, for short work that holds the GIL
+        # in long stretches (loading the model): at background priority the machine's other work
+        # preempts it while it holds the GIL, and the GUI thread waits that long too.
+        self.foreground_pool = QThreadPool()
+        self.foreground_pool.setMaxThreadCount(1)
         self._live: set[Task] = set()
+        self._when_idle: list[Callable[[], None]] = []
 
     @staticmethod
     def _task(work: Work, on_done: Callable[[Any], None] | None, on_error: Callable[[BaseException], None] | None,
-              on_progress: Callable[[float, str], None] | None) -> Task:
-        task = Task(work)
+              on_progress: Callable[[float, str], None] | None, background: bool = True) -> Task:
+        task = Task(work, background=background)
         if on_done is not None:
             task.signals.sigDone.connect(on_done)
         if on_error is not None:
@@ -118,13 +128,31 @@ class TaskRunner(QObject):
 
     def run(self, work: Work, on_done: Callable[[Any], None] | None = None,
             on_error: Callable[[BaseException], None] | None = None,
-            on_progress: Callable[[float, str], None] | None = None) -> Task:
-        task = self._task(work, on_done, on_error, on_progress)
+            on_progress: Callable[[float, str], None] | None = None, *, background: bool = True) -> Task:
+        """background=False: on the foreground pool (see __init__), for short GIL-bound work only."""
+        task = self._task(work, on_done, on_error, on_progress, background)
         self._live.add(task)
-        task.signals.sigDone.connect(lambda _=None, t=task: self._live.discard(t))
-        task.signals.sigError.connect(lambda _=None, t=task: self._live.discard(t))
-        self.pool.start(task)
+        task.signals.sigDone.connect(lambda _=None, t=task: self._finished(t))
+        task.signals.sigError.connect(lambda _=None, t=task: self._finished(t))
+        (self.pool if background else self.foreground_pool).start(task)
         return task
+
+    def _finished(self, task: Task) -> None:
+        self._live.discard(task)
+        if not self._live:
+            waiting, self._when_idle = self._when_idle, []
+            for fn in waiting:
+                fn()
+            if not self._live:
+                self.sigIdle.emit()
+
+    def when_idle(self, fn: Callable[[], None]) -> None:
+        """Call `fn` on the GUI thread once no task is running (at once if none is): work that
+        can wait, such as loading the embedding model, goes after what the user is looking at."""
+        if self._live:
+            self._when_idle.append(fn)
+        else:
+            fn()
 
     @property
     def busy(self) -> bool:
@@ -132,18 +160,19 @@ class TaskRunner(QObject):
         return bool(self._live)
 
     def wait(self, msecs: int = 30000) -> bool:
-        return self.pool.waitForDone(msecs)
+        return self.pool.waitForDone(msecs) and self.foreground_pool.waitForDone(msecs)
 
     def shutdown(self) -> None:
         for task in list(self._live):
             task.cancel()
         self.pool.waitForDone(30000)
+        self.foreground_pool.waitForDone(30000)
 
 
 class InlineRunner(TaskRunner):
     """Runs work synchronously on the calling thread (tests)."""
 
-    def run(self, work, on_done=None, on_error=None, on_progress=None):
+    def run(self, work, on_done=None, on_error=None, on_progress=None, *, background=True):
         task = self._task(work, on_done, on_error, on_progress)
         task.execute()  # on this thread, at its own priority
         return task

@@ -30,8 +30,8 @@ from ..errors import BadInput
 from ..files import private_dir, write_private
 from . import datasets as ds
 from .metrics import LEVELS
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
-                     limit_questions, open_container, question_metrics, truth_metrics, turn_ranking)
+from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _excluded, _execute,
+                     _git_commit, limit_questions, open_container, question_metrics, truth_metrics, turn_ranking)
 
 # memlens bench updates: current truth (update_metrics), on its halves (tuned on dev, held-out the other)
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
@@ -55,7 +55,7 @@ def ablate_container(spec: dict) -> list[dict]:
     questions = spec["questions"]
     out: list[dict] = []
     with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
-        vectors = emb.embed([q["question"] for q in questions], kind="query") if questions else []
+        vectors = _cached_embedder(spec).embed([q["question"] for q in questions], kind="query") if questions else []
         for q, qvec in zip(questions, vectors):
             item = {"container": spec["container"], "question_id": q["question_id"], "category": q["category"],
                     "fold": q["fold"], "excluded": q["excluded"], "gold": q["gold"], "variants": {}}

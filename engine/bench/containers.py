@@ -63,6 +63,33 @@ def cache_dir_for(db_path: str | os.PathLike[str]) -> Path:
     return Path(str(db_path) + ".bench") / "containers"
 
 
+def vector_cache_path(containers_dir: Path) -> Path:
+    """The run's vector cache (engine/embed/cache.py), beside the containers it helps build."""
+    return containers_dir.parent / "vectors.db"
+
+
+_VECTOR_CACHES: dict[Path, Any] = {}
+
+
+def vector_cache(path: Path):
+    """This process's connection to the vector cache at `path`, or None when the file cannot be
+    used (not an SQLite file, a read-only folder): the run then embeds everything, as before,
+    and says so once on stderr."""
+    import sys
+
+    import apsw
+
+    from ..store.vector_cache import VectorCacheFile
+
+    if path not in _VECTOR_CACHES:
+        try:
+            _VECTOR_CACHES[path] = VectorCacheFile(path)
+        except (apsw.Error, OSError) as exc:
+            sys.stderr.write(f"memlens: vector cache {path} not used ({exc.__class__.__name__}: {exc})\n")
+            _VECTOR_CACHES[path] = None
+    return _VECTOR_CACHES[path]
+
+
 def _remove(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(str(path) + suffix).unlink(missing_ok=True)

@@ -36,8 +36,8 @@ from ..errors import BadInput
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, _fold_of
 from ..retrieve.recipes import FITTED, overrides_for, recipe_weights
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
-                     limit_questions, open_container, question_metrics)
+from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _excluded, _execute,
+                     _git_commit, limit_questions, open_container, question_metrics)
 
 STEPS = (0.0, 0.5, 0.75, 1.25, 1.5, 2.0)  # multipliers tried per weight and pass
 FROM_ZERO = (0.05, 0.1, 0.2, 0.4)  # values tried for a weight at zero
@@ -56,7 +56,7 @@ def fit_container(spec: dict) -> list[dict]:
     out: list[dict] = []
     with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
         qs = spec["questions"]
-        vectors = emb.embed([q["question"] for q in qs], kind="query") if qs else []
+        vectors = _cached_embedder(spec).embed([q["question"] for q in qs], kind="query") if qs else []
         for q, qvec in zip(qs, vectors):
             res = engine.recall(q["question"], scope=scope, k=max(DEFAULT_KS), recipe=spec["recipe"], origin="bench",
                                 now=q["now"], persist=False, query_vector=qvec, **spec["overrides"])

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import BadInput, Cancelled
 from ..files import private_dir
@@ -167,42 +167,61 @@ def _share_embedder(name: str, embedder) -> None:
     _EMBEDDERS[name] = embedder if same else fresh
 
 
-def _build_container(spec: dict, db: Path) -> None:
-    """Ingest a container's sources into a new DB at `db` through the normal importers."""
+def _cached_embedder(spec: dict):
+    """The container's embedder behind the run's vector cache (containers.vector_cache_path):
+    texts embedded by an earlier container or run are not embedded again. spec["fresh"] computes
+    every vector anew (and stores it). Without a usable cache it only counts what it embeds."""
+    from ..embed.cache import CachedEmbedder
+
+    emb = _embedder(spec["embedder"])
+    cache = containers.vector_cache(containers.vector_cache_path(Path(spec["cache"]))) if spec.get("cache") else None
+    return CachedEmbedder(emb, cache, read=not spec.get("fresh"))
+
+
+def _build_container(spec: dict, db: Path) -> dict[str, int]:
+    """Ingest a container's sources into a new DB at `db` through the normal importers; returns
+    the texts embedded and those the vector cache served ({"embedded", "reused"})."""
     from ..ingest.formats import chat, locomo, longmemeval
     from ..memory import MemoryEngine
     from ..scope import Scope
 
     parse = {"locomo": locomo.parse_json, "longmemeval": longmemeval.parse_json, "chat": chat.parse_json}[spec["format"]]
     docs = parse(spec["raw"], name=spec["container"])
-    with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False, background_reembed=False) as engine:
+    emb = _cached_embedder(spec)
+    with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine:
         engine.ingest_documents(docs, scope=Scope.default(*BENCH_SCOPE), extract=spec["extract"])
     containers.settle(db)
+    return emb.stats.as_dict()
 
 
-def open_container(spec: dict) -> bool:
+class Opened(NamedTuple):
+    reused: bool  # a cached build was copied
+    vectors: dict[str, int] | None  # for a new build: {"embedded", "reused"} texts
+
+
+def open_container(spec: dict) -> Opened:
     """Put the container's DB at spec["db"]: a private copy of the cached build when one exists
     for exactly these sources, embedder, extraction and ingestion code (containers.py), else a
-    fresh build (then cached, unless spec["cache"] is None; spec["fresh"] rebuilds). True if reused."""
+    fresh build (then cached, unless spec["cache"] is None; spec["fresh"] rebuilds)."""
     db = Path(spec["db"])
     containers.discard(db)
     cache = Path(spec["cache"]) if spec.get("cache") else None
     if cache is None:
-        _build_container(spec, db)
-        return False
+        return Opened(False, _build_container(spec, db))
     emb = _embedder(spec["embedder"])
     key = containers.container_key(spec, embedder_model=emb.model, embedder_dims=emb.dims)
     hit = None if spec.get("fresh") else containers.cached(cache, key)
     reused = hit is not None
+    vectors = None
     if hit is None:
         building = containers.build_path(cache, key)
         try:
-            _build_container(spec, building)
+            vectors = _build_container(spec, building)
             hit = containers.store_built(cache, key, building)
         finally:
             containers.discard(building)
     containers.private_copy(hit, db)
-    return reused
+    return Opened(reused, vectors)
 
 
 def turn_ranking(engine, scope, order: list[int]) -> list[str]:
@@ -229,7 +248,12 @@ def run_container(spec: dict) -> list[dict]:
 
     scope = Scope.default(*BENCH_SCOPE)
     db = Path(spec["db"])
-    reused = open_container(spec)
+    try:
+        opened = open_container(spec)
+    except Exception as exc:  # a container that cannot be built fails its questions, not the run
+        return [{"container": spec["container"], "question_id": q["question_id"], "question": q["question"],
+                 "category": q["category"], "gold": q["gold"], "status": "failed",
+                 "error": f"building the container: {exc.__class__.__name__}: {exc}"} for q in spec["questions"]]
     items: list[dict] = []
     ks = spec["ks"]
     qa_client = None
@@ -237,15 +261,25 @@ def run_container(spec: dict) -> list[dict]:
         from ..llm import LLMClient, LLMConfig
 
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
+    emb = _cached_embedder(spec)
     with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
                       background_reembed=False) as engine:
         if qa_client is not None:  # answer and judge calls go into the container's llm_calls
             qa_client.recorder = engine.store.llm_recorder(scope)
         for q in spec["questions"]:
+            # The question's vector first, timed on its own (PERF.md: the query embedding is the
+            # largest single cost of a local recall; it is reported apart from the local stages),
+            # from the vector cache when an earlier run embedded the same question.
+            before = emb.stats.embedded
             t0 = time.perf_counter()
             try:
+                qvec = emb.embed([q["question"]], kind="query")[0]
+                embed_ms = (time.perf_counter() - t0) * 1000.0
+                if emb.stats.embedded == before:
+                    embed_ms = None  # served by the cache: no embedding was measured
+                t0, c0 = time.perf_counter(), time.thread_time()
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
-                                    now=q["now"], as_of=q.get("as_of"),
+                                    now=q["now"], as_of=q.get("as_of"), query_vector=qvec,
                                     **({"off": spec["off"]} if spec.get("off") else {}))
             except Exception as exc:  # a failed question is recorded, never aborts the run
                 items.append({"container": spec["container"], "question_id": q["question_id"],
@@ -253,6 +287,7 @@ def run_container(spec: dict) -> list[dict]:
                               "status": "failed", "error": f"{exc.__class__.__name__}: {exc}"})
                 continue
             latency = (time.perf_counter() - t0) * 1000.0
+            cpu = (time.thread_time() - c0) * 1000.0  # a shared machine inflates the wall time, not this
             ranking = turn_ranking(engine, scope, res.ordered_ids)
             scores = score_question(spec["dataset"], q, ranking, ks)
             msgs = engine.store.message_ids(scope, res.ranked_ids)
@@ -263,13 +298,16 @@ def run_container(spec: dict) -> list[dict]:
                 "retrieved": [{"memory_id": mid, "message_ids": msgs.get(mid, [])} for mid in res.ranked_ids],
                 "metrics": dict(scores[spec["scoring"]]) | truth, "scores": scores, "ranking": ranking,
                 "latency_ms": round(latency, 3), "context_tokens": res.context_tokens,
-                "trace_id": res.trace.id, "trace_db": str(db), "status": "done", "reused": reused,
+                "trace_id": res.trace.id, "trace_db": str(db), "status": "done", "reused": opened.reused,
+                "query_embed_ms": None if embed_ms is None else round(embed_ms, 3), "recall_cpu_ms": round(cpu, 3),
             }
             if qa_client is not None:
                 _answer_and_judge(qa_client, q, res.context_text, item)
             items.append(item)
     if qa_client is not None:
         qa_client.close()
+    if items and opened.vectors is not None:
+        items[0]["vectors"] = opened.vectors  # the container's, once
     return items
 
 
@@ -394,10 +432,17 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     total = max(1, len(specs))
     status = "done"
     built = {"built": 0, "reused": 0}
+    vectors = {"embedded": 0, "reused": 0}
+    embed_ms: list[float] = []
+    cpu_ms: list[float] = []  # the recalls' CPU time, of the questions answered in this process's run
     try:
         for i, items in enumerate(_execute(specs, workers, executor, should_stop)):
             if items:
                 built["reused" if items[0].get("reused") else "built"] += 1
+                for key, n in (items[0].get("vectors") or {}).items():
+                    vectors[key] += n
+                embed_ms += [it["query_embed_ms"] for it in items if it.get("query_embed_ms") is not None]
+                cpu_ms += [it["recall_cpu_ms"] for it in items if it.get("recall_cpu_ms") is not None]
             bench_sql.add_items(store, run_id, items)
             if progress is not None:
                 progress((i + 1) / total, f"{items[0]['container'] if items else ''}: {i + 1}/{total} containers")
@@ -414,6 +459,12 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     return {"run_id": run_id, "dataset": dataset, "sha256": loaded.sha256, "status": status,
             "questions": len(all_items), "failures": failures, "containers": built,
             "metrics": default["metrics"], "by_category": default["by_category"], "counts": default["counts"], **summary,
+            # texts of the containers built in this run: embedded by the model, or served by the vector cache
+            "vectors": vectors,
+            # questions whose vector the model computed in this run (the rest came from the cache)
+            "query_embed_ms": {"embedded": len(embed_ms), **(percentiles(embed_ms, (50, 95, 99)) if embed_ms else {})},
+            # latency_ms is wall time; this is the recall thread's CPU time, which other work on the machine does not inflate
+            "recall_cpu_ms": percentiles(cpu_ms, (50, 95, 99)) if cpu_ms else {},
             "labels": {name: s["label"] for name, s in scoring["schemes"].items()},
             "definitions": {name: s["definitions"] for name, s in scoring["schemes"].items()}}
 

@@ -75,6 +75,11 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._loaded: _Loaded | None = None
 
+    def fingerprint(self) -> str:
+        """The checksums of the model files (engine/embed/cache.py keys vectors by it); reads
+        the small SHA256SUMS file, never the model."""
+        return hashlib.sha256(repr(sorted(self._read_sums().items())).encode()).hexdigest()[:16]
+
     # -- loading ---------------------------------------------------------------------------
 
     def warm(self) -> None:

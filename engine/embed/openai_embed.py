@@ -76,6 +76,10 @@ class OpenAIEmbedder:
             self._embed_batch(["dimension probe"])
         return self.dims
 
+    def fingerprint(self) -> str:
+        """Which server computes the vectors (engine/embed/cache.py keys vectors by it)."""
+        return str(self.base_url or "")
+
     def close(self) -> None:
         self._client.close()
 

@@ -36,6 +36,7 @@ class VectorIndex:
         self._last_row = 0
         self._state: tuple[int, int, str] | None = None
         self._change_key: tuple[int, int] | None = None
+        self._changes: int | None = None  # the store's vector change counter when last loaded
         self._sq = None  # faiss IndexScalarQuantizer over rows [0, self._sq_n)
         self._sq_n = 0
         self._sq_trained_n = 0
@@ -50,6 +51,12 @@ class VectorIndex:
         if key == self._change_key:
             return
         with self._lock:
+            # Most commits touch no vector (every recall commits its trace): the change counter
+            # (one row) says so, and the vectors are not counted again.
+            changes = self.store.vector_changes()
+            if changes == self._changes:
+                self._change_key = key
+                return
             state = self.store.vector_state(self.scope, self.model)
             if state != self._state:
                 max_id, count, newest, outdated = state
@@ -67,6 +74,7 @@ class VectorIndex:
                     self._sq, self._sq_n, self._sq_trained_n = None, 0, 0
                 self._state = state
             self._change_key = key
+            self._changes = changes
 
     def _count_after(self, row_id: int) -> int:
         return self.store.vector_count_after(self.scope, self.model, row_id)

@@ -241,13 +241,15 @@ class Recall:
         terms = list(dict.fromkeys(terms))
         if not terms:
             return []
-        df = self.store.fts_term_frequencies(terms)
+        limit = max(FTS_COMMON_DF, FTS_COMMON_SHARE * self.store.memory_count_estimate())
+        # counted only up to the limit: a common word's count reads its whole posting list
+        df = self.store.fts_term_frequencies(terms, at_most=int(limit))
         present = [t for t in terms if df.get(t, 0) > 0]
         if not present:
             return []
-        limit = max(FTS_COMMON_DF, FTS_COMMON_SHARE * self.store.memory_count_estimate())
         kept = [t for t in present if df[t] <= limit]
-        if not kept:
+        if not kept:  # every word is common: the rarest, counted in full
+            df = self.store.fts_term_frequencies(present)
             kept = [min(present, key=lambda t: df[t])]
         return sorted(kept, key=lambda t: df[t])[:FTS_MAX_TERMS]
 

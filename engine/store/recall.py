@@ -38,6 +38,10 @@ class RecallReads:
             (*scope.as_params(), model)).fetchone()
         return int(row[0]), int(row[1]), row[2], int(row[3])
 
+    def vector_changes(self) -> int:
+        """A number that changes whenever any stored vector is added, replaced or removed."""
+        return self.conn.execute("SELECT n FROM vector_changes").fetchone()[0]
+
     def vector_count_after(self, scope: Scope, model: str, after_id: int) -> int:
         return self.conn.execute(
             f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1"
@@ -83,17 +87,27 @@ class RecallReads:
                                      include_colocated=False)
         return [(raw[start:end].decode("utf-8", "replace"), term) for start, end, term in toks]
 
-    def fts_term_frequencies(self, terms: list[str]) -> dict[str, int]:
-        """term -> number of memories containing it (any scope: an estimate for choosing terms)."""
+    def fts_term_frequencies(self, terms: list[str], *, at_most: int | None = None) -> dict[str, int]:
+        """term -> number of memories containing it (any scope: an estimate for choosing terms).
+        at_most: a count above it is reported as at_most + 1, and costs no more than that many
+        rows (the vocabulary's count reads a term's whole posting list: ~10 ms a common word at 1M)."""
         tok = self._fts_tokenizer()
         stems: dict[str, list[str]] = {}
+        surfaces: dict[str, str] = {}  # index term -> a word that the tokenizer turns into it
         for term in terms:
-            toks = tok(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False,
-                       include_colocated=False)
+            raw = term.encode("utf-8")
+            toks = tok(raw, apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=True, include_colocated=False)
             if toks:
-                stems[term] = list(toks)
+                stems[term] = [t for _, _, t in toks]
+                for start, end, t in toks:
+                    surfaces.setdefault(t, raw[start:end].decode("utf-8", "replace"))
         if not stems:
             return {}
+        if at_most is not None:
+            df = {t: self.conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+                ('"' + w.replace('"', '""') + '"', at_most + 1)).fetchone()[0] for t, w in surfaces.items()}
+            return {term: min(df[s] for s in parts) for term, parts in stems.items()}
         wanted = sorted({s for parts in stems.values() for s in parts})
         marks = ",".join("?" * len(wanted))
         df = {r[0]: r[1] for r in self.conn.execute(
@@ -280,6 +294,12 @@ class RecallReads:
             " AND f.scope_id = ? AND f.subject_key = ? AND f.predicate_key = ? ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
             (*scope.as_params(), subject_key, predicate_key))
 
+    def document_memory_counts(self, scope: Scope) -> list[tuple[int, int]]:
+        """(document id, memories sourced from it), in document id order."""
+        return [tuple(r) for r in self.conn.execute(
+            f"SELECT document_id, count(DISTINCT memory_id) FROM memory_sources WHERE {_SCOPE_WHERE}"
+            " GROUP BY document_id ORDER BY document_id", scope.as_params())]
+
     def latest_source_time(self, scope: Scope) -> str | None:
         row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {_SCOPE_WHERE}", scope.as_params()).fetchone()
         return row[0]
@@ -394,3 +414,69 @@ class BulkWrites:
             "INSERT INTO entities(id, user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
             " VALUES (?,?,?,?,?,?,?,?,?)", [(r[0], *self._sp, *r[1:], self.now) for r in rows])
 
+    # A stored corpus copied within its scope (memlens perf --data): the copy's rows are the rows
+    # ingestion wrote for the original, with new ids, as if the same sources had been ingested
+    # again under other names. Table -> {column: the table whose ids it holds}.
+    _REPLICATED = (
+        ("documents", {"id": "documents", "previous_id": "documents"}),
+        ("chunks", {"id": "chunks", "document_id": "documents", "quotes_chunk_id": "chunks"}),
+        ("memories", {"id": "memories"}),
+        ("memory_sources", {"id": "memory_sources", "memory_id": "memories", "chunk_id": "chunks",
+                            "document_id": "documents"}),
+        ("entity_mentions", {"id": "entity_mentions", "memory_id": "memories", "chunk_id": "chunks"}),
+        ("embeddings", {"id": "embeddings", "owner_id": "owner"}),
+        ("chunk_times", {"id": "chunk_times", "chunk_id": "chunks"}),
+    )
+
+    def replication_base(self) -> dict[str, int]:
+        """The largest id of each replicated table in this scope: the rows `replicate` copies.
+        Only stores of sources (no facts, relations or curation) can be copied this way: a
+        copied fact would be a second current value of itself, which ingestion never writes."""
+        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        for table in ("facts", "memory_relations"):
+            if self.conn.execute(f"SELECT 1 FROM {table} WHERE {where} LIMIT 1", self._sp).fetchone():
+                raise ValueError(f"this scope has {table}: only stores of sources can be replicated")
+        return {t: int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {t} WHERE {where}", self._sp)
+                       .fetchone()[0]) for t, _ in self._REPLICATED}
+
+    def replicate(self, base: dict[str, int], *, documents_upto: int, tag: str) -> int:
+        """Copy the base rows (ids up to `base`) of documents up to id `documents_upto` once more;
+        the copies' document uris end in '#<tag>'. Returns the memories added."""
+        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        off = {t: int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0])
+               for t, _ in self._REPLICATED}
+        mems = (f"(SELECT memory_id FROM memory_sources WHERE {where} AND id <= {base['memory_sources']}"
+                f" AND document_id <= {int(documents_upto)})")
+        chunks = f"(SELECT id FROM chunks WHERE {where} AND id <= {base['chunks']} AND document_id <= {int(documents_upto)})"
+        picks = {
+            "documents": (f"id <= {int(documents_upto)}", ()),
+            "chunks": (f"document_id <= {int(documents_upto)}", ()),
+            "memories": (f"id IN {mems}", self._sp),
+            "memory_sources": (f"document_id <= {int(documents_upto)}", ()),
+            "entity_mentions": (f"memory_id IN {mems}", self._sp),
+            "embeddings": (f"((owner_type = 'memory' AND owner_id IN {mems}) OR (owner_type = 'chunk'"
+                           f" AND owner_id IN {chunks}))", (*self._sp, *self._sp)),
+            "chunk_times": (f"chunk_id IN {chunks}", self._sp),
+        }
+        added = 0
+        for table, refs in self._REPLICATED:
+            cols = [r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")]
+            exprs = []
+            for col in cols:
+                ref = refs.get(col)
+                if ref == "owner":
+                    exprs.append(f"owner_id + CASE owner_type WHEN 'memory' THEN {off['memories']} ELSE {off['chunks']} END")
+                elif ref is not None:
+                    exprs.append(f'"{col}" + {off[ref]}')
+                elif table == "documents" and col == "uri":
+                    exprs.append("coalesce(uri, '') || '#' || ?")
+                else:
+                    exprs.append(f'"{col}"')
+            cond, extra = picks[table]
+            params = ((tag,) if table == "documents" else ()) + self._sp + tuple(extra)
+            names = ", ".join(f'"{c}"' for c in cols)
+            self.conn.execute(f"INSERT INTO {table}({names}) SELECT {', '.join(exprs)} FROM {table}"
+                              f" WHERE {where} AND id <= {base[table]} AND {cond}", params)
+            if table == "memories":
+                added = self.conn.changes()
+        return added

@@ -426,5 +426,22 @@ def _v4_bench_scores(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE bench_items ADD COLUMN ranking TEXT NOT NULL DEFAULT '[]'")
 
 
-MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores]
+_VECTOR_CHANGES = """
+CREATE TABLE vector_changes (n INTEGER NOT NULL) STRICT;
+INSERT INTO vector_changes(n) VALUES (0);
+CREATE TRIGGER vector_changes_insert AFTER INSERT ON embeddings BEGIN UPDATE vector_changes SET n = n + 1; END;
+CREATE TRIGGER vector_changes_update AFTER UPDATE ON embeddings BEGIN UPDATE vector_changes SET n = n + 1; END;
+CREATE TRIGGER vector_changes_delete AFTER DELETE ON embeddings BEGIN UPDATE vector_changes SET n = n + 1; END;
+"""
+
+
+def _v5_vector_changes(conn: apsw.Connection) -> None:
+    """A counter every change to `embeddings` bumps, from any writer in any process (issue 21):
+    the vector index asks it (one row) after each commit instead of re-counting the vectors of
+    its scope, which every recall's trace commit made it do (a scan of all vectors, tens of ms
+    at 1M memories)."""
+    conn.execute(_VECTOR_CHANGES)
+
+
+MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes]
 SCHEMA_VERSION = len(MIGRATIONS)

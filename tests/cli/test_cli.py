@@ -262,3 +262,16 @@ def test_recall_says_what_replaced_an_outdated_turn(tmp_path, capsys):
     lines = out.splitlines()
     berlin = next(i for i, line in enumerate(lines) if "I live in Berlin" in line)
     assert lines[berlin + 1].strip().startswith("[updated on 2024-06-12 by m") and "Munich" in lines[berlin + 1]
+
+
+def test_perf_data_prints_the_perf_json_shape(tmp_path, capsys):
+    data = ROOT / "tests" / "fixtures" / "data" / "bench_locomo_tiny.json"
+    code, out, _ = run(capsys, "perf", "--data", data, "--embedder", "hashing", "--memories", 40, "--queries", 5,
+                       "--vector-cache", tmp_path / "v.db", "--workdir", tmp_path, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert {"memories", "queries", "total_ms", "stages_ms", "vector_recall_at_10", "build_seconds", "db_bytes",
+            "peak_rss_bytes", "cpu_ms", "vectors"} <= set(doc)
+    assert doc["memories"] >= 40 and doc["queries"] == 5
+    code, _, err = run(capsys, "perf", "--data", tmp_path / "none.json", "--embedder", "hashing")
+    assert code == 2 and "no such dataset file" in err

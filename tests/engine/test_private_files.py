@@ -77,3 +77,5 @@ def test_benchmark_containers_are_private(tmp_path, open_umask):
     containers = list(run_dir.glob("*.db*"))
     assert containers and all(mode(p) == 0o600 for p in containers)
     assert mode(run_dir) == 0o700 and mode(tmp_path / "main.db.bench") == 0o700
+    vectors = list((tmp_path / "main.db.bench").glob("vectors.db*"))  # the run's vector cache
+    assert vectors and all(mode(p) == 0o600 for p in vectors)

@@ -295,3 +295,17 @@ def test_a_fact_and_the_turn_it_was_read_from_share_one_place_in_the_top_k(engin
     res = engine.recall("where does Ana live now", scope=ANA, k=1, now=now)
     assert [r["text"] for r in res.results] == ["Ana lives in Munich."]
     assert "shared_places" not in res.trace.params
+
+
+def test_a_trace_is_committed_without_a_sync_but_an_agents_usage_counts_are_synced(engine, monkeypatch):
+    seen = []
+    real = engine.store.writer
+
+    def spy(scope, *, durable=True):
+        seen.append(durable)
+        return real(scope, durable=durable)
+
+    monkeypatch.setattr(engine.store, "writer", spy)
+    engine.recall("Where does Ana live?", scope=ANA, origin="operator")
+    engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # reinforces usage: data
+    assert seen == [False, True]

@@ -119,3 +119,86 @@ def test_connection_per_thread(tmp_path):
     t.join()
     assert seen[0] is not store.conn
     store.close()
+
+
+def test_a_commit_without_a_disk_sync_is_committed_and_only_that_one_skips_the_sync(tmp_path):
+    db = Database(tmp_path / "m.db")
+    conn = db.connection()
+    full = conn.pragma("synchronous")
+    with db.write(durable=False) as c:
+        assert c.pragma("synchronous") == 1  # NORMAL: the WAL is not synced at this commit
+        c.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+    assert conn.pragma("synchronous") == full  # the next commits sync as before
+    with pytest.raises(ValueError):
+        with db.write(durable=False) as c:
+            c.execute("INSERT INTO meta(key, value) VALUES ('b', '2')")
+            raise ValueError("rolled back")
+    assert conn.pragma("synchronous") == full
+    other = apsw.Connection(str(tmp_path / "m.db"))  # another process sees the commit, and not the rollback
+    assert [r[0] for r in other.execute("SELECT key FROM meta WHERE key IN ('a', 'b')")] == ["a"]
+    other.close()
+    db.close()
+
+
+def test_the_vector_change_counter_sees_every_change_to_vectors(tmp_path):
+    store = Store(tmp_path / "m.db")
+    scope = Scope.default()
+    seen = [store.vector_changes()]
+    with store.writer(scope) as w:
+        mid = w.insert_memory(kind="episode", text="Ana hikes.", trust="user", content_hash="h", source_time=None,
+                              importance=0.5, confidence=1.0, extraction_method="verbatim")
+        w.put_embeddings("memory", [(mid, [1.0, 0.0])], provider="p", model="m", dims=2, embed_ms=None)
+    seen.append(store.vector_changes())
+    with store.writer(scope, durable=False) as w:  # a commit that touches no vector (a trace) leaves it
+        w.insert_trace(origin="operator", query_text="q", query_hash="h", recipe="offline", k=10, as_of=None,
+                       params={}, plan=None, rerank=None, stages=[], timings={}, context_text="", context_tokens=0,
+                       result_count=0)
+    seen.append(store.vector_changes())
+    store.mark_stale_embeddings("p", "other")  # re-marked by another process's writer: seen as well
+    other = apsw.Connection(str(tmp_path / "m.db"))
+    other.execute("DELETE FROM embeddings")
+    other.close()
+    seen.append(store.vector_changes())
+    assert seen[0] < seen[1] == seen[2] < seen[3]
+    store.close()
+
+
+def test_a_store_of_one_scope_searches_without_the_scope_check_and_finds_the_same(tmp_path):
+    from engine.embed.hashing import HashingEmbedder
+    from engine.memory import MemoryEngine
+
+    alice, bob = Scope.default("alice", "a"), Scope.default("bob", "b")
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(32), llm=False, background_reembed=False) as eng:
+        eng.add_turns([{"role": "user", "content": f"Munich trip number {i}, and the Munich beer."} for i in range(30)]
+                      + [{"role": "user", "content": "Munich trip number 3, and the Munich beer."}], scope=alice)
+        store = eng.store
+        scoped = ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
+                  " WHERE memories_fts MATCH ? AND m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
+                  " ORDER BY score LIMIT ?")
+        assert store.sole_scope(alice) and not store.sole_scope(bob)
+        for limit in (5, 31, 100):  # ties (equal texts) cut at the same place, in the same order
+            assert store.fts_memories(alice, '"munich" OR "trip"', limit=limit) == \
+                [tuple(r) for r in store.conn.execute(scoped, ('"munich" OR "trip"', *alice.as_params(), limit))]
+        eng.add_turns([{"role": "user", "content": "Bob went to Munich."}], scope=bob)
+        assert not store.sole_scope(alice)
+        ids = {mid for mid, _ in store.fts_memories(alice, '"munich"', limit=100)}
+        assert len(ids) == 31 and all(store.memory(alice, mid) is not None for mid in ids)
+        assert len(store.fts_memories(bob, '"munich"', limit=100)) == 1
+
+
+def test_term_counts_bounded_by_at_most_agree_with_the_full_counts(tmp_path):
+    from engine.embed.hashing import HashingEmbedder
+    from engine.memory import MemoryEngine
+
+    alice = Scope.default("alice", "a")
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(32), llm=False, background_reembed=False) as eng:
+        eng.add_turns([{"role": "user", "content": f"Running to Munich, trip {i}."} for i in range(12)]
+                      + [{"role": "user", "content": "Ran past the old canal in Munich."}], scope=alice)
+        store = eng.store
+        terms = ["munich", "running", "runs", "canal", "old canal", "zurich", "art-related"]
+        full = store.fts_term_frequencies(terms)
+        assert full["munich"] == 13 and full["running"] == full["runs"] == 12 and full["canal"] == 1
+        assert full["old canal"] == 1 and full["zurich"] == full["art-related"] == 0
+        for at_most in (0, 1, 5, 12, 13, 50):  # exact up to at_most, at_most + 1 above it
+            bounded = store.fts_term_frequencies(terms, at_most=at_most)
+            assert bounded == {t: min(n, at_most + 1) for t, n in full.items()}

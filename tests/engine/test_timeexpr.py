@@ -58,3 +58,9 @@ def test_stored_rows_are_chunk_offsets_and_store_times():
     assert rows == [(4, 13, "Yesterday", "day", "2023-05-14T00:00:00Z", "2023-05-15T00:00:00Z")]
     assert text[rows[0][0]:rows[0][1]] == "Yesterday"
     assert stored_rows(text, "not a time") == []  # an unreadable time resolves nothing relative
+
+
+def test_a_count_past_any_calendar_is_not_a_time_and_breaks_nothing_else():
+    # found in LongMemEval S dev60: a turn saying this stopped its whole benchmark run
+    found = mentions("That was 10000 years ago; in 9000 years, who knows. Two weeks ago I moved.", MONDAY)
+    assert [m.text for m in found] == ["Two weeks ago"]

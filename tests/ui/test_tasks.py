@@ -93,3 +93,29 @@ def test_full_collections_wait_while_any_task_runs_and_resume_after(qtbot):
     for thresholds in seen.values():
         assert thresholds[:2] == before[:2] and thresholds[2] > 1000 * before[2]  # young generations as usual
     assert gc.get_threshold() == before
+
+
+def test_work_that_can_wait_runs_once_no_task_is_running(qtbot):
+    runner = TaskRunner()
+    gate = threading.Event()
+    order: list[str] = []
+    runner.run(lambda p, s: gate.wait(5), lambda _r: order.append("page"))
+    runner.when_idle(lambda: order.append("model"))
+    assert order == []  # a task is running: the waiting work waits
+    with qtbot.waitSignal(runner.sigIdle, timeout=5000):
+        gate.set()
+    assert order == ["page", "model"]
+    runner.when_idle(lambda: order.append("at once"))  # nothing running: now
+    assert order[-1] == "at once"
+    runner.shutdown()
+
+
+@linux_only
+def test_foreground_work_runs_at_the_gui_threads_priority(qtbot):
+    runner = TaskRunner()
+    seen = []
+    runner.run(lambda p, s: seen.append(("background", _nice())), background=True)
+    runner.run(lambda p, s: seen.append(("foreground", _nice())), background=False)
+    qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
+    runner.shutdown()
+    assert dict(seen) == {"background": max(_nice(), BACKGROUND_NICE), "foreground": _nice()}

@@ -1,0 +1,73 @@
+"""SQL of the vector cache: a file of (embedder identity, text key) -> float32 vector.
+
+The cache is its own small SQLite file, not part of a memlens database: it holds no user record,
+only what an embedder computed for a text, so any database (a benchmark container, a perf store)
+may be built from it, and deleting it loses nothing but time. It is private (0600) all the same:
+a vector says something of the text it was computed from. Several processes share one file
+(benchmark workers): WAL, a busy timeout, and INSERT OR IGNORE, since two of them may compute
+the same text at once and both results are the same vector.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import apsw
+
+from ..files import create_private, private_dir
+
+BUSY_TIMEOUT_MS = 10_000
+_IN_CHUNK = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vectors (
+    embedder TEXT NOT NULL,   -- provider, model, dims and a fingerprint of the code and weights
+    key      BLOB NOT NULL,   -- sha256 of the kind and the exact text
+    vector   BLOB NOT NULL,   -- float32, little-endian
+    PRIMARY KEY (embedder, key)
+) STRICT, WITHOUT ROWID;
+"""
+
+
+class VectorCacheFile:
+    """One connection to a cache file (per process and thread: apsw connections are not shared)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        private_dir(self.path.parent)
+        create_private(self.path)  # 0600, as every file memlens writes (its -wal and -shm follow)
+        self.conn = apsw.Connection(str(self.path))
+        self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        try:
+            self.conn.pragma("journal_mode", "wal")
+            self.conn.pragma("synchronous", "normal")  # a lost tail costs a re-embed, never a wrong vector
+            self.conn.execute(_SCHEMA)
+        except apsw.Error:
+            self.conn.close()
+            raise
+
+    def get(self, embedder: str, keys: list[bytes]) -> dict[bytes, bytes]:
+        out: dict[bytes, bytes] = {}
+        for i in range(0, len(keys), _IN_CHUNK):
+            part = keys[i:i + _IN_CHUNK]
+            marks = ",".join("?" * len(part))
+            out.update(self.conn.execute(
+                f"SELECT key, vector FROM vectors WHERE embedder = ? AND key IN ({marks})", (embedder, *part)))
+        return out
+
+    def put(self, embedder: str, rows: list[tuple[bytes, bytes]], *, replace: bool = False) -> None:
+        if not rows:
+            return
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        with self.conn:
+            self.conn.executemany(f"{verb} INTO vectors(embedder, key, vector) VALUES (?, ?, ?)",
+                                  [(embedder, k, v) for k, v in rows])
+
+    def count(self, embedder: str | None = None) -> int:
+        if embedder is None:
+            return self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        return self.conn.execute("SELECT count(*) FROM vectors WHERE embedder = ?", (embedder,)).fetchone()[0]
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,143 @@
+"""The content-addressed vector cache: exact vectors back, each text embedded once, runs reuse it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.bench import containers
+from engine.bench.runner import run_benchmark
+from engine.embed.cache import CachedEmbedder, embedder_identity
+from engine.embed.hashing import HashingEmbedder
+from engine.embed.local import LocalEmbedder
+from engine.memory import MemoryEngine
+from engine.store import bench as bench_sql
+from engine.store.vector_cache import VectorCacheFile
+
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+
+
+class Counting(HashingEmbedder):
+    """The hashing embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, dims: int = 64) -> None:
+        super().__init__(dims)
+        self.asked: list[str] = []
+
+    def embed(self, texts, *, kind="passage"):
+        self.asked += list(texts)
+        return super().embed(texts, kind=kind)
+
+
+def test_cached_vectors_are_the_embedders_and_each_text_is_embedded_once(tmp_path):
+    inner = Counting()
+    cache = VectorCacheFile(tmp_path / "v.db")
+    emb = CachedEmbedder(inner, cache)
+    texts = ["Ana went hiking.", "Ben likes tea.", "Ana went hiking."]
+    first = emb.embed(texts)
+    assert np.array_equal(first, HashingEmbedder(64).embed(texts))  # bit for bit
+    assert inner.asked == ["Ana went hiking.", "Ben likes tea."]  # a repeat inside one call is one text
+    assert emb.stats.as_dict() == {"embedded": 2, "reused": 1}
+    again = CachedEmbedder(inner, VectorCacheFile(tmp_path / "v.db"))  # another process, the same file
+    assert np.array_equal(again.embed(["Ben likes tea.", "Cleo reads."]), inner.embed(["Ben likes tea.", "Cleo reads."]))
+    assert again.stats.as_dict() == {"embedded": 1, "reused": 1}
+    inner.asked.clear()
+    emb.embed(["Ben likes tea."], kind="query")  # another kind is another text for the cache
+    assert inner.asked == ["Ben likes tea."]
+    assert emb.embed([]).shape == (0, 64)
+    fresh = CachedEmbedder(inner, cache, read=False)  # --fresh: computed again, and stored
+    inner.asked.clear()
+    fresh.embed(["Ana went hiking."])
+    assert inner.asked == ["Ana went hiking."] and fresh.stats.reused == 0
+
+
+def test_another_model_or_another_definition_never_reads_these_vectors(tmp_path, monkeypatch):
+    cache = VectorCacheFile(tmp_path / "v.db")
+    CachedEmbedder(HashingEmbedder(64), cache).embed(["Ana went hiking."])
+    wider = CachedEmbedder(HashingEmbedder(384), cache)
+    assert wider.embed(["Ana went hiking."]).shape == (1, 384) and wider.stats.embedded == 1
+    assert cache.count() == 2
+    local = LocalEmbedder()
+    before = embedder_identity(local)
+    monkeypatch.setattr(LocalEmbedder, "_read_sums", lambda self: {"model.onnx": "0" * 64})
+    assert embedder_identity(local) != before  # other weights: other vectors
+
+
+def _shared_haystacks(tmp_path: Path) -> Path:
+    """The tiny LongMemEval S file plus a question asked about the first question's haystack."""
+    data = json.loads((DATA / "bench_longmemeval_s_tiny.json").read_text())
+    twin = copy.deepcopy(data[0])
+    twin["question_id"] = twin["question_id"] + "_twin"
+    twin["question"] = "Where is the allotment?"
+    path = tmp_path / "shared.json"
+    path.write_text(json.dumps(data + [twin]))
+    return path
+
+
+def test_runs_reuse_vectors_and_say_so_and_rank_as_without_them(tmp_path):
+    path = _shared_haystacks(tmp_path)
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        cold = run_benchmark(engine, "longmemeval", path, embedder="hashing")
+        turns = sum(len(s) for q in json.loads(path.read_text()) for s in q["haystack_sessions"])
+        twin_turns = sum(len(s) for s in json.loads(path.read_text())[-1]["haystack_sessions"])
+        assert cold["containers"] == {"built": 4, "reused": 0}
+        # the twin's haystack is the first question's: its every turn is served by the cache
+        assert cold["vectors"] == {"embedded": turns - twin_turns, "reused": twin_turns}
+        assert cold["query_embed_ms"]["embedded"] == 4
+        # each recall's CPU time beside its wall time: at most the wall time it took
+        assert 0 < cold["recall_cpu_ms"]["p50"] <= cold["recall_cpu_ms"]["p99"] <= cold["latency_ms"]["p99"] * 1.01
+        warm = run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
+        assert warm["containers"] == {"built": 0, "reused": 4} and warm["vectors"] == {"embedded": 0, "reused": 0}
+        assert warm["query_embed_ms"] == {"embedded": 0}  # every question's vector came from the cache
+        fresh = run_benchmark(engine, "longmemeval", path, embedder="hashing", fresh=True)
+        assert fresh["vectors"] == {"embedded": turns, "reused": 0}  # --fresh: every vector computed again
+        for a, b in zip(bench_sql.items(engine.store, cold["run_id"]), bench_sql.items(engine.store, fresh["run_id"])):
+            assert a["retrieved"] == b["retrieved"] and a["metrics"] == b["metrics"]
+        assert (containers.cache_dir_for(engine.path).parent / "vectors.db").is_file()
+
+
+def test_an_unusable_vector_cache_file_is_named_and_the_run_embeds_as_before(tmp_path, capsys):
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        target = containers.vector_cache_path(containers.cache_dir_for(engine.path))
+        target.parent.mkdir(parents=True)
+        target.write_bytes(b"not a database" * 100)
+        out = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing")
+    assert out["status"] == "done" and out["failures"] == 0
+    assert out["vectors"]["embedded"] > 0 and out["vectors"]["reused"] == 0
+    assert "vector cache" in capsys.readouterr().err
+    assert target.read_bytes().startswith(b"not a database")  # left as it was
+
+
+@pytest.mark.parametrize("dims", [64])
+def test_the_cache_survives_a_reopen_and_a_second_writer(tmp_path, dims):
+    a = VectorCacheFile(tmp_path / "v.db")
+    b = VectorCacheFile(tmp_path / "v.db")
+    ident = "x"
+    a.put(ident, [(b"k1", np.ones(dims, dtype="<f4").tobytes())])
+    b.put(ident, [(b"k1", np.zeros(dims, dtype="<f4").tobytes()), (b"k2", np.ones(dims, dtype="<f4").tobytes())])
+    assert np.frombuffer(b.get(ident, [b"k1"])[b"k1"], dtype="<f4")[0] == 1.0  # the first write stands
+    a.close()
+    assert VectorCacheFile(tmp_path / "v.db").count(ident) == 2
+
+
+def test_a_container_that_cannot_be_built_fails_its_questions_not_the_run(tmp_path, monkeypatch):
+    from engine.bench import runner
+
+    real = runner._build_container
+
+    def build(spec, db):
+        if spec["container"].endswith("_twin"):
+            raise OverflowError("date value out of range")
+        return real(spec, db)
+
+    monkeypatch.setattr(runner, "_build_container", build)
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_benchmark(engine, "longmemeval", _shared_haystacks(tmp_path), embedder="hashing")
+        items = bench_sql.items(engine.store, out["run_id"])
+    assert out["status"] == "done" and out["failures"] == 1 and out["questions"] == 4
+    failed = [it for it in items if it["status"] == "failed"]
+    assert len(failed) == 1 and "OverflowError" in failed[0]["error"] and failed[0]["question_id"].endswith("_twin")
