@@ -29,8 +29,8 @@ from typing import Any
 from ..errors import BadInput
 from ..files import private_dir, write_private
 from . import datasets as ds
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _excluded, _execute, _git_commit,
-                     limit_questions, open_container, question_metrics)
+from .runner import (BENCH_SCOPE, DEFAULT_KS, _containers, _embedder, _execute, _git_commit,
+                     limit_questions, open_container, question_metrics, tuned_on)
 
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
                   "convomem": "turn_evidence_recall@10", "updates": "turn_evidence_recall@10"}
@@ -77,7 +77,7 @@ def _fold_of(dataset: str, folds: str, container: str, category: str) -> str:
 
 def _scored(items: list[dict], metric: str) -> list[dict]:
     level = metric.split("_", 1)[0]
-    return [it for it in items if not _excluded(it) and it["gold"].get(level)]
+    return [it for it in items if tuned_on(it) and it["gold"].get(level)]
 
 
 def _mean(values: list[float]) -> float | None:
