@@ -30,8 +30,9 @@ from ..errors import BadInput
 from ..files import private_dir, write_private
 from . import datasets as ds
 from .metrics import LEVELS
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _excluded, _execute,
-                     _git_commit, limit_questions, open_container, question_metrics, truth_metrics, turn_ranking)
+from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _execute,
+                     _git_commit, limit_questions, open_container, question_metrics, truth_metrics, tuned_on,
+                     turn_ranking)
 
 # memlens bench updates: current truth (update_metrics), on its halves (tuned on dev, held-out the other)
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
@@ -87,8 +88,8 @@ def _scored(items: list[dict], metric: str) -> list[dict]:
     it was computed for."""
     level = metric.split("_", 1)[0]
     if level in LEVELS:
-        return [it for it in items if not _excluded(it) and it["gold"].get(level)]
-    return [it for it in items if not _excluded(it) and any(metric in v for v in it["variants"].values())]
+        return [it for it in items if tuned_on(it) and it["gold"].get(level)]
+    return [it for it in items if tuned_on(it) and any(metric in v for v in it["variants"].values())]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -5,7 +5,8 @@ containers built once, containers.py) and keeps, for every scored candidate, the
 behind each weighted part of its score (the channels' normalised scores and the priors' raw
 values, Recall._score), the rest of its score, and its message ids.
 
-The weights are fitted by coordinate ascent on the files' own metric (turn evidence recall@10),
+The weights are fitted by coordinate ascent on the files' own metric (turn evidence recall@10 over
+every question the benchmark's own scoring counts, runner.tuned_on),
 re-ranking those stored candidates under trial weights: each weight in turn is scaled by a few
 factors and a change is kept only when it gains; each question weighs the same within its file
 and each file the same overall. The vector weight stays fixed and sets the scale. The search
@@ -36,8 +37,8 @@ from ..errors import BadInput
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, _fold_of
 from ..retrieve.recipes import FITTED, overrides_for, recipe_weights
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _excluded, _execute,
-                     _git_commit, limit_questions, open_container, question_metrics)
+from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _execute,
+                     _git_commit, limit_questions, open_container, question_metrics, tuned_on)
 
 STEPS = (0.0, 0.5, 0.75, 1.25, 1.5, 2.0)  # multipliers tried per weight and pass
 FROM_ZERO = (0.05, 0.1, 0.2, 0.4)  # values tried for a weight at zero
@@ -78,7 +79,7 @@ def fit_container(spec: dict) -> list[dict]:
 
 
 def _usable(it: dict) -> bool:
-    return not _excluded(it) and bool(it["gold"].get("turn"))
+    return tuned_on(it) and bool(it["gold"].get("turn"))
 
 
 def _compiled(items: list[dict], files: list[str]) -> list[tuple]:
@@ -170,7 +171,7 @@ def _score(items: list[dict], metric_of: dict[str, str]) -> dict[str, float | No
     for f, metric in metric_of.items():
         level = metric.split("_", 1)[0]
         vals = [it["metrics"].get(metric, 0.0) for it in items
-                if it["file"] == f and not _excluded(it) and it["gold"].get(level)]
+                if it["file"] == f and tuned_on(it) and it["gold"].get(level)]
         out[f] = sum(vals) / len(vals) if vals else None
     return out
 

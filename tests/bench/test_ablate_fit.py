@@ -38,6 +38,17 @@ def test_a_feature_that_helps_one_fold_and_hurts_the_others_is_not_a_mechanism()
     assert r["verdict"] == "hurts on held-out folds" and (r["folds_helped"], r["folds_hurt"]) == (1, 2)
 
 
+def test_tuning_weighs_what_the_official_scoring_counts():
+    # LoCoMo's adversarial questions are counted by its own scoring (a fit without them traded the
+    # category away); LongMemEval's abstention questions have nothing to find
+    adversarial = {**_item("a", 0.0, 1.0, "conv-26:q9"), "category": "adversarial", "excluded": True}
+    abstention = {**_item("a", 0.0, 1.0, "q_abs"), "category": "temporal-reasoning", "excluded": True}
+    plain = _item("a", 1.0, 1.0, "q1")
+    report = ablate.summarise_ablation([adversarial, abstention, plain], ["f"], "turn_evidence_recall@10")
+    assert report["questions"] == 2 and report["features"]["f"]["contribution"] == pytest.approx(-0.5)
+    assert [fit._usable(it) for it in (adversarial, abstention, plain)] == [True, False, True]
+
+
 def test_a_feature_that_helps_every_fold_is_kept_everywhere():
     items = [_item("a", 1.0, 0.0, "q1"), _item("b", 1.0, 0.5, "q2")]
     report = ablate.summarise_ablation(items, ["f"], "turn_evidence_recall@10")
