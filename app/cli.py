@@ -25,8 +25,7 @@ from engine import __version__  # noqa: E402
 from engine.bench import DATASETS as BENCH_DATASETS
 from engine.errors import BadInput, Busy, MemlensError
 from engine.scope import SCOPE_TYPES, Scope
-
-from .settings import default_db_path
+from engine.settings import default_db_path
 
 INGEST_FORMATS = ("auto", "chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")

@@ -107,7 +107,7 @@ def report_ready(stamps: dict[str, float]) -> None:
 def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
     from PySide6.QtWidgets import QApplication
 
-    from app.settings import APPLICATION, ORGANISATION
+    from ui.qsettings import APPLICATION, ORGANISATION
     from ui.main_window import MainWindow
     from ui.theme import register_fonts
 

@@ -1,6 +1,6 @@
 """Settings: the model endpoint, a model per task, the API key's whereabouts, budget and recipe.
 
-Values are stored with QSettings (app/settings.py); a value set in the environment wins and
+Values are stored with QSettings (engine/settings.py lists them); a value set in the environment wins and
 is shown read-only with the variable's name. The API key is never shown and never written to a
 file: the pane says whether one is set (environment or OS keychain) and can store one in the
 keychain when the optional `keyring` package is installed. "Test connection" makes one tiny call
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
+from engine.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
 from engine.memory import MemoryEngine
 from engine.retrieve.recipes import RECIPES
 from ui.panes.base import PaneBase

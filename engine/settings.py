@@ -1,11 +1,12 @@
 """Settings: one typed, documented list. Environment variables win over stored values.
 
-The inspector stores values with QSettings (organisation "memlens"); the CLI and the engine read
+The inspector stores values with QSettings (ui/qsettings.py opens it); the CLI and the engine read
 the environment. API keys are never written to a settings file: they come from the environment
 or, when the optional `keyring` package is installed, from the OS keychain.
 
-`SettingsStore` is the one reader/writer the UI uses; it takes any QSettings-like object (tests
-pass one backed by a temporary INI file) and imports Qt only when it has to make one.
+The list lives in the engine, below every reader of it (the engine's own configuration, the CLI,
+the inspector). `SettingsStore` is the one reader/writer the UI uses; it is handed any
+QSettings-like object (value / setValue / remove / sync), so this module never imports Qt.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ from pathlib import Path
 from typing import Any
 
 KEYRING_SERVICE = "memlens"
-ORGANISATION = "memlens"
-APPLICATION = "memlens"
-SETTINGS_FILE_ENV = "MEMLENS_SETTINGS_FILE"  # an INI file instead of the platform store (tests, portable use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,17 +87,6 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     return env.get(s.env) or s.default
 
 
-def open_qsettings(path: str | os.PathLike[str] | None = None):
-    """The QSettings the inspector uses: an INI file at `path` or $MEMLENS_SETTINGS_FILE, else the
-    platform store under organisation "memlens"."""
-    from PySide6.QtCore import QSettings
-
-    path = path or os.environ.get(SETTINGS_FILE_ENV)
-    if path:
-        return QSettings(str(path), QSettings.Format.IniFormat)
-    return QSettings(ORGANISATION, APPLICATION)
-
-
 # keychain ----------------------------------------------------------------------------------------
 def _keyring():
     try:
@@ -150,8 +137,8 @@ class SettingsStore:
 
     GROUP = "settings/"
 
-    def __init__(self, qsettings: Any = None, environ: Mapping[str, str] | None = None) -> None:
-        self.qs = qsettings if qsettings is not None else open_qsettings()
+    def __init__(self, qsettings: Any, environ: Mapping[str, str] | None = None) -> None:
+        self.qs = qsettings
         self._env = environ
 
     @property
