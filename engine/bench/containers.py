@@ -49,7 +49,7 @@ def ingestion_definition() -> str:
 
 
 def container_key(spec: dict[str, Any], *, embedder_model: str, embedder_dims: int) -> str:
-    from ..extract.prompts import extract_v2
+    from ..prompts import extract_v2
 
     raw = json.dumps(spec["raw"], sort_keys=True, ensure_ascii=False).encode("utf-8")
     parts = {"raw": hashlib.sha256(raw).hexdigest(), "format": spec["format"], "container": spec["container"],

@@ -337,7 +337,7 @@ def _outdated_turns(engine, scope, res) -> list[tuple[list[str], list[str]]]:
 
 def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
     """One answer from the context block, then one judgement against the gold answer."""
-    from . import qa_v1
+    from ..prompts import qa_v1
 
     given = qa_v1.answer(llm, q["question"], context, q["now"])
     item["answer"] = given["answer"] if given["ok"] else None
@@ -384,7 +384,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     models: dict[str, str] = {}
     prompt_hashes: dict[str, str] = {}
     if qa:
-        from . import qa_v1
+        from ..prompts import qa_v1
 
         llm = engine.llm
         if llm is None:
@@ -414,7 +414,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
                   "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "scoring": scoring,
                   "quirks": loaded.quirks.as_dict()}
         if qa:
-            from . import qa_v1
+            from ..prompts import qa_v1
 
             config["qa_prompts"] = {"version": qa_v1.VERSION, "answer": qa_v1.ANSWER_SYSTEM, "judge": qa_v1.JUDGE_SYSTEM}
         run_id = bench_sql.create_run(

@@ -24,7 +24,7 @@ from ..scope import Scope
 from ..store.store import Store
 from . import heuristic
 from .model import SourceChunk
-from .prompts import extract_v2
+from ..prompts import extract_v2
 
 WINDOW_TURNS = 8  # turns per model call
 WINDOW_CHARS = 6000  # and no more text than this

@@ -837,7 +837,7 @@ class Recall:
         return len(alive) > 1 and alive[0].score - alive[1].score < self.recipe.ambiguous_margin
 
     def _plan(self, trace: Trace, query: str, qvec: np.ndarray, as_of: str | None) -> None:
-        from . import plan_v1
+        from ..prompts import plan_v1
 
         t0 = time.perf_counter()
         before = len(trace.candidates)
@@ -864,7 +864,7 @@ class Recall:
                     fallback=None if plan.get("ok") else "cheap retrieval kept")
 
     def _rerank(self, trace: Trace, query: str) -> None:
-        from . import rerank_v1
+        from ..prompts import rerank_v1
 
         t0 = time.perf_counter()
         top = sorted(trace.alive(), key=lambda c: -c.score)[: self.recipe.rerank_max]
