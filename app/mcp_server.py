@@ -324,7 +324,7 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
 def serve(db_path: Path, scope: Scope, *, extract: str = "auto", embedder: str | None = None) -> int:
     """Open the engine, check the configuration, and serve MCP over stdio until stdin closes."""
     from engine.embed import make_embedder
-    from engine.extract.runner import resolve_mode
+    from engine.consolidate.runner import resolve_mode
     from engine.llm import LLMConfig
 
     if not logging.getLogger().handlers:

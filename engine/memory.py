@@ -43,7 +43,7 @@ from .embed import make_embedder
 from .embed.base import Embedder
 from .errors import BadInput, DatabaseBusy
 from .extract.canonical import subject_key as canonical_subject
-from .extract.runner import ExtractReport, Extractor
+from .consolidate.runner import ExtractReport, Extractor
 from .health import DEFAULT_LIMIT, HealthReport, run_checks
 from .ingest.model import ParsedDocument
 from .ingest.pipeline import VECTOR_TEXT_VERSION, Ingestor, IngestReport, vector_text

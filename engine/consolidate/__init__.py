@@ -12,18 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .changes import ChangeSet
-from .embed.base import Embedder
-from .extract import canonical
-from .extract.ground import ground
-from .extract.model import Candidate, SourceChunk
-from .extract.secrets import scrub
-from .ingest.entities import find_mentions
-from .ingest.pipeline import fact_vector_text
-from .reconcile import Decision, FactView, ReconcileConfig, reconcile
-from .scope import Scope
-from .store.store import Store, Writer
-from .timeutil import now_iso
+from ..changes import ChangeSet
+from ..embed.base import Embedder
+from ..extract import canonical
+from ..extract.ground import ground
+from ..extract.model import Candidate, SourceChunk
+from ..extract.secrets import scrub
+from ..ingest.entities import find_mentions
+from ..ingest.pipeline import fact_vector_text
+from ..reconcile import Decision, FactView, ReconcileConfig, reconcile
+from ..scope import Scope
+from ..store.store import Store, Writer
+from ..timeutil import now_iso
 
 
 @dataclass(slots=True)
@@ -281,7 +281,7 @@ def _insert_fact(w, changes: ChangeSet, cand: Candidate, d: Decision, now: str, 
 
 def _premise_memories(store: Store, scope: Scope, premises: list[str], *, exclude: int) -> list[int]:
     """The fact memories a derivation names as premises (best full-text match each)."""
-    from .retrieve.query import fts_query
+    from ..retrieve.query import fts_query
 
     out: list[int] = []
     for premise in premises:

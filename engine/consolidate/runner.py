@@ -1,5 +1,8 @@
 """Running extraction over stored documents: turn windows, a durable queue, LLM or heuristic.
 
+It sits above extract/ (pure rules: heuristic, canonical keys, grounding) and hands every
+window's candidates to consolidate(), so it lives beside it here rather than in extract/.
+
 Windows are enqueued in the same run that ingests their document and processed afterwards;
 a window whose model call fails (timeout, HTTP error, malformed JSON) stays in the queue with
 its error and is retried on the next run, so a flaky endpoint never blocks ingestion and
@@ -15,16 +18,16 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..consolidate import ConsolidationReport, consolidate
 from ..embed.base import Embedder
 from ..errors import BadInput, Cancelled
+from ..extract import heuristic
+from ..extract.model import SourceChunk
 from ..llm import FATAL_ERRORS, LLMClient, describe_failure
+from ..prompts import extract_v2
 from ..records import Chunk, Document
 from ..scope import Scope
 from ..store.store import Store
-from . import heuristic
-from .model import SourceChunk
-from ..prompts import extract_v2
+from . import ConsolidationReport, consolidate
 
 WINDOW_TURNS = 8  # turns per model call
 WINDOW_CHARS = 6000  # and no more text than this
