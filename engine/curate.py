@@ -16,9 +16,9 @@ from typing import Any
 
 from .changes import ChangeSet, apply_images
 from .embed.base import Embedder
+from .embed.text import fact_vector_text, vector_text
 from .errors import BadInput
 from .extract import canonical
-from .ingest.pipeline import fact_vector_text, vector_text
 from .profile import build_profile
 from .scope import Scope
 from .store.store import Store

@@ -38,18 +38,19 @@ from typing import Any
 import numpy as np
 
 from .background import lower_thread_priority
+from .consolidate.runner import Extractor, ExtractReport
 from .curate import Curator
 from .embed import make_embedder
 from .embed.base import Embedder
+from .embed.text import VECTOR_TEXT_VERSION, vector_text
 from .errors import BadInput, DatabaseBusy
 from .extract.canonical import subject_key as canonical_subject
-from .consolidate.runner import ExtractReport, Extractor
 from .health import DEFAULT_LIMIT, HealthReport, run_checks
+from .index.vectors import VectorIndex
 from .ingest.model import ParsedDocument
-from .ingest.pipeline import VECTOR_TEXT_VERSION, Ingestor, IngestReport, vector_text
+from .ingest.pipeline import Ingestor, IngestReport
 from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
-from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
 from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query

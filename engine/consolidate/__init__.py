@@ -14,12 +14,12 @@ from typing import Any
 
 from ..changes import ChangeSet
 from ..embed.base import Embedder
+from ..embed.text import fact_vector_text
 from ..extract import canonical
 from ..extract.ground import ground
 from ..extract.model import Candidate, SourceChunk
 from ..extract.secrets import scrub
 from ..ingest.entities import find_mentions
-from ..ingest.pipeline import fact_vector_text
 from ..reconcile import Decision, FactView, ReconcileConfig, reconcile
 from ..scope import Scope
 from ..store.store import Store, Writer

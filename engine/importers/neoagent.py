@@ -54,10 +54,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..embed.text import vector_text
 from ..errors import BadInput, Cancelled
 from ..extract.canonical import object_key, predicate_key, subject_key
 from ..ingest.entities import canonical_name
-from ..ingest.pipeline import vector_text
 from ..scope import SCOPE_TYPES, Scope
 from ..store.neoagent import (
     NOT_IMPORTED, ChunkRow, DocumentRow, EntityRow, FactRow, MemoryRow, MentionRow, NeoAgentSource, OwnerPlan,

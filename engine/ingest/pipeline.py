@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..embed.base import Embedder
+from ..embed.text import contextual_text
 from ..errors import Cancelled
 from ..extract.secrets import MARKER as SECRET_MARKER
 from ..scope import Scope
-from ..timeexpr import stored_rows
 from ..store.store import Store, Writer
+from ..timeexpr import stored_rows
 from .entities import Mention, find_mentions
 from .model import ParsedChunk, ParsedDocument
 
@@ -60,9 +61,6 @@ def chunk_hash(doc: ParsedDocument, chunk: ParsedChunk) -> str:
     return _sha(chunk.kind, chunk.speaker or "", chunk.message_id or "", doc.text[chunk.start:chunk.end])
 
 
-CONTEXT_CHARS = 300  # of the previous message, embedded after the message itself
-
-
 def embedding_text(doc: ParsedDocument, i: int) -> str:
     """What a chunk's vector is computed from: its text, then (for a message) a little of the one
     before, so a reply like "Yes, it was amazing!" is found by what it answers. The memory's
@@ -71,38 +69,6 @@ def embedding_text(doc: ParsedDocument, i: int) -> str:
     prev = doc.chunks[i - 1] if i > 0 else None
     return contextual_text(doc.text[ch.start:ch.end], ch.kind,
                            doc.text[prev.start:prev.end] if prev else None, prev.kind if prev else None)
-
-
-def contextual_text(text: str, kind: str, prev_text: str | None, prev_kind: str | None) -> str:
-    if kind == "message" and prev_text and prev_kind == "message":
-        return f"{text}\n(in reply to: {prev_text[:CONTEXT_CHARS]})"
-    return text
-
-
-# Bump when vector_text changes what a stored memory is embedded from: opening a database written
-# under an older version re-embeds what changed (2: facts gained their evidence quote).
-VECTOR_TEXT_VERSION = 2
-
-
-def fact_vector_text(text: str, evidence: str | None) -> str:
-    """A fact is embedded with the words it was read from. Alone, "Nate likes helping people." is
-    a few words and a name, and sits closer to any short question about Nate than the turns that
-    answer it; with its quote it is compared on what was said. Its text and FTS row stay the fact."""
-    evidence = " ".join((evidence or "").split())
-    if not evidence or evidence.casefold() in text.casefold():
-        return text
-    return f"{text}\n(from: {evidence[:CONTEXT_CHARS]})"
-
-
-def vector_text(text: str, context: tuple | None) -> str:
-    """The text a stored memory's vector is computed from, given Store.embedding_context's row:
-    the same text ingestion and consolidation embedded, so re-embedding reproduces it."""
-    if context is None:
-        return text
-    memory_kind, evidence, kind, prev_text, prev_kind = context
-    if memory_kind == "fact":
-        return fact_vector_text(text, evidence)
-    return contextual_text(text, kind, prev_text, prev_kind)
 
 
 @dataclass(slots=True)

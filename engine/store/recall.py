@@ -271,7 +271,7 @@ class RecallReads:
 
     def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple]:
         """memory -> (memory kind, a fact's evidence, its first chunk's kind, the previous chunk's
-        text and kind): what engine.ingest.pipeline.vector_text needs to re-embed it."""
+        text and kind): what engine.embed.text.vector_text needs to re-embed it."""
         out: dict[int, tuple] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
