@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from .errors import BadInput
-from .ingest.entities import canonical_name
 from .extract.canonical import MULTI_VALUED
+from .names import name_key
 from .profile import build_profile
 from .reconcile import instruction_span
 from .scope import Scope
@@ -662,7 +662,7 @@ def noisy_entities(ctx: CheckContext) -> CheckResult:
     stats = ctx.store.entity_stats(ctx.scope)
     single = [e["id"] for e in stats if e["kind"] == "name" and e["memories"] == 1 and " " not in e["name"]]
     contexts = ctx.store.mention_contexts(ctx.scope, single)
-    talking = {canonical_name(s) for s in ctx.store.speakers(ctx.scope)}
+    talking = {name_key(s) for s in ctx.store.speakers(ctx.scope)}
     found = []
     for e in stats:
         name = e["name"]

@@ -19,7 +19,7 @@ from ..extract import canonical
 from ..extract.ground import ground
 from ..extract.model import Candidate, SourceChunk
 from ..extract.secrets import scrub
-from ..ingest.entities import find_mentions
+from ..names import find_mentions
 from ..reconcile import Decision, FactView, ReconcileConfig, reconcile
 from ..scope import Scope
 from ..store.store import Store, Writer

@@ -57,7 +57,7 @@ from typing import Any
 from ..embed.text import vector_text
 from ..errors import BadInput, Cancelled
 from ..extract.canonical import object_key, predicate_key, subject_key
-from ..ingest.entities import canonical_name
+from ..names import name_key
 from ..scope import SCOPE_TYPES, Scope
 from ..store.neoagent import (
     NOT_IMPORTED, ChunkRow, DocumentRow, EntityRow, FactRow, MemoryRow, MentionRow, NeoAgentSource, OwnerPlan,
@@ -850,7 +850,7 @@ class OwnerPlanner:
         for row in self.rows.entities:
             rid = str(row.get("id"))
             name = row.get("name")
-            canon = canonical_name(name) if isinstance(name, str) else ""
+            canon = name_key(name) if isinstance(name, str) else ""
             if not canon:
                 self.report.problem("entities", "empty_name", "skipped", f"entity {rid}: no name")
                 continue

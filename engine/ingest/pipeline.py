@@ -29,10 +29,10 @@ from ..embed.base import Embedder
 from ..embed.text import contextual_text
 from ..errors import Cancelled
 from ..extract.secrets import MARKER as SECRET_MARKER
+from ..names import Mention, find_mentions
 from ..scope import Scope
 from ..store.store import Store, Writer
 from ..timeexpr import stored_rows
-from .entities import Mention, find_mentions
 from .model import ParsedChunk, ParsedDocument
 
 Progress = Callable[[float, str], None]

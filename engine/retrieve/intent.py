@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..ingest.entities import canonical_name, find_mentions
+from ..names import find_mentions, name_key
 from . import timeframe
 from .query import Tokenize, content_terms
 
@@ -191,5 +191,5 @@ def speaker_matches(who: str | None, speakers: set[str]) -> bool:
     """Is a turn's speaker (or a fact's subject) one the question is about?"""
     if not who or not speakers:
         return False
-    key = canonical_name(who)
+    key = name_key(who)
     return key in speakers or key.split(" ")[0] in speakers

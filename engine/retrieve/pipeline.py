@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..embed.base import Embedder
-from ..ingest.entities import canonical_name, find_mentions
 from ..llm import LLMClient, Recorder
+from ..names import find_mentions, name_key
 from ..scope import Scope
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
@@ -190,7 +190,7 @@ class Recall:
         if r.on("entity") and r.weights.get("entity", 0) > 0:
             names = {m.canonical for m in find_mentions(trace.query)}
             trace.params["query_names"] = sorted(names)
-            words = [canonical_name(w) for w in terms]
+            words = [name_key(w) for w in terms]
             names |= set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
             known = self.store.entity_names(self.scope, sorted(names))
             total = max(1, len(self.vectors) if self.vectors is not None else 1)

@@ -443,5 +443,30 @@ def _v5_vector_changes(conn: apsw.Connection) -> None:
     conn.execute(_VECTOR_CHANGES)
 
 
-MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes]
+def _v6_name_keys(conn: apsw.Connection) -> None:
+    """Entity keys by engine.names.name_key, the key facts and the speaker prior use (issue 20):
+    mentions were keyed by a second canonicaliser that kept curly quotes and mail addresses.
+    Entities whose new keys meet are merged into the oldest, their mentions moved to it."""
+    from ..names import name_key
+
+    groups: dict[tuple, list[tuple[int, str]]] = {}
+    for eid, u, a, st, si, name, canonical, kind in conn.execute(
+            "SELECT id, user_id, agent_id, scope_type, scope_id, name, canonical, kind FROM entities ORDER BY id"):
+        groups.setdefault((u, a, st, si, name_key(name) or canonical, kind), []).append((eid, canonical))
+    rekey = []
+    for slot, rows in groups.items():
+        key = slot[4]
+        keeper = next((eid for eid, canonical in rows if canonical == key), rows[0][0])
+        for eid, _ in rows:
+            if eid != keeper:
+                conn.execute("UPDATE entity_mentions SET entity_id = ? WHERE entity_id = ?", (keeper, eid))
+                conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
+        if dict(rows)[keeper] != key:
+            rekey.append((key, keeper))
+    # Through a key no name can have first: a row may take the key another row is about to give up.
+    conn.executemany("UPDATE entities SET canonical = char(1) || id WHERE id = ?", [(eid,) for _, eid in rekey])
+    conn.executemany("UPDATE entities SET canonical = ? WHERE id = ?", rekey)
+
+
+MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys]
 SCHEMA_VERSION = len(MIGRATIONS)

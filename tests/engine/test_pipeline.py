@@ -363,7 +363,7 @@ def test_outdated_fact_vectors_are_handed_out_once_each_in_order(tmp_path):
 
 def test_a_name_never_runs_across_a_sentence_break():
     """'Ana. Kreuzberg is lovely' names two things; only a title's dot is part of a name."""
-    from engine.ingest.entities import find_mentions
+    from engine.names import find_mentions
 
     assert [m.name for m in find_mentions("I met Ana. Kreuzberg is lovely.")] == ["Ana", "Kreuzberg"]
     assert [m.name for m in find_mentions("We saw Rex. He barked.")] == ["Rex"]
