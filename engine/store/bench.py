@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .facts import dict_rows
+from .sql import dict_rows
 
 _JSON_RUN = ("k_values", "models", "prompt_hashes", "config", "metrics", "by_category", "latency_ms", "context_tokens",
              "scores")

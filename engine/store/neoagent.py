@@ -28,13 +28,14 @@ from typing import Any
 import apsw
 import numpy as np
 
+from ..changes import ChangeSet
 from ..errors import BadInput
 from ..scope import Scope
-from .facts import FACT_COLUMNS, dict_rows
-from ..changes import ChangeSet
 from ..timeutil import now_iso
+from .facts import FACT_COLUMNS
 from .schema import APPLICATION_ID
 from .snapshot import Snapshot, private_copy
+from .sql import dict_rows
 from .store import Store, Writer
 
 # -- the NeoAgent side ---------------------------------------------------------------------------
@@ -958,7 +959,6 @@ def put_vectors(store: Store, rows: list[tuple[Scope, int, np.ndarray]], *, prov
         for scope, batch in by_scope.items():
             Writer(conn, scope).put_embeddings("memory", batch, provider=provider, model=model, dims=dims,
                                                embed_ms=embed_ms)
-
 
 
 __all__ = [

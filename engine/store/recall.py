@@ -9,11 +9,9 @@ import apsw
 import numpy as np
 
 from ..scope import Scope
-from .facts import dict_rows
 from .schema import FTS_TOKENIZER
+from .sql import dict_rows, scope_where
 
-_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
-_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
 _IN_CHUNK = 500  # SQLite variable limit is far higher; this keeps statements cacheable
 
 
@@ -34,7 +32,7 @@ class RecallReads:
         """(max row id, rows, newest created_at, outdated rows) of the vectors search may use."""
         row = self.conn.execute(
             f"SELECT coalesce(max(id), 0), count(*), coalesce(max(created_at), ''), coalesce(sum(stale = 2), 0)"
-            f" FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1 AND model = ?",
+            f" FROM embeddings WHERE {scope_where()} AND owner_type = 'memory' AND stale != 1 AND model = ?",
             (*scope.as_params(), model)).fetchone()
         return int(row[0]), int(row[1]), row[2], int(row[3])
 
@@ -44,7 +42,7 @@ class RecallReads:
 
     def vector_count_after(self, scope: Scope, model: str, after_id: int) -> int:
         return self.conn.execute(
-            f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1"
+            f"SELECT count(*) FROM embeddings WHERE {scope_where()} AND owner_type = 'memory' AND stale != 1"
             " AND model = ? AND id > ?", (*scope.as_params(), model, after_id)).fetchone()[0]
 
     def load_vectors(self, scope: Scope, model: str, dims: int, after_id: int = 0
@@ -60,7 +58,7 @@ class RecallReads:
         last = after_id
         i = 0
         for rid, owner, blob in self.conn.execute(
-                f"SELECT id, owner_id, vector FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory'"
+                f"SELECT id, owner_id, vector FROM embeddings WHERE {scope_where()} AND owner_type = 'memory'"
                 " AND stale != 1 AND model = ? AND dims = ? AND id > ? ORDER BY id",
                 (*scope.as_params(), model, dims, after_id)):
             if i == n:  # a writer added rows since the count: the next refresh takes them
@@ -124,7 +122,7 @@ class RecallReads:
             for row in dict_rows(
                     self.conn,
                     f'SELECT chunk_id, start, "end", text, kind, window_start, window_end FROM chunk_times'
-                    f" WHERE {_SCOPE_WHERE} AND chunk_id IN ({marks}) ORDER BY chunk_id, start",
+                    f" WHERE {scope_where()} AND chunk_id IN ({marks}) ORDER BY chunk_id, start",
                     (*scope.as_params(), *part)):
                 out.setdefault(row.pop("chunk_id"), []).append(row)
         return out
@@ -142,18 +140,20 @@ class RecallReads:
         return [tuple(r) for r in self.conn.execute(
             "SELECT em.memory_id, count(DISTINCT e.id) AS n FROM entities e"
             " JOIN entity_mentions em ON em.entity_id = e.id"
-            f" WHERE e.user_id = ? AND e.agent_id = ? AND e.scope_type = ? AND e.scope_id = ? AND e.canonical IN ({marks})"
+            f" WHERE {scope_where('e')} AND e.canonical IN ({marks})"
             " GROUP BY em.memory_id ORDER BY n DESC, em.memory_id DESC LIMIT ?",
             (*scope.as_params(), *canonicals, limit))]
 
     def entity_names(self, scope: Scope, canonicals: list[str]) -> dict[str, int]:
-        """Which of these canonical names are known entities (canonical -> mention count)."""
+        """Which of these canonical names are known entities (canonical -> mention count, over every
+        kind a name was filed as: "Ana" the speaker and "Ana" the name are one name here)."""
         if not canonicals:
             return {}
         marks = ",".join("?" * len(canonicals))
         return {r[0]: r[1] for r in self.conn.execute(
-            "SELECT e.canonical, (SELECT count(*) FROM entity_mentions em WHERE em.entity_id = e.id) FROM entities e"
-            f" WHERE {_SCOPE_WHERE} AND e.canonical IN ({marks})", (*scope.as_params(), *canonicals))}
+            "SELECT e.canonical, sum((SELECT count(*) FROM entity_mentions em WHERE em.entity_id = e.id))"
+            f" FROM entities e WHERE {scope_where()} AND e.canonical IN ({marks}) GROUP BY e.canonical",
+            (*scope.as_params(), *canonicals))}
 
     def relation_edges(self, memory_ids: list[int]) -> list[dict]:
         """Every live relation touching these memories, from any scope (the caller checks scope)."""
@@ -169,7 +169,7 @@ class RecallReads:
     def baseline_memories(self, scope: Scope, limit: int) -> list[tuple[int, float]]:
         """Pinned and most important fact memories: a small prior-only channel."""
         return [tuple(r) for r in self.conn.execute(
-            f"SELECT id, importance + pinned FROM memories WHERE {_SCOPE_WHERE} AND kind = 'fact'"
+            f"SELECT id, importance + pinned FROM memories WHERE {scope_where()} AND kind = 'fact'"
             " AND forgotten_at IS NULL AND retracted_at IS NULL ORDER BY pinned DESC, importance DESC, id DESC LIMIT ?",
             (*scope.as_params(), limit))]
 
@@ -186,7 +186,7 @@ class RecallReads:
                 "  AND c2.id != c.id"
                 " JOIN memory_sources s2 ON s2.chunk_id = c2.id"
                 " JOIN memories m2 ON m2.id = s2.memory_id AND m2.kind = 'episode'"
-                f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?",
+                f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')}",
                 (window, window, *part, *scope.as_params()))]
         return out
 
@@ -209,7 +209,7 @@ class RecallReads:
                     " LEFT JOIN memory_sources fs ON fs.id = (SELECT min(s.id) FROM memory_sources s"
                     "   WHERE s.memory_id = m.id)"
                     " LEFT JOIN chunks c ON c.id = fs.chunk_id"
-                    f" WHERE m.id IN ({marks}) AND {_M}",
+                    f" WHERE m.id IN ({marks}) AND {scope_where('m')}",
                     (*part, *scope.as_params())):
                 out[row["id"]] = row
         return out
@@ -252,8 +252,7 @@ class RecallReads:
                     "SELECT s.memory_id, s.document_id, s.chunk_id, s.start, s.\"end\", d.title, d.source_type, d.uri,"
                     " d.external_id, c.message_id, c.ordinal, c.speaker FROM memory_sources s"
                     " JOIN documents d ON d.id = s.document_id JOIN chunks c ON c.id = s.chunk_id"
-                    f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ?"
-                    " AND s.scope_id = ? ORDER BY s.id", (*part, *scope.as_params())):
+                    f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')} ORDER BY s.id", (*part, *scope.as_params())):
                 out.setdefault(row["memory_id"], row)
         return out
 
@@ -264,8 +263,8 @@ class RecallReads:
             marks = ",".join("?" * len(part))
             for mid, msg in self.conn.execute(
                     "SELECT s.memory_id, c.message_id FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
-                    f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ?"
-                    " AND s.scope_id = ? AND c.message_id IS NOT NULL ORDER BY s.id", (*part, *scope.as_params())):
+                    f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')} AND c.message_id IS NOT NULL ORDER BY s.id",
+                    (*part, *scope.as_params())):
                 out.setdefault(mid, []).append(msg)
         return out
 
@@ -290,8 +289,8 @@ class RecallReads:
         return dict_rows(
             self.conn,
             "SELECT f.id, f.memory_id, f.object, f.status, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at,"
-            " f.supersedes_fact_id FROM facts f WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ?"
-            " AND f.scope_id = ? AND f.subject_key = ? AND f.predicate_key = ? ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
+            f" f.supersedes_fact_id FROM facts f WHERE {scope_where('f')} AND f.subject_key = ? AND f.predicate_key = ?"
+            " ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
             (*scope.as_params(), subject_key, predicate_key))
 
     def document_memory_counts(self, scope: Scope) -> list[tuple[int, int]]:
@@ -301,12 +300,12 @@ class RecallReads:
             " GROUP BY document_id ORDER BY document_id", scope.as_params())]
 
     def latest_source_time(self, scope: Scope) -> str | None:
-        row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {_SCOPE_WHERE}", scope.as_params()).fetchone()
+        row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {scope_where()}", scope.as_params()).fetchone()
         return row[0]
 
     # traces ------------------------------------------------------------------------------------
     def trace(self, scope: Scope, trace_id: int) -> dict | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {_SCOPE_WHERE}",
+        rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {scope_where()}",
                          (trace_id, *scope.as_params()))
         if not rows:
             return None
@@ -323,7 +322,7 @@ class RecallReads:
 
     def traces(self, scope: Scope, *, limit: int = 200) -> list[dict]:
         return dict_rows(self.conn, "SELECT id, origin, query_text, query_hash, recipe, k, as_of, result_count,"
-                         f" context_tokens, created_at FROM retrieval_traces WHERE {_SCOPE_WHERE} ORDER BY id DESC LIMIT ?",
+                         f" context_tokens, created_at FROM retrieval_traces WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
 
 
@@ -353,7 +352,7 @@ class RecallWrites:
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         self.conn.executemany(
-            f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {scope_where()}",
             [(self.now, mid, *self._sp) for mid in memory_ids])
 
 
