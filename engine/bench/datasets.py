@@ -28,12 +28,13 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from engine.errors import BadInput, UnknownFormat
+from engine.ingest.detect import sniff_json
 from engine.ingest.formats.locomo import parse_session_date
 from engine.ingest.formats.longmemeval import parse_haystack_date
 from engine.ingest.normalize import read_file_bytes
 from engine.timeutil import to_iso
 
-from . import DATASETS  # noqa: F401  (re-exported: the names the loaders below answer to)
+from . import DATASETS  # re-exported: the names the loaders below answer to
 
 # The codes used in the data (task_eval/evaluation.py), NOT the paper's list order.
 LOCOMO_CATEGORIES: dict[int, str] = {
@@ -131,28 +132,6 @@ def _answer_text(value: Any, quirks: QuirkReport, where: str) -> str | None:
     return str(value)
 
 
-def _sniff(data: Any) -> str | None:
-    if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
-                                   or isinstance(data.get("evidenceItems"), list)):
-        return "convomem"
-    if isinstance(data, dict) and data.get("dataset") == UPDATES_NAME:
-        return "updates"
-    item = data
-    if isinstance(data, list):
-        if not data or not isinstance(data[0], dict):
-            return None
-        item = data[0]
-    if not isinstance(item, dict):
-        return None
-    if isinstance(item.get("conversation"), dict) and ("qa" in item or "sample_id" in item):
-        return "locomo"
-    if "haystack_sessions" in item:
-        return "longmemeval"
-    if "message_evidences" in item and "conversations" in item:
-        return "convomem"
-    return None
-
-
 def detect_dataset(path: Path | str) -> str:
     """"locomo" | "longmemeval" | "convomem" | "updates" from the file's structure (UnknownFormat if none).
     A folder is ConvoMem's layout (one file per test case or evidence batch)."""
@@ -163,8 +142,8 @@ def detect_dataset(path: Path | str) -> str:
 
 
 def _detect(data: Any, name: str) -> str:
-    kind = _sniff(data)
-    if kind is None:
+    kind = sniff_json(data)
+    if kind not in DATASETS:  # None, or chat messages
         raise UnknownFormat(
             f"{name}: not a benchmark file: expected LoCoMo, LongMemEval, ConvoMem or memlens updates JSON"
         )
@@ -781,7 +760,7 @@ def _convomem_folder(folder: Path) -> ConvoMemDataset:
     digest = hashlib.sha256()
     for file in files:
         data, sha = _read_json(file)
-        if _sniff(data) != "convomem":
+        if sniff_json(data) != "convomem":
             raise _fail(str(file), "not a ConvoMem file (a folder is read as ConvoMem only)")
         rel = file.relative_to(folder)
         digest.update(f"{rel.as_posix()}\0{sha}\n".encode())

@@ -69,7 +69,12 @@ def _describe(data: Any) -> str:
 
 
 def sniff_json(data: Any) -> str | None:
-    """"locomo" | "longmemeval" | "chat" for a loaded JSON value, or None."""
+    """"locomo" | "longmemeval" | "convomem" | "chat" for a loaded JSON value, or None: the one
+    reading of a JSON value's shape, for ingestion and for the benchmark loaders (which then
+    check the structure itself and say what is wrong)."""
+    if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
+                                   or isinstance(data.get("evidenceItems"), list)):
+        return "convomem"
     item = data
     if isinstance(data, list):
         if not data or not isinstance(data[0], dict):
@@ -81,6 +86,8 @@ def sniff_json(data: Any) -> str | None:
         return "locomo"
     if "haystack_sessions" in item:
         return "longmemeval"
+    if "message_evidences" in item and "conversations" in item:
+        return "convomem"
     if isinstance(item.get("messages"), list):
         return "chat"
     if isinstance(data, list) and ("role" in item or "content" in item):
@@ -94,6 +101,8 @@ def _parse_json(raw: bytes, name: str, fmt: str, jsonl: bool) -> list[ParsedDocu
         if isinstance(data, list) and not data:
             raise BadInput(f"{name}: empty JSON list: nothing to ingest")
         sniffed = sniff_json(data)
+        if sniffed == "convomem":
+            raise UnknownFormat(f"{name}: a ConvoMem benchmark file, not a source to ingest: run it with memlens bench")
         if sniffed is None:
             raise UnknownFormat(
                 f"{name}: JSON of an unknown shape ({_describe(data)}); expected chat messages, "
