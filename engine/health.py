@@ -45,9 +45,9 @@ import numpy as np
 
 from .errors import BadInput
 from .extract.canonical import MULTI_VALUED
+from .extract.instructions import instruction_span
 from .names import name_key
 from .profile import build_profile
-from .reconcile import instruction_span
 from .scope import Scope
 from .store.store import Store
 from .timeutil import now_iso

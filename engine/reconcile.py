@@ -24,10 +24,10 @@ Rules (the names are stored with every decision and shown in the inspector):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from .extract.canonical import MULTI_VALUED, objects_match
+from .extract.instructions import instruction_span
 from .extract.model import SENSITIVE_CATEGORIES, Candidate
 
 
@@ -88,24 +88,6 @@ class Decision:
         return f"new:{self.index}"
 
 
-_INSTRUCTION = re.compile(
-    r"\b(ignore (all |any )?(previous|prior|above) (instructions|messages)|disregard (the|all|previous)|"
-    r"you (must|should|are required to|will now)|the user (wants|would like|asked) you to|system prompt|"
-    r"as an ai|assistant:|new instructions|do not tell|forward (this|all|the)|send (me|us) (the|your))",
-    re.IGNORECASE,
-)
-
-
-def instruction_span(text: str) -> tuple[int, int] | None:
-    """Where text first reads as an instruction to the AI ([start, end) of the phrase), or None."""
-    m = _INSTRUCTION.search(text)
-    return (m.start(), m.end()) if m else None
-
-
-def looks_like_instruction(text: str) -> bool:
-    return instruction_span(text) is not None
-
-
 def reinforced_confidence(old: float, new: float, weight: float) -> float:
     """Diminishing returns: each repeat removes a share of the remaining doubt."""
     return min(0.99, old + (1.0 - old) * max(0.0, min(1.0, new)) * weight)
@@ -137,7 +119,7 @@ def reconcile(active: list[FactView], candidates: list[Candidate], *, user_keys:
         here = current.setdefault(key, [])
         conf = cand.confidence
 
-        if cand.trust == "external" and looks_like_instruction(cand.evidence or cand.text):
+        if cand.trust == "external" and instruction_span(cand.evidence or cand.text) is not None:
             decisions.append(Decision(i, "skip", "external_instruction",
                                       "external text that reads as an instruction is never stored as a fact"))
             continue

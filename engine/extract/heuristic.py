@@ -37,6 +37,7 @@ from engine.extract.canonical import (
     predicate_key,
     subject_key,
 )
+from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
 from engine.timeutil import parse_iso, to_iso
@@ -87,25 +88,6 @@ def _body_start(chunk: SourceChunk) -> int:
             return at
     return 0
 
-
-# --- instructions to the AI ------------------------------------------------------------------
-
-_INJECTION = re.compile(
-    r"(?i)ignore\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding)\s+"
-    r"(?:instructions?|prompts?|messages?|rules?)"
-    r"|disregard\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier)"
-    r"|forget\s+(?:all\s+)?(?:your|the|previous)\s+(?:instructions|rules)"
-    r"|system\s+prompt|\bassistant\s*:|(?:^|\n)\s*(?:system|ai|bot)\s*:"
-    r"|the\s+user\s+wants\s+you\s+to|<\|im_(?:start|end)\|>|\[/?INST\]|<\|?(?:system|assistant)\|?>"
-    r"|\byou\s+are\s+now\b|\bnew\s+instructions\b|\bdeveloper\s+mode\b|\bjailbreak"
-    r"|\b(?:add|store|save|write|put|record)\s+(?:this|the\s+following|that)\b[^.\n]{0,40}\bmemor(?:y|ies)\b"
-    r"|\bupdate\s+(?:your|the\s+user'?s?)\s+(?:memory|memories|profile)\b"
-)
-_WEAK_INJECTION = re.compile(
-    r"(?i)\byou\s+must\b|\byou\s+(?:should|will)\s+(?:always|never)\b|\bfrom\s+now\s+on,?\s+(?:you|always|never)\b"
-    r"|\bas\s+an\s+ai\b|\bremember\s+that\s+the\s+user\b|\bthe\s+user\s+(?:is|has|lives|works|likes|prefers|wants)\b"
-    r"|\b(?:AI|assistant|chatbot|model),?\s+(?:please\s+)?(?:note|remember|record)\b"
-)
 
 # --- sentences -------------------------------------------------------------------------------
 
@@ -1113,10 +1095,10 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
         return []
     text = chunk.text
     body = _body_start(chunk)
-    if _INJECTION.search(text[body:]):
+    if INSTRUCTION.search(text[body:]):
         return []
     external = chunk.trust == "external"
-    if external and _WEAK_INJECTION.search(text[body:]):
+    if external and WEAK_INSTRUCTION.search(text[body:]):
         return []
     skey = subject_key("I", speaker=None if subject == "user" else subject)
     out: list[Candidate] = []
@@ -1128,7 +1110,7 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
         if sentence in read:
             continue  # said again in this chunk: every candidate it gives is already in `seen`
         read.add(sentence)
-        if sentence.rstrip("\"'’”) ").endswith("?") or _WEAK_INJECTION.search(sentence):
+        if sentence.rstrip("\"'’”) ").endswith("?") or WEAK_INSTRUCTION.search(sentence):
             continue
         if sentence.lstrip().startswith(">"):
             continue  # a quoted reply in an email or forum post
