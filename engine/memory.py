@@ -314,7 +314,7 @@ class MemoryEngine:
         """
         from .ingest.formats.chat import ROLE_TRUST, content_text, parse_json
         from .ingest.limits import check_turn
-        from .ingest.normalize import to_utc_iso
+        from .timeutil import to_utc_iso
 
         if isinstance(messages, dict):
             messages = [messages]

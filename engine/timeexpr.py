@@ -33,7 +33,9 @@ MONTHS = {m: i for i, m in enumerate(FULL_MONTHS, start=1)}
 MONTHS |= {m[:3]: i for m, i in list(MONTHS.items())} | {"Sept": 9}
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
-MONTH = r"(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
+MONTH = rf"({_MONTH_NAMES})\.?"
+MONTH_WORD = rf"(?:{_MONTH_NAMES})\.?"  # the same, without a group of its own
 FULL_MONTH = r"(" + "|".join(FULL_MONTHS) + r")"
 YEAR = r"((?:19|20)\d{2})"
 DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
@@ -52,6 +54,12 @@ DAYWORD = re.compile(r"\b(yesterday|today|this morning|this afternoon|this eveni
 SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
 SEASON = re.compile(r"\b(last|this|next|past)\s+(spring|summer|autumn|fall|winter)\b", re.IGNORECASE)
 WEEKDAY = re.compile(r"\b(?:(last|this|next|this past|this coming|on)\s+)?(" + "|".join(WEEKDAYS) + r")\b")
+
+
+def month_number(name: str) -> int | None:
+    """1-12 for a month's name or abbreviation in any case ("may", "Sept.", "DECEMBER"), else None."""
+    word = name.strip().rstrip(".").capitalize()
+    return (MONTHS.get(word) or MONTHS.get(word[:3])) if len(word) >= 3 else None
 
 
 class Mention(NamedTuple):

@@ -40,6 +40,7 @@ from engine.extract.canonical import (
 from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
+from engine.timeexpr import FULL_MONTHS, MONTH_WORD, month_number
 from engine.timeutil import parse_iso, to_iso
 
 IMPORTANCE = {
@@ -132,8 +133,8 @@ WE = r"(?<![\w'’-])[Ww]e"
 WE_ARE = WE + r"(?:" + _A + r"re|\s+are)"
 ADV = (r"(?:\s+(?:just|now|currently|still|also|actually|recently|finally|really|already|officially"
        r"|even|mostly|definitely|absolutely|totally|truly|honestly|both|all|kind\s+of|sort\s+of))*")
-MONTHS = ("january february march april may june july august september october november december").split()
-_MONTH = r"(?:" + "|".join(m.capitalize() for m in MONTHS) + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?"
+MONTHS = tuple(m.casefold() for m in FULL_MONTHS)
+_MONTH = MONTH_WORD
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _PROPER_FIRST = r"(?:[" + _UPPER + r"][\w&'’+-]*(?:\.[\w&'’+-]+)*|\d+[A-Za-z][\w&'’+-]*)"
 _PROPER_NEXT = r"[" + _UPPER + r"][\w&'’+-]*(?:\.[\w&'’+-]+)*"
@@ -961,7 +962,7 @@ _DATE_PHRASE = re.compile(
     r"|this\s+week|this\s+month|this\s+year)"
     r"|in\s+(?P<n>\d{1,2}|a|one|two|three|four|five|six)\s+(?P<unit>days?|weeks?|months?|years?)"
     r"|(?:next|this|on)\s+(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-    r"|(?:in|this|next|by|until|during)\s+(?P<mon>(?-i:" + "|".join(m.capitalize() for m in MONTHS) + r"))"
+    r"|(?:in|this|next|by|until|during)\s+(?P<mon>(?-i:" + "|".join(FULL_MONTHS) + r"))"
     r"(?:\s+(?P<mon_y>\d{4}))?"
     r"|in\s+(?P<year>20\d{2}))\b"
 )
@@ -1039,7 +1040,7 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
                 return None
             return to_iso(when + timedelta(days=1))
         mon = (d.group("m1") or d.group("m2")).rstrip(".").casefold()
-        month = next(i for i, name in enumerate(MONTHS, 1) if name.startswith(mon[:3]))
+        month = month_number(mon)
         dd = int(d.group("d1") or d.group("d2"))
         yy = d.group("y1") or d.group("y2")
         if yy:

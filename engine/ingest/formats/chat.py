@@ -18,7 +18,8 @@ from typing import Any
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.limits import check_turn
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import DocumentBuilder, decode, label, normalize, to_utc_iso
+from engine.ingest.normalize import DocumentBuilder, decode, label, normalize
+from engine.timeutil import to_utc_iso
 
 ROLE_TRUST = {
     "user": "user",

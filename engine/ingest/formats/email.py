@@ -22,7 +22,8 @@ from pathlib import PurePath
 
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import DocumentBuilder, label, line_spans, normalize, to_utc_iso
+from engine.ingest.normalize import DocumentBuilder, label, line_spans, normalize
+from engine.timeutil import to_utc_iso
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
 _IDENTIFYING = ("from", "to", "subject", "date", "message-id")
