@@ -24,10 +24,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from engine import __version__  # noqa: E402
 from engine.bench import DATASETS as BENCH_DATASETS
 from engine.errors import BadInput, Busy, MemlensError
+from engine.ingest.model import FORMATS
 from engine.scope import SCOPE_TYPES, Scope
 from engine.settings import default_db_path
 
-INGEST_FORMATS = ("auto", "chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
+INGEST_FORMATS = ("auto", *FORMATS)
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
 EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, the caller may retry
 EXIT_SOME_FAILED = 3

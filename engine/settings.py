@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .retrieve.recipes import RECIPES
+
 KEYRING_SERVICE = "memlens"
 
 
@@ -56,7 +58,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("token_budget", "MEMLENS_TOKEN_BUDGET", "800", "context token budget for queries run from the inspector",
             kind="int"),
     Setting("recipe", "MEMLENS_RECIPE", "default", "retrieval recipe for queries run from the inspector",
-            kind="choice", choices=("default", "offline", "lexical", "vector", "rrf")),
+            kind="choice", choices=tuple(RECIPES)),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -19,10 +19,9 @@ from engine.ingest.formats import chat, locomo, longmemeval
 from engine.ingest.formats.code import FILENAMES, LANGUAGES, language_for, parse_code
 from engine.ingest.formats.email import is_mbox, parse_eml, parse_mbox
 from engine.ingest.formats.text import parse_markdown, parse_text
-from engine.ingest.model import ParsedDocument
+from engine.ingest.model import FORMATS, ParsedDocument
 from engine.ingest.normalize import binary_reason, decode, read_file_bytes
 
-FORMATS = ("chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
 JSON_EXTENSIONS = frozenset({".json", ".jsonl", ".ndjson"})
