@@ -12,12 +12,13 @@ QSettings-like object (value / setValue / remove / sync), so this module never i
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import platformdirs
 
 from .retrieve.recipes import RECIPES
 
@@ -71,13 +72,9 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("MEMLENS_DB"):
         return Path(env["MEMLENS_DB"]).expanduser()
-    if sys.platform == "win32":
-        base = Path(env.get("APPDATA") or Path.home() / "AppData" / "Roaming")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "memlens" / "memlens.db"
+    # The platform's per-user data folder: $XDG_DATA_HOME (~/.local/share) on Linux, Application
+    # Support on macOS, the roaming AppData on Windows.
+    return Path(platformdirs.user_data_dir("memlens", appauthor=False, roaming=True)) / "memlens.db"
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:

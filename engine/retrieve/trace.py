@@ -7,6 +7,7 @@ Every candidate ends with exactly one of: a final rank (it is in the results), o
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 STAGES = ("plan", "candidates", "filters", "score", "rerank", "rank", "budget")
 
 
-class DropReason:
+class DropReason(enum.StrEnum):
+    """Why a candidate left the pipeline; stored (and compared) as its plain string value."""
+
     OUT_OF_SCOPE = "out_of_scope"
     SUPERSEDED = "superseded"
     EXPIRED = "expired"
@@ -25,9 +28,6 @@ class DropReason:
     DUPLICATE = "duplicate"
     BELOW_CUT = "below_cut"
     BUDGET = "budget"
-
-    ALL = ("out_of_scope", "superseded", "expired", "forgotten", "retracted", "not_valid_at", "trust_filtered",
-           "duplicate", "below_cut", "budget")
 
 
 @dataclass(slots=True)
