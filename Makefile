@@ -18,11 +18,12 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/memlens gui
 
+# Layer contracts (import-linter) and lint (ruff).
 lint: install
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
 
-test: install
-	QT_QPA_PLATFORM=offscreen $(VENV)/bin/lint-imports
+test: lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 # Writers (an MCP agent, CLI directory ingests) killed at random while readers poll, for minutes;

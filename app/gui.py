@@ -107,8 +107,8 @@ def report_ready(stamps: dict[str, float]) -> None:
 def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
     from PySide6.QtWidgets import QApplication
 
-    from ui.qsettings import APPLICATION, ORGANISATION
     from ui.main_window import MainWindow
+    from ui.qsettings import APPLICATION, ORGANISATION
     from ui.theme import register_fonts
 
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])

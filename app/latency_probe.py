@@ -61,12 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.gui import warm_up
     from engine.bench.runner import run_benchmark
     from engine.memory import parse_sources
     from engine.scope import Scope
     from ui.main_window import MainWindow
-
-    from app.gui import warm_up
 
     app = QApplication.instance() or QApplication([])
     tmp = Path(tempfile.mkdtemp(prefix="memlens-probe-"))

@@ -1,9 +1,10 @@
 """`memlens snapshot`: every inspector pane rendered offscreen to PNG, over a real database.
 
 Also builds the small, real memory database the snapshot (and the UI tests) use when none is
-given, through the engine's public APIs: a chat over four days whose facts supersede each other and disagree (one open conflict, one fact held for
-review), plus whatever extra sources the caller passes (email, Markdown, code, LoCoMo ...)
-ingested with the offline heuristic extractor. Every fact is grounded in a real chunk span.
+given, through the engine's public APIs: a chat over four days whose facts supersede each other
+and disagree (one open conflict, one fact held for review), plus whatever extra sources the caller
+passes (email, Markdown, code, LoCoMo ...) ingested with the offline heuristic extractor. Every
+fact is grounded in a real chunk span.
 """
 
 from __future__ import annotations

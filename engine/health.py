@@ -105,8 +105,8 @@ class CheckResult:
     note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "about": ABOUT[self.name], "count": self.count, "offset": self.offset, "seconds": round(self.seconds, 3),
-                "note": self.note, "items": [i.as_dict() for i in self.items]}
+        return {"title": self.title, "about": ABOUT[self.name], "count": self.count, "offset": self.offset,
+                "seconds": round(self.seconds, 3), "note": self.note, "items": [i.as_dict() for i in self.items]}
 
 
 @dataclass(slots=True)
@@ -505,7 +505,7 @@ def orphaned_derivations(ctx: CheckContext) -> CheckResult:
     for r in ctx.store.derivations(ctx.scope):
         by_fact.setdefault(r["fact_id"], []).append(r)
     found = []
-    for fid, rows in by_fact.items():
+    for rows in by_fact.values():
         premises = []
         for r in rows:
             if r["premise_memory_id"] is None:
@@ -587,7 +587,8 @@ def unsourced_memories(ctx: CheckContext) -> CheckResult:
         why = "no source span" if not r["sources"] else "a source span outside its chunk (or on a missing chunk)"
         items.append(HealthItem(
             key=f"unsourced_memories:{r['id']}",
-            summary=f"Memory #{r['id']} ({r['kind']}, via {r['extraction_method'] or 'ingest'}) has {why}: “{_brief(r['text'], 60)}”",
+            summary=(f"Memory #{r['id']} ({r['kind']}, via {r['extraction_method'] or 'ingest'}) has {why}: "
+                     f"“{_brief(r['text'], 60)}”"),
             target={"kind": "memory", "id": r["id"]}, pane="memories",
             evidence={"memory_id": r["id"], "kind": r["kind"], "text": r["text"], "trust": r["trust"],
                       "sources": r["sources"], "created_at": r["created_at"], "why": why},

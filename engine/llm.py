@@ -40,15 +40,14 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
+from engine.errors import BadInput
 from engine.lazy import lazy_import
+from engine.timeutil import now_iso
 
 # Loaded on first use: together a second of every memlens start on a busy machine, and a recall or a
 # status that calls no model never uses them.
 jsonschema = lazy_import("jsonschema")
 openai = lazy_import("openai")
-
-from engine.errors import BadInput
-from engine.timeutil import now_iso
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -169,7 +169,7 @@ class MemoryEngine:
 
         return check_endpoint(config)
 
-    def __enter__(self) -> "MemoryEngine":
+    def __enter__(self) -> MemoryEngine:
         return self
 
     def __exit__(self, *exc) -> None:

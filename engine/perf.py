@@ -219,9 +219,9 @@ def _pcts(values: list[float]) -> dict[str, float]:
 
 def run_perf(memories: int = 100_000, queries: int = 200, *, dims: int = 384, workdir: str | None = None,
              recipe: str = "offline", progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
+    from .index.vectors import VectorIndex
     from .retrieve.pipeline import Recall
     from .retrieve.recipes import get_recipe
-    from .index.vectors import VectorIndex
     from .store.store import Store
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -265,7 +265,7 @@ def run_perf(memories: int = 100_000, queries: int = 200, *, dims: int = 384, wo
                 if progress is not None and n % 20 == 0:
                     progress(n / max(1, len(qs)), f"query {n}/{len(qs)}")
             # Ground truth after the timed loop, so the brute force does not disturb the timings.
-            for (target, text, qvec), ids in zip(qs, vector_ids):
+            for (_target, _text, qvec), ids in zip(qs, vector_ids):
                 exact = np.argpartition(-(vectors @ qvec), 10)[:10] + 1
                 recall_hits += len(set(ids.tolist()) & set(exact.tolist()))
             db_bytes = sum(p.stat().st_size for p in Path(tmp).glob("perf.db*"))

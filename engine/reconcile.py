@@ -136,7 +136,7 @@ def reconcile(active: list[FactView], candidates: list[Candidate], *, user_keys:
                 same, confidence=reinforced_confidence(same.confidence, conf, config.reinforce_weight))
             continue
 
-        view = lambda status, c=conf: FactView(  # noqa: E731 - the batch's own new fact
+        view = lambda status, c=conf, i=i, cand=cand: FactView(  # noqa: E731 - the batch's own new fact
             id=f"new:{i}", memory_id=-1, subject_key=cand.subject_key, predicate_key=cand.predicate_key,  # type: ignore[arg-type]
             object_key=cand.object_key, object=cand.object, confidence=c, status=status,
             valid_from=cand.valid_from, learned_at=cand.valid_from or "", category=cand.category, trust=cand.trust)

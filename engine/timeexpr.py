@@ -17,7 +17,7 @@ time preposition ("in May"), since "May" and "June" are also names.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -77,21 +77,21 @@ def count_value(word: str) -> int:
 
 
 def day(dt: datetime) -> datetime:
-    return datetime(dt.year, dt.month, dt.day, tzinfo=timezone.utc)
+    return datetime(dt.year, dt.month, dt.day, tzinfo=UTC)
 
 
 def month_window(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
 
 
 def year_window(year: int) -> tuple[datetime, datetime]:
-    return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
 
 
 def _safe_date(year: int, month: int, d: int) -> datetime | None:
     try:
-        return datetime(year, month, d, tzinfo=timezone.utc)
+        return datetime(year, month, d, tzinfo=UTC)
     except ValueError:  # "31 February"
         return None
 
@@ -105,7 +105,7 @@ def nearest_date(month: int, d: int, ref: datetime) -> datetime | None:
 def nearest_month(month: int, ref: datetime) -> tuple[int, int]:
     """(year, month) of the named month nearest the time it was said."""
     options = [(ref.year + dy, month) for dy in (-1, 0, 1)]
-    mid = lambda ym: datetime(ym[0], ym[1], 15, tzinfo=timezone.utc)  # noqa: E731
+    mid = lambda ym: datetime(ym[0], ym[1], 15, tzinfo=UTC)  # noqa: E731
     return min(options, key=lambda ym: abs(mid(ym) - ref))
 
 
@@ -155,7 +155,7 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
             year = ref.year if month > ref.month else ref.year + 1
         elif prep == "since":
             year = ref.year if month <= ref.month else ref.year - 1
-            add(m, "span", datetime(year, month, 1, tzinfo=timezone.utc), today + timedelta(days=1))
+            add(m, "span", datetime(year, month, 1, tzinfo=UTC), today + timedelta(days=1))
             continue
         else:
             year, month = nearest_month(month, ref)
@@ -191,10 +191,10 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
     for m in SEASON.finditer(text):
         which, (first, months) = m.group(1).lower(), SEASONS[m.group(2).lower()]
 
-        def season(year: int) -> tuple[datetime, datetime]:
-            start = datetime(year, first, 1, tzinfo=timezone.utc)
+        def season(year: int, first: int = first, months: int = months) -> tuple[datetime, datetime]:
+            start = datetime(year, first, 1, tzinfo=UTC)
             end_month = first + months
-            return start, datetime(year + (end_month > 12), (end_month - 1) % 12 + 1, 1, tzinfo=timezone.utc)
+            return start, datetime(year + (end_month > 12), (end_month - 1) % 12 + 1, 1, tzinfo=UTC)
 
         year = ref.year - 1 if first == 12 and ref.month <= 2 else ref.year  # "this winter" in January
         start, end = season(year)

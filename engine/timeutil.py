@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import email.utils
 import re
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -15,12 +15,12 @@ from typing import Any
 def to_iso(dt: datetime) -> str:
     """'YYYY-MM-DDTHH:MM:SSZ' (the year always four digits); a naive datetime is taken to be UTC."""
     if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc)
+        dt = dt.astimezone(UTC)
     return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}Z"
 
 
 def now_iso() -> str:
-    return to_iso(datetime.now(timezone.utc))
+    return to_iso(datetime.now(UTC))
 
 
 @lru_cache(maxsize=8192)  # pure (datetimes are immutable); recall parses each candidate's times per query
@@ -31,8 +31,8 @@ def parse_iso(value: str) -> datetime:
         text = text[:-1] + "+00:00"
     dt = datetime.fromisoformat(text)
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
 
 
 def normalise_iso(value: str | None) -> str | None:
@@ -85,7 +85,7 @@ def to_utc_iso(value: Any) -> str | None:
             seconds = float(value)
             if abs(seconds) > 1e11:  # 1e11 s is year 5138: this is milliseconds
                 seconds /= 1000.0
-            return to_iso(datetime.fromtimestamp(seconds, tz=timezone.utc))
+            return to_iso(datetime.fromtimestamp(seconds, tz=UTC))
         if isinstance(value, str):
             text = value.strip()
             return to_iso(datetime.fromisoformat(text)) if text else None

@@ -30,9 +30,21 @@ from ..errors import BadInput
 from ..files import private_dir, write_private
 from . import datasets as ds
 from .metrics import LEVELS
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _execute,
-                     _git_commit, limit_questions, open_container, question_metrics, truth_metrics, tuned_on,
-                     turn_ranking)
+from .runner import (
+    BENCH_SCOPE,
+    DEFAULT_KS,
+    _cached_embedder,
+    _containers,
+    _embedder,
+    _execute,
+    _git_commit,
+    limit_questions,
+    open_container,
+    question_metrics,
+    truth_metrics,
+    tuned_on,
+    turn_ranking,
+)
 
 # memlens bench updates: current truth (update_metrics), on its halves (tuned on dev, held-out the other)
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
@@ -256,7 +268,7 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{r['folds_hurt']} | {r['questions_changed']} | {r['verdict']} |")
     lines += ["", "## By fold", "", "| feature | " + " | ".join(folds) + " |",
               "|---|" + "---:|" * len(folds),
-              f"| (all features) | " + " | ".join(f"{base['by_fold'][f]:.4f}" for f in folds) + " |"]
+              "| (all features) | " + " | ".join(f"{base['by_fold'][f]:.4f}" for f in folds) + " |"]
     for name, r in feats:
         lines.append(f"| {name} | " + " | ".join(f"{r['by_fold'][f]:+.4f}" for f in folds) + " |")
     if report.get("not_measured"):

@@ -34,11 +34,22 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadInput
+from ..retrieve.recipes import FITTED, overrides_for, recipe_weights
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, _fold_of
-from ..retrieve.recipes import FITTED, overrides_for, recipe_weights
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _execute,
-                     _git_commit, limit_questions, open_container, question_metrics, tuned_on)
+from .runner import (
+    BENCH_SCOPE,
+    DEFAULT_KS,
+    _cached_embedder,
+    _containers,
+    _embedder,
+    _execute,
+    _git_commit,
+    limit_questions,
+    open_container,
+    question_metrics,
+    tuned_on,
+)
 
 STEPS = (0.0, 0.5, 0.75, 1.25, 1.5, 2.0)  # multipliers tried per weight and pass
 FROM_ZERO = (0.05, 0.1, 0.2, 0.4)  # values tried for a weight at zero

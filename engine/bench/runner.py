@@ -29,8 +29,8 @@ from ..timeutil import now_iso
 from . import containers
 from . import datasets as ds
 from .metrics import LEVELS, METRICS_VERSION, dedupe, percentiles
-from .scoring import describe as describe_scoring
 from .scoring import MEMLENS, lme_official_id, schemes_for, score_question, summarise_run
+from .scoring import describe as describe_scoring
 from .update_metrics import KU_METRICS, UPDATE_METRICS, evidence_order, score_update_question, summarise_extra
 
 DEFAULT_KS = (1, 3, 5, 10)
@@ -555,7 +555,8 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop,
 
 def _execute_dask(specs: list[dict], address: str, should_stop, fn=run_container):
     try:
-        from distributed import Client, as_completed as dask_completed
+        from distributed import Client
+        from distributed import as_completed as dask_completed
     except ImportError:
         raise BadInput("--executor dask:// needs the 'dask' extra: pip install 'memlens[dask]'") from None
     client = Client(address, timeout="10s")

@@ -268,7 +268,7 @@ def _locomo_score(q: Question, ranking: Sequence[str], ks: Sequence[int]) -> Sco
         top, top_sessions = set(turns[:k]), set(sessions[:k])
         scores[metric_key("turn", "evidence_recall", k)] = _locomo_recall(top.__contains__, evidence)
         scores[metric_key("session", "evidence_recall", k)] = _locomo_recall(
-            lambda ev: _locomo_session_number(ev) in top_sessions, evidence)
+            lambda ev, top_sessions=top_sessions: _locomo_session_number(ev) in top_sessions, evidence)
     return scores
 
 

@@ -40,7 +40,7 @@ class ConsolidationReport:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     log_id: int | None = None
 
-    def merge(self, other: "ConsolidationReport") -> None:
+    def merge(self, other: ConsolidationReport) -> None:
         for name in ("candidates", "inserted", "reinforced", "superseded", "conflicts", "reviews", "skipped",
                      "unverified"):
             setattr(self, name, getattr(self, name) + getattr(other, name))

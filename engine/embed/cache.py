@@ -50,7 +50,7 @@ def embedder_identity(emb: Embedder) -> str:
 
 
 def text_key(kind: str, text: str) -> bytes:
-    return hashlib.sha256(f"{kind}\x00{text}".encode("utf-8")).digest()
+    return hashlib.sha256(f"{kind}\x00{text}".encode()).digest()
 
 
 class CachedEmbedder:

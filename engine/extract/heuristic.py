@@ -26,9 +26,8 @@ import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from engine.extract.change_frames import change_frames
 from engine.extract.canonical import (
     STATIC_PREDICATES,
     name_key,
@@ -37,6 +36,7 @@ from engine.extract.canonical import (
     predicate_key,
     subject_key,
 )
+from engine.extract.change_frames import change_frames
 from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
@@ -975,7 +975,7 @@ def _date_phrase(text: str) -> re.Match[str] | None:
 
 
 def _month_end(year: int, month: int) -> datetime:
-    return datetime(year, month, calendar.monthrange(year, month)[1], tzinfo=timezone.utc) + timedelta(days=1)
+    return datetime(year, month, calendar.monthrange(year, month)[1], tzinfo=UTC) + timedelta(days=1)
 
 
 def forget_after_for(text: str, source_time: str | None) -> str | None:
@@ -989,7 +989,7 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
     m = _DATE_PHRASE.search(text)
     if m:
         if m.group("year"):
-            return to_iso(datetime(int(m.group("year")) + 1, 1, 1, tzinfo=timezone.utc))
+            return to_iso(datetime(int(m.group("year")) + 1, 1, 1, tzinfo=UTC))
         if m.group("mon"):
             month = MONTHS.index(m.group("mon").casefold()) + 1
             if m.group("mon_y"):
@@ -1018,9 +1018,9 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
                 year, month = (day.year + 1, 1) if day.month == 12 else (day.year, day.month + 1)
                 return to_iso(_month_end(year, month))
             if rel == "this year":
-                return to_iso(datetime(day.year + 1, 1, 1, tzinfo=timezone.utc))
+                return to_iso(datetime(day.year + 1, 1, 1, tzinfo=UTC))
             if rel == "next year":
-                return to_iso(datetime(day.year + 2, 1, 1, tzinfo=timezone.utc))
+                return to_iso(datetime(day.year + 2, 1, 1, tzinfo=UTC))
         if m.group("unit"):
             raw = m.group("n").casefold()
             n = _WORD_NUM.get(raw) or int(raw)
@@ -1035,7 +1035,7 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
     if d:
         if d.group("iso"):
             try:
-                when = datetime.fromisoformat(d.group("iso")).replace(tzinfo=timezone.utc)
+                when = datetime.fromisoformat(d.group("iso")).replace(tzinfo=UTC)
             except ValueError:
                 return None
             return to_iso(when + timedelta(days=1))
@@ -1050,7 +1050,7 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
         else:
             return None
         try:
-            when = datetime(year, month, dd, tzinfo=timezone.utc)
+            when = datetime(year, month, dd, tzinfo=UTC)
         except ValueError:
             return None
         return to_iso(when + timedelta(days=1))

@@ -60,8 +60,23 @@ from ..extract.canonical import object_key, predicate_key, subject_key
 from ..names import name_key
 from ..scope import SCOPE_TYPES, Scope
 from ..store.neoagent import (
-    NOT_IMPORTED, ChunkRow, DocumentRow, EntityRow, FactRow, MemoryRow, MentionRow, NeoAgentSource, OwnerPlan,
-    OwnerRows, OwnerWrite, RelationRow, ReviewRow, SourceRow, TraceRow, WriteCounts, memories_needing_vectors,
+    NOT_IMPORTED,
+    ChunkRow,
+    DocumentRow,
+    EntityRow,
+    FactRow,
+    MemoryRow,
+    MentionRow,
+    NeoAgentSource,
+    OwnerPlan,
+    OwnerRows,
+    OwnerWrite,
+    RelationRow,
+    ReviewRow,
+    SourceRow,
+    TraceRow,
+    WriteCounts,
+    memories_needing_vectors,
     put_vectors,
 )
 from ..timeutil import normalise_stored_time, now_iso

@@ -17,10 +17,10 @@ import threading
 
 import numpy as np
 
+from ..scope import Scope
+
 SCAN_QUANTISED_FROM = 20_000  # rows; below this a float32 scan is as fast and simpler
 SHORTLIST = 256  # quantised candidates rescored in float32
-
-from ..scope import Scope
 
 
 class VectorIndex:

@@ -22,7 +22,6 @@ from engine.ingest.formats.text import parse_markdown, parse_text
 from engine.ingest.model import FORMATS, ParsedDocument
 from engine.ingest.normalize import binary_reason, decode, read_file_bytes
 
-
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
 JSON_EXTENSIONS = frozenset({".json", ".jsonl", ".ndjson"})
 EMAIL_EXTENSIONS = frozenset({".eml", ".mbox", ".mbx"})

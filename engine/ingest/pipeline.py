@@ -219,7 +219,7 @@ class Ingestor:
                     raise Cancelled("ingestion cancelled")
                 name = pending.doc.title or pending.doc.uri or "document"
                 self._write(pending, report, should_stop, on_batch=None if progress is None else (
-                    lambda part, name=name: progress((done + part) / total, name)))
+                    lambda part, name=name, done=done: progress((done + part) / total, name)))
                 done += 1
                 if progress is not None:
                     progress(done / total, name)

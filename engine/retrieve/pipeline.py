@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,12 +20,12 @@ from ..embed.base import Embedder
 from ..llm import LLMClient, Recorder
 from ..names import find_mentions, name_key
 from ..scope import Scope
+from ..statements import asks_state
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
-from . import timeframe
 from ..tokens import estimate_tokens, truncate_to_tokens
-from ..statements import asks_state
-from .intent import Intent, read_intent, speaker_matches
+from . import timeframe
+from .intent import read_intent, speaker_matches
 from .query import content_terms, match_expression
 from .recipes import Recipe
 from .trace import CandidateTrace, DropReason, Trace

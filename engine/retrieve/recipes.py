@@ -100,11 +100,11 @@ def overrides_for(weights: dict[str, float], recipe: Recipe) -> dict[str, Any]:
     """Recipe overrides that set `weights` (a recipe_weights-shaped dict)."""
     channel = dict(recipe.weights)
     out: dict[str, Any] = {}
-    for name, field in FITTED:
-        if field.startswith("weights."):
+    for name, where in FITTED:
+        if where.startswith("weights."):
             channel[name] = float(weights[name])
         else:
-            out[field] = float(weights[name])
+            out[where] = float(weights[name])
     out["weights"] = channel
     return out
 

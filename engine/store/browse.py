@@ -68,7 +68,7 @@ class MemoryFilter:
     text: str | None = None  # full-text search over memories_fts
     descending: bool = False  # order by id
 
-    def without_text(self) -> "MemoryFilter":
+    def without_text(self) -> MemoryFilter:
         return replace(self, text=None)
 
     @property

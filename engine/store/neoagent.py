@@ -187,7 +187,7 @@ class NeoAgentSource:
             self.snapshot.discard()
             self.snapshot = None
 
-    def __enter__(self) -> "NeoAgentSource":
+    def __enter__(self) -> NeoAgentSource:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -257,7 +257,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -315,8 +315,8 @@ def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
 
 
 def test_outdated_fact_vectors_stay_searchable_until_redone(tmp_path):
-    from engine.index.vectors import VectorIndex
     from engine.embed.text import fact_vector_text
+    from engine.index.vectors import VectorIndex
 
     emb = HashingEmbedder(384)
     with MemoryEngine(tmp_path / "m.db", embedder=emb, background_reembed=False) as eng:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,11 +13,11 @@ from engine.retrieve import timeframe
 from engine.scope import Scope
 
 SCOPE = Scope.default("ana", "bot")
-NOW = datetime(2024, 1, 20, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 1, 20, 12, 0, tzinfo=UTC)
 
 
 def day(y, m, d):
-    return datetime(y, m, d, tzinfo=timezone.utc)
+    return datetime(y, m, d, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("query, start, end", [

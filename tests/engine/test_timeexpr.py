@@ -1,12 +1,12 @@
 """The one date grammar: times a turn names, resolved against the time it was said."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from engine.timeexpr import mentions, stored_rows
 
-MONDAY = datetime(2023, 5, 15, 13, 0, tzinfo=timezone.utc)  # Monday 15 May 2023
+MONDAY = datetime(2023, 5, 15, 13, 0, tzinfo=UTC)  # Monday 15 May 2023
 
 
 def resolved(text, ref=MONDAY):

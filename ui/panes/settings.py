@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
 from engine.memory import MemoryEngine
 from engine.retrieve.recipes import RECIPES
+from engine.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
 from ui.panes.base import PaneBase
 
 # what each structured-output mode means for the operator
