@@ -189,7 +189,7 @@ def test_scope_isolation_holds_across_relation_hops(engine):
 
 def test_an_old_memory_behind_many_newer_ones_is_found(tmp_path):
     """The oldest memory must still be found behind 100k newer ones."""
-    from engine.perf import SyntheticStore
+    from engine.bench.perf import SyntheticStore
     from engine.store.store import Store
 
     path = tmp_path / "big.db"

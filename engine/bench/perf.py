@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .scope import Scope
+from ..scope import Scope
 
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kira", "Luca", "Maya",
          "Nils", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tara", "Umar", "Vera", "Wen", "Xavi", "Yara", "Zoe"]
@@ -219,10 +219,10 @@ def _pcts(values: list[float]) -> dict[str, float]:
 
 def run_perf(memories: int = 100_000, queries: int = 200, *, dims: int = 384, workdir: str | None = None,
              recipe: str = "offline", progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
-    from .index.vectors import VectorIndex
-    from .retrieve.pipeline import Recall
-    from .retrieve.recipes import get_recipe
-    from .store.store import Store
+    from ..index.vectors import VectorIndex
+    from ..retrieve.pipeline import Recall
+    from ..retrieve.recipes import get_recipe
+    from ..store.store import Store
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(tmp) / "perf.db"
@@ -288,13 +288,13 @@ def run_health_perf(memories: int = 100_000, *, dims: int = 384, workdir: str | 
                     progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
     """Build a synthetic store with provenance (SyntheticStore.build(provenance=True)), reopen it as
     the CLI would, and time every health check over it twice (first read, then warm caches)."""
-    from .health import run_checks
-    from .store.store import Store
+    from ..health import run_checks
+    from ..store.store import Store
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(keep) if keep else Path(tmp) / "health.db"
         if path.exists():
-            from .errors import BadInput
+            from ..errors import BadInput
 
             raise BadInput(f"{path}: already exists; the synthetic store is only built into a new file")
         model = f"synthetic-{dims}"
