@@ -35,7 +35,7 @@ class CurationResult:
     summary: dict[str, int]
     details: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"log_id": self.log_id, "command": self.command, "summary": self.summary, **self.details}
 
 
@@ -63,7 +63,7 @@ class Curator:
                                     actor=self.actor, note=note)
         return CurationResult(log_id, command, changes.summary(), details)
 
-    def _fact(self, fact_id: int) -> dict:
+    def _fact(self, fact_id: int) -> dict[str, Any]:
         fact = self.store.fact(self.scope, fact_id)
         if fact is None:
             raise BadInput(f"no fact {fact_id} in this scope")
@@ -456,7 +456,7 @@ class Curator:
 
         return self._replay("redo", entry, note, body)
 
-    def _replay(self, command: str, entry: dict, note: str | None, body) -> CurationResult:
+    def _replay(self, command: str, entry: dict[str, Any], note: str | None, body) -> CurationResult:
         changes = ChangeSet()
         with self.store.writer(self.scope) as w:
             details = body(w, changes)
@@ -465,7 +465,7 @@ class Curator:
         rows = entry["before"]["rows"]
         return CurationResult(log_id, command, {t: len(r) for t, r in rows.items() if r}, details)
 
-    def _entry(self, log_id: int | None, *, want_undone: bool) -> dict:
+    def _entry(self, log_id: int | None, *, want_undone: bool) -> dict[str, Any]:
         if log_id is not None:
             entry = self.store.curation_entry(self.scope, log_id)
             if entry is None:

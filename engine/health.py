@@ -149,7 +149,7 @@ class CheckContext:
         if self.should_stop is not None and self.should_stop():
             raise _Stopped
 
-    def page(self, items: list) -> list:
+    def page(self, items: list[Any]) -> list[Any]:
         return items[self.offset:self.offset + self.limit]
 
     @property

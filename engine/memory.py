@@ -252,7 +252,7 @@ class MemoryEngine:
             for _, otype, oid, text in batch:  # the same text ingestion embedded (engine.ingest.pipeline)
                 texts.append(vector_text(text, context.get(oid) if otype == "memory" else None))
             vectors = emb.embed(texts, kind="passage")
-            by_scope: dict[tuple[Scope, str], list] = {}
+            by_scope: dict[tuple[Scope, str], list[Any]] = {}
             for (scope, owner_type, owner_id, _), vec in zip(batch, vectors):
                 by_scope.setdefault((scope, owner_type), []).append((owner_id, vec))
             for (scope, owner_type), rows in by_scope.items():

@@ -23,7 +23,7 @@ def from_dict(cls: type[T], row: dict[str, Any]) -> T:
 
 class Record:
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)  # type: ignore[call-overload,no-any-return]  # subclasses are dataclasses
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class Document(Record):
     version: int
     previous_id: int | None
     replaced_at: str | None
-    meta: dict
+    meta: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -64,7 +64,7 @@ class Chunk(Record):
     source_time: str | None
     trust: str
     quotes_chunk_id: int | None
-    meta: dict
+    meta: dict[str, Any]
 
 
 @dataclass(slots=True)

@@ -105,8 +105,7 @@ def nearest_date(month: int, d: int, ref: datetime) -> datetime | None:
 def nearest_month(month: int, ref: datetime) -> tuple[int, int]:
     """(year, month) of the named month nearest the time it was said."""
     options = [(ref.year + dy, month) for dy in (-1, 0, 1)]
-    mid = lambda ym: datetime(ym[0], ym[1], 15, tzinfo=UTC)  # noqa: E731
-    return min(options, key=lambda ym: abs(mid(ym) - ref))
+    return min(options, key=lambda ym: abs(datetime(ym[0], ym[1], 15, tzinfo=UTC) - ref))
 
 
 def _week_start(dt: datetime) -> datetime:
@@ -119,7 +118,7 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []  # few per turn: a scan is cheaper than an interval tree
 
-    def add(m: re.Match, kind: str, start: datetime | None, end: datetime | None) -> None:
+    def add(m: re.Match[str], kind: str, start: datetime | None, end: datetime | None) -> None:
         if start is None or end is None or end <= start:
             return
         s, e = m.span()

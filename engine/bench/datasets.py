@@ -836,7 +836,7 @@ def _convomem_conversations(raw: list[Any], name: str, where: str) -> tuple[Conv
     return tuple(out)
 
 
-def _convomem_category(item: dict, folders: tuple[str, ...], quirks: QuirkReport,
+def _convomem_category(item: dict[str, Any], folders: tuple[str, ...], quirks: QuirkReport,
                        qid: str) -> tuple[str | None, str | None]:
     """(the benchmark category, the item's own use-case category when that is something else)."""
     raw = item.get("category")

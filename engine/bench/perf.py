@@ -145,7 +145,7 @@ class SyntheticStore:
                 progress(stop / self.n, f"built {stop:,} memories")
         return vectors
 
-    def _provenance(self, w, mems: list[tuple]) -> None:
+    def _provenance(self, w, mems: list[tuple[Any, ...]]) -> None:
         """Documents, chunks, source spans and name mentions for one batch of memories (see build)."""
         docs, chunks, sources, mentions = [], [], [], []
         for c in range(0, len(mems), CONVERSATION):

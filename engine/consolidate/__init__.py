@@ -48,7 +48,7 @@ class ConsolidationReport:
         self.decisions += other.decisions
 
 
-def _view(row: dict) -> FactView:
+def _view(row: dict[str, Any]) -> FactView:
     return FactView(id=row["id"], memory_id=row["memory_id"], subject_key=row["subject_key"],
                     predicate_key=row["predicate_key"], object_key=row["object_key"], object=row["object"],
                     confidence=row["confidence"], status=row["status"], valid_from=row["valid_from"],

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..embed.base import Embedder
 from ..errors import BadInput, Cancelled
@@ -45,7 +46,7 @@ class ExtractReport:
     errors: list[str] = field(default_factory=list)
     stopped: str | None = None  # why the run stopped before the last window (a fatal endpoint error)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         f = self.facts
         return {"windows": self.windows, "failed_windows": self.failed_windows, "llm_calls": self.llm_calls,
                 "facts_inserted": f.inserted, "facts_reinforced": f.reinforced, "facts_superseded": f.superseded,
@@ -106,7 +107,7 @@ class Extractor:
                     n += w.enqueue_window(doc_id, first, last)
         return n
 
-    def _views(self, window: dict, documents: dict[int, Document | None]) -> list[SourceChunk]:
+    def _views(self, window: dict[str, Any], documents: dict[int, Document | None]) -> list[SourceChunk]:
         # One read per document and run: reading it (its whole text) for each of its windows made
         # a long file's extraction quadratic (10 MB of text: 3,600 windows, 36 GB copied).
         doc_id = window["document_id"]

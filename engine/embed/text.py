@@ -7,6 +7,8 @@ and FTS row stay exactly its own; only the vector sees the extra context.
 
 from __future__ import annotations
 
+from typing import Any
+
 CONTEXT_CHARS = 300  # of the previous message, embedded after the message itself
 
 
@@ -31,7 +33,7 @@ def fact_vector_text(text: str, evidence: str | None) -> str:
     return f"{text}\n(from: {evidence[:CONTEXT_CHARS]})"
 
 
-def vector_text(text: str, context: tuple | None) -> str:
+def vector_text(text: str, context: tuple[Any, ...] | None) -> str:
     """The text a stored memory's vector is computed from, given Store.embedding_context's row:
     the same text ingestion and consolidation embedded, so re-embedding reproduces it."""
     if context is None:

@@ -242,7 +242,7 @@ def parse_list(value: Any) -> tuple[list[Any], bool]:
     return (obj, True) if isinstance(obj, list) else ([], False)
 
 
-def _version_pointers(facts: list[dict]) -> dict[str, str | None]:
+def _version_pointers(facts: list[dict[str, Any]]) -> dict[str, str | None]:
     """NeoAgent fact id -> the id of the fact it supersedes (memlens: new -> old).
 
     NeoAgent's pointers are new -> old except for duplicates, which point at the fact NeoAgent
@@ -251,7 +251,7 @@ def _version_pointers(facts: list[dict]) -> dict[str, str | None]:
     supersedes an older version, its duplicates stay unlinked (their reason names it)."""
     ids = {f["id"] for f in facts}
     out: dict[str, str | None] = {f["id"]: None if f["duplicate"] else f["supersedes"] for f in facts}
-    behind: dict[str, list[dict]] = {}
+    behind: dict[str, list[dict[str, Any]]] = {}
     for f in facts:
         if f["duplicate"] and f["supersedes"] in ids and f["supersedes"] != f["id"]:
             behind.setdefault(f["supersedes"], []).append(f)
@@ -291,7 +291,7 @@ def _truthy(flag: Any) -> bool:
         return bool(flag)
 
 
-def _chunk_texts(chunk: dict) -> set[str]:
+def _chunk_texts(chunk: dict[str, Any]) -> set[str]:
     """The texts a memory has when it is verbatim this chunk (NEOAGENT-SCHEMA.md 2.7)."""
     texts = {chunk["values"]["text"], chunk["stored"]}
     if chunk.get("title"):
@@ -395,7 +395,7 @@ class OwnerPlanner:
     def _skip(self, record: str, exc: Unfit, what: str) -> None:
         self.report.problem(record, exc.reason, "skipped", f"{what}: {exc.detail}")
 
-    def _times(self, record: str, row: dict, cols: tuple[str, ...], what: str) -> dict[str, Any]:
+    def _times(self, record: str, row: dict[str, Any], cols: tuple[str, ...], what: str) -> dict[str, Any]:
         """The row's times, canonical. One that is not a time is unknown (None): the row keeps its
         data, the raw value goes to `out["unparsed"]` (a document keeps it in its meta) and is reported."""
         out: dict[str, Any] = {"unparsed": {}}
@@ -409,7 +409,7 @@ class OwnerPlanner:
                                     f"{what}: {c}={row.get(c)!r} is not a time")
         return out
 
-    def _meta(self, record: str, row: dict, what: str, col: str = "metadata_json") -> dict[str, Any]:
+    def _meta(self, record: str, row: dict[str, Any], what: str, col: str = "metadata_json") -> dict[str, Any]:
         meta, ok = parse_object(row.get(col))
         if not ok:
             self.report.problem(record, "bad_json", "imported without it",
@@ -443,8 +443,8 @@ class OwnerPlanner:
         self._events(memories)
         return self.plan
 
-    def _documents(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def _documents(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for row in self.rows.documents:
             rid = str(row["id"])
             what = f"document {rid}"
@@ -469,8 +469,8 @@ class OwnerPlanner:
             }
         return out
 
-    def _chunks(self, docs: dict[str, dict]) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def _chunks(self, docs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for row in self.rows.chunks:
             rid = str(row["id"])
             what = f"chunk {rid} of document {row.get('document_id')}"
@@ -524,8 +524,8 @@ class OwnerPlanner:
             }
         return out
 
-    def _memories(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def _memories(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for row in self.rows.memories:
             rid = str(row["id"])
             what = f"memory {rid}"
@@ -575,8 +575,8 @@ class OwnerPlanner:
             out[rid] = {"key": f"neoagent:memory:{rid}", "scope": scope, "values": values, "meta": meta}
         return out
 
-    def _facts(self, memories: dict[str, dict]) -> dict[str, list[dict]]:
-        by_memory: dict[str, list[dict]] = {}
+    def _facts(self, memories: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        by_memory: dict[str, list[dict[str, Any]]] = {}
         for row in self.rows.facts:
             rid = str(row["id"])
             mid = str(row.get("memory_id"))
@@ -650,9 +650,10 @@ class OwnerPlanner:
             })
         return by_memory
 
-    def _links(self, memories: dict[str, dict], chunks: dict[str, dict]) -> dict[str, list[tuple[str, dict]]]:
+    def _links(self, memories: dict[str, dict[str, Any]],
+               chunks: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """memory id -> [(chunk key, link info)] for links that can be followed."""
-        out: dict[str, list[tuple[str, dict]]] = {}
+        out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for row in self.rows.links:
             mid, cid = str(row.get("memory_id")), str(row.get("chunk_id"))
             what = f"link memory {mid} -> chunk {cid}"
@@ -679,8 +680,8 @@ class OwnerPlanner:
                                                                        "relevance": relevance}))
         return out
 
-    def _windows(self, memories: dict[str, dict], docs: dict[str, dict], chunks: dict[str, dict],
-                 links: dict[str, list[tuple[str, dict]]]) -> None:
+    def _windows(self, memories: dict[str, dict[str, Any]], docs: dict[str, dict[str, Any]], chunks: dict[str, dict[str, Any]],
+                 links: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         """Overlap-window memories of older NeoAgents (NEOAGENT-SCHEMA.md 2.3) have no source link,
         only their document and span in metadata. A window that is really there (the two chunks it
         joins, or its text at its span) becomes a memlens chunk of kind "window", linked to it."""
@@ -729,8 +730,8 @@ class OwnerPlanner:
             links[rid] = [(key, {"time": None, "relevance": 1.0})]
             self.report.note("overlap_window_linked", f"{what}: [{start}, {end}) of {doc_key}")
 
-    def _layout(self, memories: dict[str, dict], facts: dict[str, list[dict]],
-                links: dict[str, list[tuple[str, dict]]], chunks: dict[str, dict]) -> None:
+    def _layout(self, memories: dict[str, dict[str, Any]], facts: dict[str, list[dict[str, Any]]],
+                links: dict[str, list[tuple[str, dict[str, Any]]]], chunks: dict[str, dict[str, Any]]) -> None:
         all_fact_keys = {f["key"]: (mid, f) for mid, fs in facts.items() for f in fs}
         pointers = _version_pointers([f for fs in facts.values() for f in fs])
         for mid, mem in memories.items():
@@ -804,12 +805,12 @@ class OwnerPlanner:
                     reason = f["values"]["reason"] or f"held for review in NeoAgent (status {f['raw_status']!r})"
                     self.plan.reviews.append(ReviewRow(scope, f["key"], other_key, reason))
 
-    def _place_documents(self, docs: dict[str, dict], chunks: dict[str, dict],
-                         links: dict[str, list[tuple[str, dict]]]) -> None:
+    def _place_documents(self, docs: dict[str, dict[str, Any]], chunks: dict[str, dict[str, Any]],
+                         links: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         placed: dict[str, dict[Scope, None]] = {k: {} for k in docs}
         for s in self.plan.sources:
             placed[s.document_key].setdefault(s.scope, None)
-        by_doc: dict[str, list[tuple[str, dict]]] = {}
+        by_doc: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for ck, ch in chunks.items():
             by_doc.setdefault(ch["document_key"], []).append((ck, ch))
         for key, values in docs.items():
@@ -819,8 +820,8 @@ class OwnerPlanner:
                 for ck, ch in by_doc.get(key, []):
                     self.plan.chunks.append(ChunkRow(ck, key, scope, ch["values"]))
 
-    def _relations(self, memories: dict[str, dict], chunks: dict[str, dict],
-                   links: dict[str, list[tuple[str, dict]]]) -> None:
+    def _relations(self, memories: dict[str, dict[str, Any]], chunks: dict[str, dict[str, Any]],
+                   links: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         for row in self.rows.relations:
             rid = str(row.get("id"))
             src, dst = str(row.get("from_memory_id")), str(row.get("to_memory_id"))
@@ -860,7 +861,7 @@ class OwnerPlanner:
                 scope, memories[src]["key"], memories[dst]["key"], rtype, min(1.0, max(0.0, confidence)),
                 "neoagent_relation", reason, t["created_at"] or self._now, ev_key))
 
-    def _entities(self, memories: dict[str, dict]) -> None:
+    def _entities(self, memories: dict[str, dict[str, Any]]) -> None:
         entities: dict[str, tuple[str, str, str]] = {}  # id -> (name, canonical, kind)
         for row in self.rows.entities:
             rid = str(row.get("id"))
@@ -902,7 +903,7 @@ class OwnerPlanner:
         for (scope, canon, kind), name in placed.items():
             self.plan.entities.append(EntityRow(scope, name, canon, kind))
 
-    def _events(self, memories: dict[str, dict]) -> None:
+    def _events(self, memories: dict[str, dict[str, Any]]) -> None:
         for row in self.rows.events:
             rid = str(row.get("id"))
             what = f"retrieval event {rid}"

@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -87,11 +88,11 @@ class IngestReport:
     extract_seconds: float = 0.0
     document_ids: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    extraction: dict | None = None
+    extraction: dict[str, Any] | None = None
     written: list[bool] = field(default_factory=list)  # per input document: stored (False: unchanged)
-    files: list[dict] | None = None  # per input file: path, status, reason, documents (ingest_sources)
+    files: list[dict[str, Any]] | None = None  # per input file: path, status, reason, documents (ingest_sources)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "documents": self.documents, "chunks": self.chunks, "memories": self.memories,
             "facts": self.facts, "skipped": self.skipped, "unchanged": self.unchanged, "failed": self.failed,
@@ -114,7 +115,7 @@ class _NewChunk:
     source_time: str | None
     mentions: list[Mention]
     speaker_entity: bool  # the speaker is a mention without a span (the text does not name them)
-    times: list[tuple]  # the time expressions it names, resolved against its own time (timeexpr)
+    times: list[tuple[Any, ...]]  # the time expressions it names, resolved against its own time (timeexpr)
 
 
 @dataclass(slots=True)

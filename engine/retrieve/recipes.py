@@ -75,7 +75,7 @@ class Recipe:
     def on(self, feature: str) -> bool:
         return feature not in self.off
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

@@ -99,11 +99,12 @@ def window(query: str, now: datetime | None) -> Window | None:
 def _absolute(query: str, now: datetime) -> Window | None:
     days = []  # (position, day) for every full or partial date, in the order written
     for rx, order in ((_DMY, "dmy"), (_MDY, "mdy")):
-        for m in rx.finditer(query):
-            d, mon, y = (m.group(1), m.group(2), m.group(3)) if order == "dmy" else (m.group(2), m.group(1), m.group(3))
+        for hit in rx.finditer(query):
+            g = hit.group
+            d, mon, y = (g(1), g(2), g(3)) if order == "dmy" else (g(2), g(1), g(3))
             day = _date(int(y) if y else None, _MONTHS[mon], int(d), now)
             if day is not None:
-                days.append((m.start(), day))
+                days.append((hit.start(), day))
     if days:
         days.sort(key=lambda x: x[0])
         first, last = days[0][1], days[-1][1]

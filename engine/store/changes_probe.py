@@ -75,15 +75,15 @@ class Changes:
     other_scopes: bool = False  # memories or documents were added in other scopes (the scope list may grow)
 
 
-def _marks(conn) -> dict[str, tuple[int, int]]:
-    out = {}
+def _marks(conn: apsw.Connection) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
     for table in (*SCOPED_TABLES, *GLOBAL_TABLES):
-        row = conn.execute(f"SELECT coalesce(max(id), 0), count(*) FROM {table}").fetchone()
-        out[table] = (int(row[0]), int(row[1]))
+        top, count = conn.execute(f"SELECT coalesce(max(id), 0), count(*) FROM {table}").fetchone() or (0, 0)
+        out[table] = (int(top), int(count))
     return out
 
 
-def probe_changes(store, scope: Scope | None, previous: Probe | None) -> tuple[Probe, Changes]:
+def probe_changes(store: Any, scope: Scope | None, previous: Probe | None) -> tuple[Probe, Changes]:
     """The current marks, and what changed since `previous` (nothing when there is no previous)."""
     conn = store.conn
     conn.execute("BEGIN")  # one snapshot for all the counts

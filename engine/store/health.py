@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apsw
@@ -196,7 +196,8 @@ class HealthReads:
         return total, rows
 
     # full text --------------------------------------------------------------------------------
-    def fts_rows_out_of_sync(self, scope: Scope, table: str, *, should_stop=None) -> dict[str, list[int]]:
+    def fts_rows_out_of_sync(self, scope: Scope, table: str, *,
+                             should_stop: Callable[[], bool] | None = None) -> dict[str, list[int]]:
         """Rows of `table` (memories or chunks) in this scope that its FTS5 index does not hold as
         they are: "missing" (no index row), "changed" (the index counts another number of tokens
         than the text has now), and index rows whose content row is gone ("orphaned", no scope:
@@ -214,7 +215,7 @@ class HealthReads:
             if sz is None:
                 if text:
                     out["missing"].append(rid)
-            elif _varint(sz) != len(tokenize(text.encode("utf-8"), reason, None, include_offsets=False)):
+            elif _varint(sz) != len(list(tokenize(text.encode("utf-8"), reason, None, include_offsets=False))):
                 out["changed"].append(rid)
             if should_stop is not None and n % 20000 == 0 and should_stop():
                 break
@@ -284,7 +285,7 @@ class HealthReads:
         """Rebuild both full-text indexes from their content tables (derived data: nothing is lost)."""
         with self.db.write() as conn:  # type: ignore[attr-defined]
             for table in ("memories_fts", "chunks_fts"):
-                apsw.fts5.Table(conn, table).command_rebuild()
+                apsw.fts5.Table(conn, table).command_rebuild()  # type: ignore[no-untyped-call]  # apsw's own
 
 
 class HealthWrites:

@@ -99,15 +99,15 @@ class OwnerRows:
 
     user_id: int | str
     agent_id: str  # '' = no agent
-    memories: list[dict] = field(default_factory=list)
-    facts: list[dict] = field(default_factory=list)
-    documents: list[dict] = field(default_factory=list)
-    chunks: list[dict] = field(default_factory=list)
-    links: list[dict] = field(default_factory=list)
-    relations: list[dict] = field(default_factory=list)
-    entities: list[dict] = field(default_factory=list)
-    mentions: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    relations: list[dict[str, Any]] = field(default_factory=list)
+    entities: list[dict[str, Any]] = field(default_factory=list)
+    mentions: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def row_count(self) -> int:
@@ -212,7 +212,7 @@ class NeoAgentSource:
         pre = f"{alias}." if alias else ""
         return ", ".join(f'{pre}"{c}"' if c in have else f'NULL AS "{c}"' for c in wanted)
 
-    def _rows(self, sql: str, params: tuple = ()) -> list[dict]:
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         return dict_rows(self.conn, sql, params)
 
     # owners ----------------------------------------------------------------------------------------
@@ -292,10 +292,10 @@ class NeoAgentSource:
         return {str(r[0]): (r[1], r[2]) for r in self.conn.execute(sql)}
 
     # rows that hang off nothing ------------------------------------------------------------------------
-    def orphans(self) -> dict[str, list[dict]]:
+    def orphans(self) -> dict[str, list[dict[str, Any]]]:
         """Rows whose parent is missing entirely: facts/links/mentions without their memory,
         chunks without their document."""
-        out: dict[str, list[dict]] = {}
+        out: dict[str, list[dict[str, Any]]] = {}
         if self.has("memory_facts"):
             out["memory_facts"] = self._rows(
                 f"SELECT {self._select('memory_facts', 'f')} FROM memory_facts f"
@@ -774,7 +774,7 @@ class OwnerWrite:
             eid, created = self.w(e.scope).upsert_entity_created(e.name, e.canonical, e.kind)
             ids[(_scope_tag(e.scope), e.canonical, e.kind)] = eid
             self.counts.bump("imported" if created else "unchanged", "entities")
-        rows: dict[Scope, list[tuple]] = {}
+        rows: dict[Scope, list[tuple[Any, ...]]] = {}
         for m in self.plan.mentions:
             if m.memory_key in self.moved:
                 continue

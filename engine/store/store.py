@@ -33,12 +33,12 @@ _SCOPE_BOUNDS = (f"SELECT (SELECT {_SCOPE_KEY} FROM memories ORDER BY {', '.join
                  f" (SELECT {_SCOPE_KEY} FROM memories ORDER BY {' DESC, '.join(SCOPE_COLUMNS)} DESC LIMIT 1)")
 
 
-def _one(conn, cls, sql: str, params: tuple):
+def _one(conn, cls, sql: str, params: tuple[Any, ...]):
     rows = dict_rows(conn, sql, params)
     return from_dict(cls, rows[0]) if rows else None
 
 
-def _all(conn, cls, sql: str, params: tuple) -> list:
+def _all(conn, cls, sql: str, params: tuple[Any, ...]) -> list[Any]:
     return [from_dict(cls, r) for r in dict_rows(conn, sql, params)]
 
 
@@ -55,7 +55,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     def insert_document(
         self, *, source_type: str, uri: str | None, external_id: str | None, title: str | None,
         text: str, content_hash: str, trust: str, source_time: str | None, version: int,
-        previous_id: int | None, meta: dict,
+        previous_id: int | None, meta: dict[str, Any],
     ) -> int:
         self.conn.execute(
             "INSERT INTO documents(user_id, agent_id, scope_type, scope_id, source_type, uri,"
@@ -76,7 +76,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     def insert_chunk(
         self, *, document_id: int, ordinal: int, kind: str, start: int, end: int, text: str,
         content_hash: str, speaker: str | None, role: str | None, message_id: str | None,
-        source_time: str | None, trust: str, quotes_chunk_id: int | None, meta: dict,
+        source_time: str | None, trust: str, quotes_chunk_id: int | None, meta: dict[str, Any],
     ) -> int:
         self.conn.execute(
             'INSERT INTO chunks(user_id, agent_id, scope_type, scope_id, document_id, ordinal, kind,'
@@ -87,7 +87,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
         )
         return self.conn.last_insert_rowid()
 
-    def add_chunk_times(self, chunk_id: int, rows: list[tuple]) -> None:
+    def add_chunk_times(self, chunk_id: int, rows: list[tuple[Any, ...]]) -> None:
         """rows: (start, end, text, kind, window_start, window_end), offsets inside the chunk."""
         self.conn.executemany(
             'INSERT INTO chunk_times(user_id, agent_id, scope_type, scope_id, chunk_id, start, "end", text, kind,'
@@ -115,12 +115,12 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
         return len(ids)
 
     def move_chunk(self, chunk_id: int, *, document_id: int, ordinal: int, start: int, end: int,
-                   quotes_chunk_id: int | None, meta: dict, source_time: str | None) -> None:
+                   quotes_chunk_id: int | None, meta: dict[str, Any], source_time: str | None) -> None:
         (old_start,) = self.conn.execute(
             f"SELECT start FROM chunks WHERE id = ? AND {scope_where()}", (chunk_id, *self._sp)).fetchone()
         self.move_chunks(document_id, [(chunk_id, old_start, ordinal, start, end, quotes_chunk_id, meta, source_time)])
 
-    def move_chunks(self, document_id: int, rows: list[tuple]) -> None:
+    def move_chunks(self, document_id: int, rows: list[tuple[Any, ...]]) -> None:
         """Chunks whose text survives into a new document version keep their ids and memories.
 
         rows: (chunk_id, old_start, ordinal, start, end, quotes_chunk_id, meta, source_time). The
@@ -371,7 +371,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         """(memory_id, bm25) best first for an FTS5 MATCH expression, inside the scope."""
         sql = ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
                f" WHERE memories_fts MATCH ? AND {scope_where('m')}")
-        params: tuple = (match, *scope.as_params())
+        params: tuple[Any, ...] = (match, *scope.as_params())
         if kind is not None:
             sql += " AND m.kind = ?"
             params += (kind,)

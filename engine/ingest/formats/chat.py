@@ -99,7 +99,7 @@ def _conversations(data: Any, name: str) -> list[tuple[dict[str, Any], list[Any]
     if not data:
         raise BadInput(f"{name}: empty JSON list: nothing to ingest")
     if isinstance(data[0], dict) and "messages" in data[0]:
-        out = []
+        out: list[tuple[dict[str, Any], list[Any], int | None]] = []
         for i, conv in enumerate(data):
             if not isinstance(conv, dict) or not isinstance(conv.get("messages"), list):
                 raise UnknownFormat(

@@ -267,7 +267,7 @@ def parse_eml(raw: bytes, *, name: str) -> list[ParsedDocument]:
     if not _has_headers(raw):
         raise UnknownFormat(f"{name}: not an e-mail message: no From/To/Subject/Date/Message-ID header")
     msg = email.message_from_bytes(raw, policy=email.policy.default)
-    return [parse_message(msg, name=name)]  # type: ignore[arg-type]
+    return [parse_message(msg, name=name)]
 
 
 def split_mbox(raw: bytes) -> list[bytes]:
