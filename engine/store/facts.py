@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..records import Conflict, Fact, from_dict
 from ..scope import Scope
 from .sql import dict_rows, scope_where
 
@@ -196,7 +197,8 @@ class FactReads:
                 f" AND f.status IN ({marks}) ORDER BY f.id", (*scope.as_params(), key, *statuses))
         return out
 
-    def fact(self, scope: Scope, fact_id: int) -> dict | None:
+    def fact(self, scope: Scope, fact_id: int) -> dict[str, Any] | None:
+        """The fact as a JSON-ready dict (the inspector, CLI and MCP); domain code reads fact_record."""
         rows = dict_rows(self.conn,
                          "SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at, m.forget_reason"
                          " FROM facts f JOIN memories m ON m.id = f.memory_id"
@@ -204,10 +206,18 @@ class FactReads:
                          (fact_id, *scope.as_params()))
         return rows[0] if rows else None
 
-    def fact_by_memory(self, scope: Scope, memory_id: int) -> dict | None:
+    def fact_record(self, scope: Scope, fact_id: int) -> Fact | None:
+        row = self.fact(scope, fact_id)
+        return from_dict(Fact, row) if row is not None else None
+
+    def fact_by_memory(self, scope: Scope, memory_id: int) -> dict[str, Any] | None:
         rows = dict_rows(self.conn, f"SELECT id FROM facts WHERE memory_id = ? AND {scope_where()}",
                          (memory_id, *scope.as_params()))
         return self.fact(scope, rows[0]["id"]) if rows else None
+
+    def fact_record_by_memory(self, scope: Scope, memory_id: int) -> Fact | None:
+        row = self.fact_by_memory(scope, memory_id)
+        return from_dict(Fact, row) if row is not None else None
 
     def facts(self, scope: Scope, *, subject_key: str | None = None, statuses: tuple[str, ...] | None = None,
               limit: int = 100000) -> list[dict]:
@@ -247,7 +257,11 @@ class FactReads:
                          (conflict_id, *scope.as_params()))
         return rows[0] if rows else None
 
-    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict]:
+    def conflict_record(self, scope: Scope, conflict_id: int) -> Conflict | None:
+        row = self.conflict(scope, conflict_id)
+        return from_dict(Conflict, row) if row is not None else None
+
+    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict[str, Any]]:
         rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
         for r in rows:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sqlite3
 
 import apsw
 import pytest
 
+from engine.embed.hashing import HashingEmbedder
 from engine.errors import DatabaseTooNew, NotAMemlensDatabase
+from engine.memory import MemoryEngine
 from engine.scope import Scope
 from engine.store.db import Database
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION
@@ -228,3 +231,26 @@ def test_entity_keys_move_to_the_one_name_key(tmp_path):
     assert conn.execute("SELECT entity_id, count(*) FROM entity_mentions GROUP BY entity_id ORDER BY 1").fetchall() == [
         (2, 2), (3, 1), (4, 2), (6, 1), (7, 1)]
     store.close()
+
+
+def test_typed_fact_and_conflict_rows_hold_every_column(tmp_path):
+    """Fact and Conflict declare exactly the columns their reads return: a column added to the
+    schema (or the query) fails here until the record learns it, so no value is silently dropped."""
+    from engine.records import Conflict, Fact
+
+    scope = Scope.default("ana", "bot")
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(64), llm=False,
+                      background_reembed=False) as eng:
+        eng.add_turns([{"role": "user", "name": "Ana", "content": "I live in Lisbon. I work at Acme as a nurse.",
+                        "timestamp": "2024-03-01T09:00:00Z"}], scope=scope, extract="heuristic")
+        fact_id = eng.store.facts(scope)[0]["id"]
+        conflict_id = eng.curator(scope).open_conflict(fact_id, None, reason="checked").details["conflict_id"]
+        row, record = eng.store.fact(scope, fact_id), eng.store.fact_record(scope, fact_id)
+        assert row is not None and record is not None
+        assert [f.name for f in dataclasses.fields(Fact)] == list(row) and record.as_dict() == row
+        by_memory = eng.store.fact_record_by_memory(scope, row["memory_id"])
+        assert by_memory == record
+        crow, crecord = eng.store.conflict(scope, conflict_id), eng.store.conflict_record(scope, conflict_id)
+        assert crow is not None and crecord is not None
+        assert [f.name for f in dataclasses.fields(Conflict)] == list(crow) and crecord.as_dict() == crow
+        assert eng.store.fact_record(scope, 10_000) is None and eng.store.conflict_record(scope, 10_000) is None
