@@ -242,7 +242,7 @@ def _lsh_note(n: int) -> str:
             f"cosine {NEAR_COSINE} are found, more above it); identical texts are always found")
 
 
-def _signature_candidates(sig: np.ndarray, should_stop) -> np.ndarray:
+def _signature_candidates(sig: np.ndarray, should_stop: Callable[[], None] | None) -> np.ndarray:
     """Row pairs (i < j) that share a band of signature bits and differ in at most HAMMING_CUT bits."""
     n = len(sig)
     # Buckets of about four rows: narrower bands collide more often, so more of them fit in the
@@ -337,10 +337,10 @@ def duplicate_memories(ctx: CheckContext) -> CheckResult:
         keep, drops = g[0], g[1:]
         members = []
         for m in g[:MAX_LISTED]:
-            b = briefs.get(m, {})
+            brief = briefs.get(m, {})
             src = (spans.get(m) or [{}])[0]
-            members.append({"memory_id": m, "kind": b.get("kind"), "text": b.get("text"),
-                            "source_time": b.get("source_time"), "document_id": src.get("document_id"),
+            members.append({"memory_id": m, "kind": brief.get("kind"), "text": brief.get("text"),
+                            "source_time": brief.get("source_time"), "document_id": src.get("document_id"),
                             "document": src.get("title")})
         how = {str(d): "identical text" if d in identical and keep in identical else f"cosine {best.get(d, 1.0):.3f}"
                for d in drops[:MAX_LISTED]}
@@ -654,8 +654,8 @@ def _sentence_initial(mention: dict[str, Any], before_chars: int = 8) -> bool:
         return True
     before = (mention["before"] or "").rstrip(_OPENERS)
     if not before:
-        return mention["offset"] <= before_chars  # only openers since the chunk began
-    return before.endswith((".", "!", "?", "\n", ":"))
+        return bool(mention["offset"] <= before_chars)  # only openers since the chunk began
+    return bool(before.endswith((".", "!", "?", "\n", ":")))
 
 
 def noisy_entities(ctx: CheckContext) -> CheckResult:

@@ -41,7 +41,9 @@ class Profile:
     budget: int = 400
 
     def as_dict(self) -> dict[str, Any]:
-        line = lambda x: {"text": x.text, "fact_ids": x.fact_ids, "tokens": x.tokens}  # noqa: E731
+        def line(x: ProfileLine) -> dict[str, Any]:
+            return {"text": x.text, "fact_ids": x.fact_ids, "tokens": x.tokens}
+
         return {"static": [line(x) for x in self.static], "dynamic": [line(x) for x in self.dynamic],
                 "cut": [line(x) for x in self.cut], "budget": self.budget}
 

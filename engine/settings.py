@@ -16,11 +16,15 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from .retrieve.recipes import RECIPES
+
+if TYPE_CHECKING:
+    from .embed.base import Embedder
+    from .llm import LLMConfig
 
 KEYRING_SERVICE = "memlens"
 
@@ -87,7 +91,7 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
 
 
 # keychain ----------------------------------------------------------------------------------------
-def _keyring():
+def _keyring() -> Any:  # the keyring module, or None
     try:
         import keyring  # optional dependency
     except Exception:  # noqa: BLE001 - absent or broken: there is no keychain
@@ -127,7 +131,7 @@ def keychain_set(name: str, secret: str | None) -> bool:
     return True
 
 
-_SHARED_LOCAL = None  # the bundled embedder, shared by every database the app opens
+_SHARED_LOCAL: Embedder | None = None  # the bundled embedder, shared by every database the app opens
 _SHARED_LOCK = threading.Lock()
 
 
@@ -185,7 +189,8 @@ class SettingsStore:
         try:
             return int(raw) if raw is not None else None
         except ValueError:
-            return int(self._setting(name).default) if self._setting(name).default else None
+            default = self._setting(name).default
+            return int(default) if default else None
 
     def set(self, name: str, value: str | None) -> None:
         """Store a value (None or "" clears it). Secrets go to the keychain or nowhere."""
@@ -221,7 +226,7 @@ class SettingsStore:
                 out[s.env] = v
         return out
 
-    def llm_config(self):
+    def llm_config(self) -> LLMConfig | None:
         """The engine's LLMConfig for these settings, or None when no endpoint is set."""
         from engine.llm import LLMConfig
 
@@ -234,7 +239,7 @@ class SettingsStore:
             return bool(config.api_key)
         return bool(self.get("llm_api_key"))
 
-    def make_embedder(self):
+    def make_embedder(self) -> Embedder:
         """The embedder the settings name. The bundled model is one instance for the whole app:
         opening another database does not load it again (its load holds the GIL ~30 ms)."""
         from engine.embed import make_embedder

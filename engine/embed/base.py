@@ -32,4 +32,5 @@ def l2_normalise(mat: np.ndarray) -> np.ndarray:
     mat = np.asarray(mat, dtype=np.float32)
     norms = np.linalg.norm(mat, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (mat / norms).astype(np.float32, copy=False)
+    out: np.ndarray = (mat / norms).astype(np.float32, copy=False)
+    return out
