@@ -151,9 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.db:
         shutil.copy(args.db, tmp / "probe.db")
     opening = opened()  # warm_up has settled the collector, as in app.gui.run
-    engine = window.engine
+    engine, ctx = window.engine, window.ctx
+    if engine is None or ctx is None:
+        raise SystemExit(f"memlens: the probe could not open {tmp / 'probe.db'}: {window.banner.text}")
     if args.db:
-        scope = Scope.default(args.user, args.agent) if args.user else window.ctx.scope
+        scope = Scope.default(args.user, args.agent) if args.user else ctx.scope
         results = [opening, phase("health", lambda p, s: engine.health(scope, limit=100, progress=p,
                                                                        should_stop=s).counts())]
         timer.stop()

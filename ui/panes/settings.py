@@ -10,7 +10,7 @@ task's model) off the GUI thread, and shows which structured-output mode the end
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -204,14 +204,16 @@ class SettingsPane(PaneBase):
             widget.setEnabled(not from_env)
             widget.setToolTip(f"{setting.help}. Set by ${setting.env} in the environment." if from_env
                               else f"{setting.help} (${setting.env} overrides it)")
-        from_env = [f"${BY_NAME[n].env}" for n in self.fields if st.source(n) == "environment"]
-        self.env_note.setText("Set in the environment (read-only here): " + ", ".join(from_env) if from_env else "")
-        self.env_note.setVisible(bool(from_env))
+        env_set = [f"${BY_NAME[n].env}" for n in self.fields if st.source(n) == "environment"]
+        self.env_note.setText("Set in the environment (read-only here): " + ", ".join(env_set) if env_set else "")
+        self.env_note.setVisible(bool(env_set))
         self._show_key_state()
         self.saved_label.setText("")
 
     def _show_key_state(self) -> None:
         st = self.store
+        if st is None:
+            return
         source = st.source("llm_api_key")
         if source == "environment":
             text = "set (environment: $MEMLENS_LLM_API_KEY)"
@@ -242,7 +244,7 @@ class SettingsPane(PaneBase):
                 elif isinstance(widget, QComboBox):
                     value = widget.currentData()
                 else:
-                    value = str(widget.value())
+                    value = str(cast(QSpinBox, widget).value())
                 if value == BY_NAME[name].default:
                     value = None  # keep following the default
                 st.set(name, value)
