@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..embed.base import Embedder
 from ..embed.text import vector_text
 from ..errors import BadInput, Cancelled
 from ..extract.canonical import object_key, predicate_key, subject_key
@@ -79,6 +80,7 @@ from ..store.neoagent import (
     memories_needing_vectors,
     put_vectors,
 )
+from ..store.store import Store
 from ..timeutil import normalise_stored_time, now_iso
 from .neoagent_spans import EXPLAINED, Unfit, locate_chunk
 
@@ -479,7 +481,8 @@ class OwnerPlanner:
             if doc is None:
                 self.report.problem("chunks", "reference_to_skipped_row", "skipped", f"{what}: its document was skipped")
                 continue
-            stored = row.get("content") if isinstance(row.get("content"), str) else ""
+            content = row.get("content")
+            stored = content if isinstance(content, str) else ""
             try:
                 span = locate_chunk(doc["text"], row.get("char_start"), row.get("char_end"), stored)
             except Unfit as exc:
@@ -554,8 +557,9 @@ class OwnerPlanner:
             category, cnote = map_category(row.get("category"))
             if cnote:
                 self.report.note(cnote, f"{what}: category {row.get('category')!r} -> {category}")
-            level = meta.get("trustLevel") if isinstance(meta.get("trustLevel"), str) else None
-            trust = TRUST_LEVELS.get(level) or (level if level in TRUST_LABELS else None) or \
+            raw_level = meta.get("trustLevel")
+            level = raw_level if isinstance(raw_level, str) else None
+            trust = (TRUST_LEVELS.get(level) if level else None) or (level if level in TRUST_LABELS else None) or \
                 TRUST_BY_SOURCE.get(str(row.get("source_type") or ""), "external")
             created = t["created_at"] or t["updated_at"]
             if created is None:
@@ -867,10 +871,11 @@ class OwnerPlanner:
             rid = str(row.get("id"))
             name = row.get("name")
             canon = name_key(name) if isinstance(name, str) else ""
-            if not canon:
+            if not isinstance(name, str) or not canon:
                 self.report.problem("entities", "empty_name", "skipped", f"entity {rid}: no name")
                 continue
-            kind = row.get("kind") if isinstance(row.get("kind"), str) and row.get("kind") else "concept"
+            raw_kind = row.get("kind")
+            kind = raw_kind if isinstance(raw_kind, str) and raw_kind else "concept"
             entities[rid] = (name.strip(), canon, kind)
         placed: dict[tuple[Scope, str, str], str] = {}
         mentioned: set[str] = set()
@@ -964,22 +969,26 @@ def _matches(owner: tuple[Any, str], user: str | None, agent: str | None) -> boo
     return True
 
 
-def import_neoagent(engine, source: NeoAgentSource | str | os.PathLike[str], *, user: str | None = None,
+def import_neoagent(engine: Any, source: NeoAgentSource | str | os.PathLike[str], *, user: str | None = None,
                     agent: str | None = None, progress: Progress | None = None,
                     should_stop: ShouldStop | None = None) -> ImportReport:
-    """Import every owner of a NeoAgent database (or those --user/--agent pick) into `engine`'s store.
+    """Import every owner of a NeoAgent database (or those --user/--agent pick) into `engine`'s store
+    (a MemoryEngine: a layer above this one, so not imported here).
 
     One transaction per owner, then its vectors in batches. Raises BadInput before writing
     anything when the source is not a NeoAgent database or no owner matches the filters, and
     Cancelled between owners when should_stop() says so (finished owners stay imported)."""
     t0 = time.perf_counter()
     own = not isinstance(source, NeoAgentSource)
-    src = open_source(source) if own else source
+    src = source if isinstance(source, NeoAgentSource) else open_source(source)
     try:
         if str(engine.path) != ":memory:" and Path(engine.path).resolve() == src.path.resolve():
             raise BadInput(f"{src.path}: cannot import a database into itself")
+        snap = src.snapshot
+        if snap is None:
+            raise BadInput(f"{src.path}: the import source is closed")
         report = ImportReport(source=str(src.path), source_mode=src.mode, snapshot={
-            "attempts": src.snapshot.attempts, "seconds": src.snapshot.seconds, "sha256": src.snapshot.sha256})
+            "attempts": snap.attempts, "seconds": snap.seconds, "sha256": snap.sha256})
         owners = [o for o in src.owners() if _matches(o, user, agent)]
         if not owners:
             who = " ".join(x for x in (f"--user {user}" if user is not None else "",
@@ -1027,7 +1036,7 @@ def import_neoagent(engine, source: NeoAgentSource | str | os.PathLike[str], *, 
             src.close()
 
 
-def _embed_owner(store, emb, user_id: str, agent_id: str, should_stop: ShouldStop | None) -> int:
+def _embed_owner(store: Store, emb: Embedder, user_id: str, agent_id: str, should_stop: ShouldStop | None) -> int:
     """Vectors for this owner's imported memories that have no current one (one transaction per batch)."""
     done = 0
     last = 0

@@ -17,6 +17,7 @@ obsolete chunks go, together with the episodes only they supported.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections import deque
@@ -150,6 +151,10 @@ def _first_spans(mentions: list[Mention]) -> list[Mention]:
     return kept
 
 
+def _part_done(progress: Callable[[float, str], None], done: int, total: int, name: str, part: float) -> None:
+    """Progress through a multi-batch document: `part` of the (done + 1)th of `total`."""
+    progress((done + part) / total, name)
+
 class Ingestor:
     def __init__(self, store: Store, scope: Scope, embedder: Embedder) -> None:
         self.store = store
@@ -171,8 +176,8 @@ class Ingestor:
             for ch in old:
                 by_hash.setdefault(_sha(ch.kind, ch.speaker or "", ch.message_id or "", ch.text), deque()).append(ch.id)
                 old_starts[ch.id] = ch.start
-            for i, ch in enumerate(doc.chunks):
-                ids = by_hash.get(chunk_hash(doc, ch))
+            for i, parsed in enumerate(doc.chunks):
+                ids = by_hash.get(chunk_hash(doc, parsed))
                 if ids:
                     reuse[i] = ids.popleft()
             kept = set(reuse.values())
@@ -219,8 +224,8 @@ class Ingestor:
                 if should_stop is not None and should_stop():
                     raise Cancelled("ingestion cancelled")
                 name = pending.doc.title or pending.doc.uri or "document"
-                self._write(pending, report, should_stop, on_batch=None if progress is None else (
-                    lambda part, name=name, done=done: progress((done + part) / total, name)))
+                self._write(pending, report, should_stop, on_batch=None if progress is None else
+                            functools.partial(_part_done, progress, done, total, name))
                 done += 1
                 if progress is not None:
                     progress(done / total, name)
@@ -284,6 +289,7 @@ class Ingestor:
                             title=doc.title, text=doc.text, meta=doc.meta, trust=doc.trust,
                             content_hash=p.content_hash if last else PARTIAL + p.content_hash,
                             source_time=doc.source_time, version=p.previous_version + 1, previous_id=p.previous_id)
+                    assert doc_id is not None  # the first batch inserted it
                     self._insert_chunks(w, p, doc_id, batch, chunk_ids, entities)
                     report.chunks += len(batch)
                     report.memories += len(batch)
@@ -304,6 +310,7 @@ class Ingestor:
             raise
         report.documents += 1
         report.redacted += len(SECRET_MARKER.findall(doc.text))  # scrubbed during normalisation
+        assert doc_id is not None  # every document has a first batch
         report.document_ids.append(doc_id)
 
     def _insert_chunks(self, w: Writer, p: _Pending, doc_id: int, batch: list[_NewChunk], chunk_ids: dict[int, int],
@@ -339,7 +346,7 @@ class Ingestor:
             new_vectors.append((mid, p.vectors[nc.ordinal]))
             for m in nc.mentions:
                 mentions.append((entity(m.name, m.canonical, m.kind), mid, cid, ch.start + m.start, ch.start + m.end))
-            if nc.speaker_entity:
+            if nc.speaker_entity and ch.speaker:  # speaker_entity implies a speaker
                 # The speaker is an entity of the turn even when the text does not name them.
                 mentions.append((entity(ch.speaker, ch.speaker.casefold(), "person"), mid, cid, None, None))
         if new_vectors:

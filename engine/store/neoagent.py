@@ -133,7 +133,7 @@ class NeoAgentSource:
     def __init__(self, path: str | os.PathLike[str], *, wait: float = 5.0,
                  on_copied: Callable[[str, int], None] | None = None) -> None:
         self.path = Path(path)
-        self.conn = None
+        self.conn: apsw.Connection | None = None
         self.snapshot: Snapshot | None = None
         if not self.path.exists():
             raise BadInput(f"{self.path}: no such file")
@@ -182,22 +182,28 @@ class NeoAgentSource:
             except apsw.Error:
                 pass
             conn.close()
-            self.conn = None  # type: ignore[assignment]
-        if getattr(self, "snapshot", None) is not None:
+            self.conn = None
+        if self.snapshot is not None:
             self.snapshot.discard()
             self.snapshot = None
+
+    @property
+    def _db(self) -> apsw.Connection:
+        if self.conn is None:
+            raise BadInput(f"{self.path}: the import source is closed")
+        return self.conn
 
     def __enter__(self) -> NeoAgentSource:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # schema -------------------------------------------------------------------------------------
     def _columns(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
-        for (name,) in self.conn.execute("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"):
-            out[name] = {r[1] for r in self.conn.execute(f'PRAGMA table_info("{name}")')}
+        for (name,) in self._db.execute("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"):
+            out[name] = {r[1] for r in self._db.execute(f'PRAGMA table_info("{name}")')}
         return out
 
     def has(self, table: str) -> bool:
@@ -213,7 +219,7 @@ class NeoAgentSource:
         return ", ".join(f'{pre}"{c}"' if c in have else f'NULL AS "{c}"' for c in wanted)
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        return dict_rows(self.conn, sql, params)
+        return dict_rows(self._db, sql, params)
 
     # owners ----------------------------------------------------------------------------------------
     def owners(self) -> list[tuple[Any, str]]:
@@ -222,8 +228,8 @@ class NeoAgentSource:
                  for t in ("memories", "memory_ingestion_documents", "memory_entities", "memory_retrieval_events",
                            "memory_relations")
                  if self.has(t) and "agent_id" in self.columns[t]]
-        rows = self.conn.execute(" UNION ".join(parts)).fetchall()
-        return sorted({(r[0], r[1]) for r in rows}, key=lambda o: (str(o[0]), o[1]))
+        rows = self._db.execute(" UNION ".join(parts)).fetchall()
+        return sorted({(r[0], str(r[1])) for r in rows}, key=lambda o: (str(o[0]), o[1]))
 
     def ownerless_counts(self) -> dict[str, int]:
         """Rows whose owner columns are NULL (they belong to nobody and cannot be scoped)."""
@@ -231,7 +237,7 @@ class NeoAgentSource:
         for t in ("memories", "memory_ingestion_documents", "memory_entities", "memory_retrieval_events",
                   "memory_relations"):
             if self.has(t):
-                n = self.conn.execute(f"SELECT count(*) FROM {t} WHERE coalesce(user_id, '') = ''").fetchone()[0]
+                (n,) = self._db.execute(f"SELECT count(*) FROM {t} WHERE coalesce(user_id, '') = ''").fetchone() or (0,)
                 if n:
                     out[t] = n
         return out
@@ -289,7 +295,7 @@ class NeoAgentSource:
                    " JOIN memory_ingestion_documents d ON d.id = c.document_id")
         else:
             sql = f"SELECT id, user_id, coalesce(agent_id, '') FROM {table}"
-        return {str(r[0]): (r[1], r[2]) for r in self.conn.execute(sql)}
+        return {str(r[0]): (r[1], r[2]) for r in self._db.execute(sql)}
 
     # rows that hang off nothing ------------------------------------------------------------------------
     def orphans(self) -> dict[str, list[dict[str, Any]]]:
@@ -316,7 +322,7 @@ class NeoAgentSource:
         return {k: v for k, v in out.items() if v}
 
     def table_counts(self, tables: Iterable[str]) -> dict[str, int]:
-        return {t: self.conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+        return {t: (self._db.execute(f'SELECT count(*) FROM "{t}"').fetchone() or (0,))[0]
                 for t in tables if t in self.columns}
 
 
@@ -546,7 +552,9 @@ class OwnerWrite:
     # existing memlens rows of this owner ---------------------------------------------------------------
     def _load_existing(self) -> None:
         c, owner = self.conn, (self.plan.user_id, self.plan.agent_id)
-        scope_of = lambda r: Scope(r[0], r[1], r[2], r[3])  # noqa: E731
+        def scope_of(r: tuple[Any, ...]) -> Scope:
+            return Scope(r[0], r[1], r[2], r[3])
+
         self.docs: dict[tuple[str, str], tuple[int, str, int]] = {}  # (scope tag, key) -> (id, content_hash, version)
         for r in c.execute("SELECT user_id, agent_id, scope_type, scope_id, external_id, id, content_hash, version"
                            " FROM documents WHERE user_id = ? AND agent_id = ? AND external_id LIKE 'neoagent:%'"
