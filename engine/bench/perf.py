@@ -16,11 +16,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..scope import Scope
+
+if TYPE_CHECKING:
+    from ..store.store import Store, Writer
 
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kira", "Luca", "Maya",
          "Nils", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tara", "Umar", "Vera", "Wen", "Xavi", "Yara", "Zoe"]
@@ -79,7 +82,7 @@ class SyntheticStore:
             out.append((" ".join(parts) + ".", content))
         return out
 
-    def build(self, store, embedder_model: str, progress: Callable[[float, str], None] | None = None, *,
+    def build(self, store: Store, embedder_model: str, progress: Callable[[float, str], None] | None = None, *,
               provenance: bool = False) -> np.ndarray:
         """Fill the store; return the float32 matrix of vectors in memory-id order (for ground truth).
 
@@ -97,7 +100,10 @@ class SyntheticStore:
         base_day = np.datetime64("2020-01-01")
         for start in range(0, self.n, batch):
             stop = min(self.n, start + batch)
-            mems, facts, rels, embs = [], [], [], []
+            mems: list[tuple[Any, ...]] = []
+            facts: list[tuple[Any, ...]] = []
+            rels: list[tuple[int, int, str]] = []
+            embs: list[tuple[int, np.ndarray]] = []
             chain: dict[tuple[str, str], tuple[int, int, str]] = {}
             position: dict[int, int] = {}  # fact id -> index in `facts`
             texts = self._texts(stop - start)
@@ -128,8 +134,8 @@ class SyntheticStore:
                     chain[key] = (fact_id, mid, when)
                 if provenance and i % PLANT_EVERY["duplicate"] == PLANT_EVERY["duplicate"] - 1 \
                         and len(mems) > 1 and mems[-2][1] == mems[-1][1] == "episode":
-                    prev = mems[-2]  # the same turn again, verbatim: its text, hash and vector
-                    mems[-1] = (mid, "episode", prev[2], *mems[-1][3:7], prev[7])
+                    twin = mems[-2]  # the same turn again, verbatim: its text, hash and vector
+                    mems[-1] = (mid, "episode", twin[2], *mems[-1][3:7], twin[7])
                     vectors[i] = vectors[i - 1]
                 if not (provenance and i % PLANT_EVERY["no_vector"] == 0):
                     embs.append((mid, vectors[i]))
@@ -145,9 +151,12 @@ class SyntheticStore:
                 progress(stop / self.n, f"built {stop:,} memories")
         return vectors
 
-    def _provenance(self, w, mems: list[tuple[Any, ...]]) -> None:
+    def _provenance(self, w: Writer, mems: list[tuple[Any, ...]]) -> None:
         """Documents, chunks, source spans and name mentions for one batch of memories (see build)."""
-        docs, chunks, sources, mentions = [], [], [], []
+        docs: list[tuple[Any, ...]] = []
+        chunks: list[tuple[Any, ...]] = []
+        sources: list[tuple[Any, ...]] = []
+        mentions: list[tuple[Any, ...]] = []
         for c in range(0, len(mems), CONVERSATION):
             conv = mems[c:c + CONVERSATION]
             doc_id = conv[0][0]  # ids of the conversation's first memory: unique, no counter needed
@@ -206,7 +215,7 @@ class _FixedEmbedder:
         self.model = model
         self.dims = dims
 
-    def embed(self, texts, *, kind="passage"):
+    def embed(self, texts: list[str], *, kind: str = "passage") -> np.ndarray:
         raise AssertionError("perf passes query vectors; nothing should embed")
 
 
