@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         window.open_database(tmp / "probe.db")
         ready: dict = {}
         warm_up(window, ready.update)  # as app.gui.run does after the window
-        idle(lambda: bool(ready))  # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
+        # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
+        idle(lambda: bool(ready))
         idle()  # and what the panes re-read once the new vectors landed
         return summary("open", t0, None)
 

@@ -23,9 +23,12 @@ import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..files import private_dir
+
+if TYPE_CHECKING:
+    from ..store.vector_cache import VectorCacheFile
 
 _ENGINE = Path(__file__).resolve().parents[1]
 # What decides a container's rows. Retrieval (engine/retrieve) does not: it reads them.
@@ -68,10 +71,10 @@ def vector_cache_path(containers_dir: Path) -> Path:
     return containers_dir.parent / "vectors.db"
 
 
-_VECTOR_CACHES: dict[Path, Any] = {}
+_VECTOR_CACHES: dict[Path, VectorCacheFile | None] = {}
 
 
-def vector_cache(path: Path):
+def vector_cache(path: Path) -> VectorCacheFile | None:
     """This process's connection to the vector cache at `path`, or None when the file cannot be
     used (not an SQLite file, a read-only folder): the run then embeds everything, as before,
     and says so once on stderr."""

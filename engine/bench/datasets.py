@@ -28,6 +28,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from engine.errors import BadInput, UnknownFormat
+from engine.ingest.detect import UPDATES_NAME as UPDATES_NAME  # re-exported: an updates file's "dataset"
 from engine.ingest.detect import sniff_json
 from engine.ingest.formats.locomo import parse_session_date
 from engine.ingest.formats.longmemeval import parse_haystack_date
@@ -943,7 +944,6 @@ _LOADERS = {"locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convome
 UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted")
 UPDATE_QUESTION_TYPES = ("current", "history", "keep")
 UPDATE_SPLITS = ("dev", "heldout")
-UPDATES_NAME = "memlens-updates"
 _UPDATE_ROLES = ("user", "assistant")
 
 

@@ -17,8 +17,8 @@ caps and shared places), so the fit alternates with real answers under the new w
 Cross-validation holds out one fold at a time (LoCoMo: a conversation; LongMemEval: a question
 type): weights fitted on everything else (one search over the hand-set weights' candidates)
 answer the held-out fold's questions through the real pipeline, so the cross-validated figure is
-what the fitting procedure does on data it did not see. `--write` stores the weights fitted on everything in resources/recipes/fitted.json, which
-the offline and default recipes load.
+what the fitting procedure does on data it did not see. `--write` stores the weights fitted on
+everything in resources/recipes/fitted.json, which the offline and default recipes load.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -274,7 +274,7 @@ def run_container(spec: dict) -> list[dict]:
             t0 = time.perf_counter()
             try:
                 qvec = emb.embed([q["question"]], kind="query")[0]
-                embed_ms = (time.perf_counter() - t0) * 1000.0
+                embed_ms: float | None = (time.perf_counter() - t0) * 1000.0
                 if emb.stats.embedded == before:
                     embed_ms = None  # served by the cache: no embedding was measured
                 t0, c0 = time.perf_counter(), time.thread_time()
@@ -495,7 +495,7 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict], loaded) -> None
     kind ("heldout:plan")."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
 
-    def groups(it: dict) -> list[str]:
+    def groups(it: Mapping[str, Any]) -> list[str]:
         out = [str(it["category"])]
         if it["container"] in kind_of:
             split = str(it["category"]).split(":")[0]

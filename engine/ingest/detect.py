@@ -66,13 +66,18 @@ def _describe(data: Any) -> str:
     return f"a JSON {type(data).__name__}"
 
 
+UPDATES_NAME = "memlens-updates"  # the "dataset" field of memlens's own update benchmark
+
+
 def sniff_json(data: Any) -> str | None:
-    """"locomo" | "longmemeval" | "convomem" | "chat" for a loaded JSON value, or None: the one
-    reading of a JSON value's shape, for ingestion and for the benchmark loaders (which then
-    check the structure itself and say what is wrong)."""
+    """"locomo" | "longmemeval" | "convomem" | "updates" | "chat" for a loaded JSON value, or None:
+    the one reading of a JSON value's shape, for ingestion and for the benchmark loaders (which
+    then check the structure itself and say what is wrong)."""
     if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
                                    or isinstance(data.get("evidenceItems"), list)):
         return "convomem"
+    if isinstance(data, dict) and data.get("dataset") == UPDATES_NAME:
+        return "updates"
     item = data
     if isinstance(data, list):
         if not data or not isinstance(data[0], dict):
@@ -99,8 +104,9 @@ def _parse_json(raw: bytes, name: str, fmt: str, jsonl: bool) -> list[ParsedDocu
         if isinstance(data, list) and not data:
             raise BadInput(f"{name}: empty JSON list: nothing to ingest")
         sniffed = sniff_json(data)
-        if sniffed == "convomem":
-            raise UnknownFormat(f"{name}: a ConvoMem benchmark file, not a source to ingest: run it with memlens bench")
+        if sniffed in ("convomem", "updates"):
+            what = "a ConvoMem" if sniffed == "convomem" else "memlens's updates"
+            raise UnknownFormat(f"{name}: {what} benchmark file, not a source to ingest: run it with memlens bench")
         if sniffed is None:
             raise UnknownFormat(
                 f"{name}: JSON of an unknown shape ({_describe(data)}); expected chat messages, "

@@ -386,7 +386,8 @@ class Recall:
             comp = {"fusion": round(fused[cand.memory_id], 6)}
             x = m["x"] = {}  # each prior's raw value: comp = weight x value (bench fit reads these)
 
-            def prior(name: str, weight: float, value: float, feature: str | None = None) -> None:
+            def prior(name: str, weight: float, value: float, feature: str | None = None,
+                      x: dict[str, float] = x, comp: dict[str, float] = comp) -> None:
                 if r.on(feature or name):
                     x[name] = value
                     comp[name] = weight * value
@@ -696,7 +697,7 @@ class Recall:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
                 return False
             return (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
-                    and canonical_name(a.meta["speaker"]) == canonical_name(b.meta["speaker"])
+                    and name_key(a.meta["speaker"]) == name_key(b.meta["speaker"])
                     and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
 
         # a turn's facts speak for it: the one that would answer goes where the turn goes

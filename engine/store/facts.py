@@ -84,8 +84,8 @@ class FactWrites:
             f" WHERE id = ? AND {scope_where()}",
             (status, resolution, self.now if status != "open" else None, curation_id, conflict_id, *self._sp))
 
-    def log_curation(self, *, command: str, target_type: str | None, target_id: int | None, before: dict,
-                     after: dict, actor: str, note: str | None, undo_of: int | None = None) -> int:
+    def log_curation(self, *, command: str, target_type: str | None, target_id: int | None, before: dict[str, Any],
+                     after: dict[str, Any], actor: str, note: str | None, undo_of: int | None = None) -> int:
         self.conn.execute(
             "INSERT INTO curation_log(user_id, agent_id, scope_type, scope_id, command, target_type, target_id,"
             " before, after, actor, note, created_at, undo_of) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -169,10 +169,11 @@ class FactReads:
 
     conn: Any
 
-    def facts_for_keys(self, scope: Scope, keys: list[tuple[str, str]], statuses=("active", "needs_review")) -> list[dict]:
+    def facts_for_keys(self, scope: Scope, keys: list[tuple[str, str]],
+                       statuses: tuple[str, ...] = ("active", "needs_review")) -> list[dict[str, Any]]:
         if not keys:
             return []
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         marks = ",".join("?" * len(statuses))
         for subject_key, predicate_key in sorted(set(keys)):
             out += dict_rows(
@@ -184,16 +185,16 @@ class FactReads:
         return out
 
     def facts_of_subjects(self, scope: Scope, subject_keys: list[str],
-                          statuses=("active", "needs_review")) -> list[dict]:
+                          statuses: tuple[str, ...] = ("active", "needs_review")) -> list[dict[str, Any]]:
         """Every current fact about these subjects (a change that names what it replaced looks for
         the fact holding that value, whatever its predicate)."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         marks = ",".join("?" * len(statuses))
         for key in sorted(set(subject_keys)):
             out += dict_rows(
                 self.conn,
                 "SELECT f.id, f.predicate, f.predicate_key, f.object_key, f.category FROM facts f"
-                " WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ? AND f.subject_key = ?"
+                f" WHERE {scope_where('f')} AND f.subject_key = ?"
                 f" AND f.status IN ({marks}) ORDER BY f.id", (*scope.as_params(), key, *statuses))
         return out
 
@@ -220,7 +221,7 @@ class FactReads:
         return from_dict(Fact, row) if row is not None else None
 
     def facts(self, scope: Scope, *, subject_key: str | None = None, statuses: tuple[str, ...] | None = None,
-              limit: int = 100000) -> list[dict]:
+              limit: int = 100000) -> list[dict[str, Any]]:
         sql = ("SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at FROM facts f JOIN memories m ON m.id = f.memory_id"
                f" WHERE {scope_where('f')}")
         params: list[Any] = [*scope.as_params()]
@@ -234,25 +235,25 @@ class FactReads:
         params.append(limit)
         return dict_rows(self.conn, sql, tuple(params))
 
-    def relations_of(self, scope: Scope, memory_id: int) -> list[dict]:
+    def relations_of(self, scope: Scope, memory_id: int) -> list[dict[str, Any]]:
         return dict_rows(self.conn,
                          "SELECT * FROM memory_relations WHERE (src_memory_id = ? OR dst_memory_id = ?)"
                          f" AND {scope_where()} AND removed_at IS NULL ORDER BY id",
                          (memory_id, memory_id, *scope.as_params()))
 
-    def relations(self, scope: Scope) -> list[dict]:
+    def relations(self, scope: Scope) -> list[dict[str, Any]]:
         return dict_rows(self.conn, f"SELECT * FROM memory_relations WHERE {scope_where()} AND removed_at IS NULL"
                          " ORDER BY id", scope.as_params())
 
-    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict]:
+    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict[str, Any]]:
         sql = f"SELECT * FROM conflicts WHERE {scope_where()}"
-        params: tuple = scope.as_params()
+        params: tuple[Any, ...] = scope.as_params()
         if status:
             sql += " AND status = ?"
             params += (status,)
         return dict_rows(self.conn, sql + " ORDER BY id", params)
 
-    def conflict(self, scope: Scope, conflict_id: int) -> dict | None:
+    def conflict(self, scope: Scope, conflict_id: int) -> dict[str, Any] | None:
         rows = dict_rows(self.conn, f"SELECT * FROM conflicts WHERE id = ? AND {scope_where()}",
                          (conflict_id, *scope.as_params()))
         return rows[0] if rows else None
@@ -269,7 +270,7 @@ class FactReads:
             r["after"] = json.loads(r["after"])
         return rows
 
-    def curation_entry(self, scope: Scope, log_id: int) -> dict | None:
+    def curation_entry(self, scope: Scope, log_id: int) -> dict[str, Any] | None:
         rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE id = ? AND {scope_where()}",
                          (log_id, *scope.as_params()))
         if not rows:
@@ -279,7 +280,7 @@ class FactReads:
         r["after"] = json.loads(r["after"])
         return r
 
-    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict]:
+    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict[str, Any]]:
         return dict_rows(self.conn,
                          f"SELECT * FROM extraction_queue WHERE {scope_where()} AND status IN ('pending','failed')"
                          " AND attempts < ? ORDER BY id", (*scope.as_params(), max_attempts))
@@ -288,17 +289,17 @@ class FactReads:
         return {r[0]: r[1] for r in self.conn.execute(
             f"SELECT status, count(*) FROM extraction_queue WHERE {scope_where()} GROUP BY status", scope.as_params())}
 
-    def llm_calls(self, scope: Scope, *, limit: int = 100) -> list[dict]:
+    def llm_calls(self, scope: Scope, *, limit: int = 100) -> list[dict[str, Any]]:
         return dict_rows(self.conn, f"SELECT * FROM llm_calls WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
 
-    def due_for_expiry(self, scope: Scope, now: str) -> list[dict]:
+    def due_for_expiry(self, scope: Scope, now: str) -> list[dict[str, Any]]:
         return dict_rows(self.conn,
                          f"SELECT id, memory_id, forget_after FROM facts WHERE {scope_where()}"
                          " AND status IN ('active','needs_review') AND forget_after IS NOT NULL AND forget_after <= ?",
                          (*scope.as_params(), now))
 
-    def document_support(self, scope: Scope, document_id: int) -> list[dict]:
+    def document_support(self, scope: Scope, document_id: int) -> list[dict[str, Any]]:
         """Memories with a source in this document, and how many sources they have in other documents
         that are not retracted."""
         return dict_rows(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import apsw
@@ -15,7 +16,7 @@ from .sql import dict_rows, scope_where
 _IN_CHUNK = 500  # SQLite variable limit is far higher; this keeps statements cacheable
 
 
-def _chunks(ids: list[int]):
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
     for i in range(0, len(ids), _IN_CHUNK):
         yield ids[i:i + _IN_CHUNK]
 
@@ -70,7 +71,7 @@ class RecallReads:
         return ids[:i], mat[:i], last
 
     # full text --------------------------------------------------------------------------------
-    def _fts_tokenizer(self):
+    def _fts_tokenizer(self) -> Any:  # apsw.FTS5Tokenizer, whose result type depends on the flags
         local = self.db._local  # the tokenizer belongs to this thread's connection
         tok = getattr(local, "fts_tokenizer", None)
         if tok is None:
@@ -155,9 +156,9 @@ class RecallReads:
             f" FROM entities e WHERE {scope_where()} AND e.canonical IN ({marks}) GROUP BY e.canonical",
             (*scope.as_params(), *canonicals))}
 
-    def relation_edges(self, memory_ids: list[int]) -> list[dict]:
+    def relation_edges(self, memory_ids: list[int]) -> list[dict[str, Any]]:
         """Every live relation touching these memories, from any scope (the caller checks scope)."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             out += dict_rows(self.conn,
@@ -191,8 +192,8 @@ class RecallReads:
         return out
 
     # candidate metadata ------------------------------------------------------------------------
-    def candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:
-        out: dict[int, dict] = {}
+    def candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
+        out: dict[int, dict[str, Any]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -214,9 +215,9 @@ class RecallReads:
                 out[row["id"]] = row
         return out
 
-    def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict]]:
+    def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         """episode memory -> the facts read from its chunk (any status): the claims a turn carried."""
-        out: dict[int, list[dict]] = {}
+        out: dict[int, list[dict[str, Any]]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -225,8 +226,7 @@ class RecallReads:
                     " f.object, f.status, f.valid_from, f.valid_to FROM memory_sources s1"
                     " JOIN memory_sources s2 ON s2.chunk_id = s1.chunk_id AND s2.memory_id != s1.memory_id"
                     " JOIN facts f ON f.memory_id = s2.memory_id"
-                    f" WHERE s1.memory_id IN ({marks}) AND f.user_id = ? AND f.agent_id = ? AND f.scope_type = ?"
-                    " AND f.scope_id = ? ORDER BY f.id", (*part, *scope.as_params())):
+                    f" WHERE s1.memory_id IN ({marks}) AND {scope_where('f')} ORDER BY f.id", (*part, *scope.as_params())):
                 out.setdefault(row.pop("turn_id"), []).append(row)
         return out
 
@@ -237,14 +237,14 @@ class RecallReads:
             marks = ",".join("?" * len(part))
             for dst, src in self.conn.execute(
                     f"SELECT dst_memory_id, src_memory_id FROM memory_relations WHERE dst_memory_id IN ({marks})"
-                    f" AND type = 'updates' AND removed_at IS NULL AND {_SCOPE_WHERE} ORDER BY id",
+                    f" AND type = 'updates' AND removed_at IS NULL AND {scope_where()} ORDER BY id",
                     (*part, *scope.as_params())):
                 out.setdefault(dst, []).append(src)
         return out
 
-    def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:
+    def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
         """The first source span of each memory, with its document's title, type and chunk position."""
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Any]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -268,10 +268,10 @@ class RecallReads:
                 out.setdefault(mid, []).append(msg)
         return out
 
-    def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple]:
+    def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple[Any, ...]]:
         """memory -> (memory kind, a fact's evidence, its first chunk's kind, the previous chunk's
         text and kind): what engine.embed.text.vector_text needs to re-embed it."""
-        out: dict[int, tuple] = {}
+        out: dict[int, tuple[Any, ...]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for mid, mkind, evidence, kind, prev_text, prev_kind in self.conn.execute(
@@ -285,7 +285,7 @@ class RecallReads:
                 out[mid] = (mkind, evidence, kind or "", prev_text, prev_kind)
         return out
 
-    def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict]:
+    def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict[str, Any]]:
         return dict_rows(
             self.conn,
             "SELECT f.id, f.memory_id, f.object, f.status, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at,"
@@ -296,7 +296,7 @@ class RecallReads:
     def document_memory_counts(self, scope: Scope) -> list[tuple[int, int]]:
         """(document id, memories sourced from it), in document id order."""
         return [tuple(r) for r in self.conn.execute(
-            f"SELECT document_id, count(DISTINCT memory_id) FROM memory_sources WHERE {_SCOPE_WHERE}"
+            f"SELECT document_id, count(DISTINCT memory_id) FROM memory_sources WHERE {scope_where()}"
             " GROUP BY document_id ORDER BY document_id", scope.as_params())]
 
     def latest_source_time(self, scope: Scope) -> str | None:
@@ -304,7 +304,7 @@ class RecallReads:
         return row[0]
 
     # traces ------------------------------------------------------------------------------------
-    def trace(self, scope: Scope, trace_id: int) -> dict | None:
+    def trace(self, scope: Scope, trace_id: int) -> dict[str, Any] | None:
         rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {scope_where()}",
                          (trace_id, *scope.as_params()))
         if not rows:
@@ -320,7 +320,7 @@ class RecallReads:
             c["components"] = json.loads(c["components"])
         return t
 
-    def traces(self, scope: Scope, *, limit: int = 200) -> list[dict]:
+    def traces(self, scope: Scope, *, limit: int = 200) -> list[dict[str, Any]]:
         return dict_rows(self.conn, "SELECT id, origin, query_text, query_hash, recipe, k, as_of, result_count,"
                          f" context_tokens, created_at FROM retrieval_traces WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
@@ -332,7 +332,8 @@ class RecallWrites:
     now: str
 
     def insert_trace(self, *, origin: str, query_text: str | None, query_hash: str, recipe: str, k: int,
-                     as_of: str | None, params: dict, plan: Any, rerank: Any, stages: list, timings: dict,
+                     as_of: str | None, params: dict[str, Any], plan: Any, rerank: Any, stages: list[Any],
+                     timings: dict[str, Any],
                      context_text: str, context_tokens: int, result_count: int) -> int:
         self.conn.execute(
             "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
@@ -343,7 +344,7 @@ class RecallWrites:
              json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now))
         return self.conn.last_insert_rowid()
 
-    def insert_trace_candidates(self, trace_id: int, rows: list[tuple]) -> None:
+    def insert_trace_candidates(self, trace_id: int, rows: list[tuple[Any, ...]]) -> None:
         """rows: (memory_id, channels json, components json, score, rank, dropped_stage, drop_reason, detail, tokens)."""
         self.conn.executemany(
             "INSERT INTO trace_candidates(user_id, agent_id, scope_type, scope_id, trace_id, memory_id, channels,"
@@ -363,14 +364,14 @@ class BulkWrites:
     _sp: tuple[str, str, str, str]
     now: str
 
-    def bulk_memories(self, rows: list[tuple]) -> None:
+    def bulk_memories(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, kind, text, trust, importance, confidence, source_time, content_hash)."""
         self.conn.executemany(
             "INSERT INTO memories(id, user_id, agent_id, scope_type, scope_id, kind, text, trust, importance,"
             " confidence, source_time, created_at, updated_at, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(r[0], *self._sp, *r[1:7], self.now, self.now, r[7]) for r in rows])
 
-    def bulk_facts(self, rows: list[tuple]) -> None:
+    def bulk_facts(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, memory_id, subject, predicate, object, subject_key, predicate_key, object_key, status,
         confidence, valid_from, valid_to, learned_at, invalidated_at, supersedes_fact_id, relation)."""
         self.conn.executemany(
@@ -380,34 +381,34 @@ class BulkWrites:
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'synthetic')",
             [(r[0], *self._sp, *r[1:]) for r in rows])
 
-    def bulk_relations(self, rows: list[tuple]) -> None:
+    def bulk_relations(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (src_memory_id, dst_memory_id, type)."""
         self.conn.executemany(
             "INSERT INTO memory_relations(user_id, agent_id, scope_type, scope_id, src_memory_id, dst_memory_id, type,"
             " confidence, created_by, rule, created_at) VALUES (?,?,?,?,?,?,?,1.0,'extractor','synthetic',?)",
             [(*self._sp, *r, self.now) for r in rows])
 
-    def bulk_documents(self, rows: list[tuple]) -> None:
+    def bulk_documents(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, source_type, uri, title, text, content_hash, trust, source_time)."""
         self.conn.executemany(
             "INSERT INTO documents(id, user_id, agent_id, scope_type, scope_id, source_type, uri, title, text,"
             " content_hash, trust, source_time, ingested_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(r[0], *self._sp, *r[1:], self.now) for r in rows])
 
-    def bulk_chunks(self, rows: list[tuple]) -> None:
+    def bulk_chunks(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, document_id, ordinal, start, end, text, content_hash, speaker, role, source_time, trust)."""
         self.conn.executemany(
             'INSERT INTO chunks(id, user_id, agent_id, scope_type, scope_id, document_id, ordinal, kind, start, "end",'
             " text, content_hash, speaker, role, source_time, trust) VALUES (?,?,?,?,?,?,?,'message',?,?,?,?,?,?,?,?)",
             [(r[0], *self._sp, *r[1:]) for r in rows])
 
-    def bulk_sources(self, rows: list[tuple]) -> None:
+    def bulk_sources(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (memory_id, chunk_id, document_id, start, end)."""
         self.conn.executemany(
             'INSERT INTO memory_sources(user_id, agent_id, scope_type, scope_id, memory_id, chunk_id, document_id,'
             ' start, "end", created_at) VALUES (?,?,?,?,?,?,?,?,?,?)', [(*self._sp, *r, self.now) for r in rows])
 
-    def bulk_entities(self, rows: list[tuple]) -> None:
+    def bulk_entities(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, name, canonical, kind)."""
         self.conn.executemany(
             "INSERT INTO entities(id, user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
@@ -431,7 +432,7 @@ class BulkWrites:
         """The largest id of each replicated table in this scope: the rows `replicate` copies.
         Only stores of sources (no facts, relations or curation) can be copied this way: a
         copied fact would be a second current value of itself, which ingestion never writes."""
-        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        where = scope_where()
         for table in ("facts", "memory_relations"):
             if self.conn.execute(f"SELECT 1 FROM {table} WHERE {where} LIMIT 1", self._sp).fetchone():
                 raise ValueError(f"this scope has {table}: only stores of sources can be replicated")
@@ -441,7 +442,7 @@ class BulkWrites:
     def replicate(self, base: dict[str, int], *, documents_upto: int, tag: str) -> int:
         """Copy the base rows (ids up to `base`) of documents up to id `documents_upto` once more;
         the copies' document uris end in '#<tag>'. Returns the memories added."""
-        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        where = scope_where()
         off = {t: int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0])
                for t, _ in self._REPLICATED}
         mems = (f"(SELECT memory_id FROM memory_sources WHERE {where} AND id <= {base['memory_sources']}"

@@ -57,7 +57,9 @@ LIST_TABLES = {"memory_ids": "memories", "fact_ids": "facts", "entity_ids": "ent
 MEMORY_ID_RESULTS = {"memories_of_chunk", "memories_for_messages", "memories_for_sessions", "fts_memories",
                      "baseline_memories", "entity_memories", "neighbour_memories", "identical_memory_groups",
                      "memory_ids_for_facts", "relation_pairs", "open_conflict_pairs"}
-SKIP = {"writer", "llm_recorder"}  # not reads: a write transaction, a recorder factory
+# Not reads: a write transaction, a recorder factory. And sole_scope, whose one bit is about the
+# other scopes by design (is any memory outside this one? recall's fast path when none is).
+SKIP = {"writer", "llm_recorder", "sole_scope"}
 
 
 def _fill(path, people) -> str:
@@ -120,6 +122,7 @@ def _argument(name: str, param: inspect.Parameter, pool: dict[str, list[Any]], m
     choices: dict[str, st.SearchStrategy[Any]] = {
         "subject_key": st.sampled_from([k for k, _ in keys]),
         "predicate_key": st.sampled_from([p for _, p in keys]) | st.none(),
+        "subject_keys": st.lists(st.sampled_from([k for k, _ in keys]), max_size=6),
         "keys": st.lists(st.sampled_from(keys), max_size=6),
         "canonicals": st.lists(st.sampled_from(pool["canonicals"]), min_size=1, max_size=6),
         "entity_keys": st.lists(st.sampled_from(pool["canonicals"]), max_size=6),
