@@ -43,7 +43,7 @@ class ReconcileConfig:
 class FactView:
     """The part of a stored fact that reconciliation reads."""
 
-    id: int
+    id: int | str  # a stored fact's id, or "new:<index>" for one this batch inserts
     memory_id: int
     subject_key: str
     predicate_key: str
@@ -136,10 +136,12 @@ def reconcile(active: list[FactView], candidates: list[Candidate], *, user_keys:
                 same, confidence=reinforced_confidence(same.confidence, conf, config.reinforce_weight))
             continue
 
-        view = lambda status, c=conf, i=i, cand=cand: FactView(  # noqa: E731 - the batch's own new fact
-            id=f"new:{i}", memory_id=-1, subject_key=cand.subject_key, predicate_key=cand.predicate_key,  # type: ignore[arg-type]
-            object_key=cand.object_key, object=cand.object, confidence=c, status=status,
-            valid_from=cand.valid_from, learned_at=cand.valid_from or "", category=cand.category, trust=cand.trust)
+        def view(status: str, c: float = conf, i: int = i, cand: Candidate = cand) -> FactView:
+            """The batch's own new fact, as later candidates of the batch see it."""
+            return FactView(
+                id=f"new:{i}", memory_id=-1, subject_key=cand.subject_key, predicate_key=cand.predicate_key,
+                object_key=cand.object_key, object=cand.object, confidence=c, status=status,
+                valid_from=cand.valid_from, learned_at=cand.valid_from or "", category=cand.category, trust=cand.trust)
 
         sensitive = cand.category in SENSITIVE_CATEGORIES and conf < config.sensitive_confidence
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -151,12 +151,12 @@ def _detect(data: Any, name: str) -> str:
     return kind
 
 
-def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset:
+def load_dataset(path: Path | str) -> Dataset:
     """Detect the dataset and load it, reading the file once."""
     return read_dataset(path)[0]
 
 
-def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset, Any]:
+def read_dataset(path: Path | str) -> tuple[Dataset, Any]:
     """(the loaded dataset, the parsed JSON it came from): the runner hands the raw records of
     each container to the normal importers, so it must not read and parse the file twice. A
     folder is read as ConvoMem (its raw JSON is then None: the runner builds chat JSON from it)."""
@@ -164,7 +164,8 @@ def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset |
         return _convomem_folder(Path(path)), None
     data, sha = _read_json(path)
     kind = _detect(data, str(path))
-    return _LOADERS[kind](data, sha, path), data
+    loaded: Dataset = _LOADERS[kind](data, sha, path)
+    return loaded, data
 
 
 # --- LoCoMo ---------------------------------------------------------------------------------
@@ -929,7 +930,8 @@ def _check_contains_evidence(where: str, conversations: tuple[ConvoMemConversati
 
 # dataset name -> (parsed JSON, sha256, path) -> dataset; a new file-backed benchmark adds its
 # sniffing rule to _sniff, its name to DATASETS and its loader here
-_LOADERS = {"locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convomem}
+_LOADERS: dict[str, Callable[[Any, str, Path | str], Dataset]] = {
+    "locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convomem}
 
 
 # --- memlens updates ------------------------------------------------------------------------
@@ -1014,7 +1016,7 @@ class UpdatesDataset:
         return tuple(q for s in self.scenarios for q in s.questions)
 
     def stats(self) -> dict[str, Any]:
-        def count(key) -> dict[str, int]:
+        def count(key: Callable[[UpdateScenario], str]) -> dict[str, int]:
             out: dict[str, int] = {}
             for s in self.scenarios:
                 out[key(s)] = out.get(key(s), 0) + 1
@@ -1042,9 +1044,12 @@ def _iso(value: Any, name: str, where: str) -> str:
     if not isinstance(value, str):
         raise _fail(name, f"{where}: expected an ISO-8601 date string")
     try:
-        return normalise_iso(value)
+        iso = normalise_iso(value)
     except ValueError:
         raise _fail(name, f"{where}: {value!r} is not an ISO-8601 date") from None
+    if iso is None:
+        raise _fail(name, f"{where}: expected an ISO-8601 date string")
+    return iso
 
 
 def _updates(data: Any, sha: str, path: Path | str) -> UpdatesDataset:
@@ -1115,3 +1120,5 @@ def _update_scenario(i: int, item: Any, name: str) -> UpdateScenario:
 
 
 _LOADERS["updates"] = _updates
+
+Dataset = LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset  # what load_dataset returns

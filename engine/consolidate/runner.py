@@ -15,6 +15,7 @@ first window: the rest stay queued, untouched, and the report says why in one li
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,12 +23,12 @@ from typing import Any
 from ..embed.base import Embedder
 from ..errors import BadInput, Cancelled
 from ..extract import heuristic
-from ..extract.model import SourceChunk
+from ..extract.model import Candidate, SourceChunk
 from ..llm import FATAL_ERRORS, LLMClient, describe_failure
 from ..prompts import extract_v2
 from ..records import Chunk, Document
 from ..scope import Scope
-from ..store.store import Store
+from ..store.store import Store, Writer
 from . import ConsolidationReport, consolidate
 
 WINDOW_TURNS = 8  # turns per model call
@@ -57,10 +58,10 @@ class ExtractReport:
 def windows(chunks: list[Chunk]) -> list[tuple[int, int]]:
     """Consecutive chunk ordinals grouped into windows of at most WINDOW_TURNS / WINDOW_CHARS."""
     out: list[tuple[int, int]] = []
-    start = None
+    start: int | None = None
     size = 0
     count = 0
-    last = None
+    last = 0  # set with start
     for ch in chunks:
         if ch.kind == "heading":
             continue
@@ -76,6 +77,11 @@ def windows(chunks: list[Chunk]) -> list[tuple[int, int]]:
     if start is not None:
         out.append((start, last))
     return out
+
+
+def _finish_window(window_id: int, w: Writer) -> None:
+    """consolidate's `then`: the window is done in the transaction that stored its facts."""
+    w.finish_window(window_id, ok=True, error=None)
 
 
 def resolve_mode(mode: str, llm: LLMClient | None) -> str:
@@ -158,7 +164,7 @@ class Extractor:
                     mark()
                     facts = consolidate(self.store, self.scope, self.embedder, pairs,
                                         note=f"window {window['id']} ({self.mode})",
-                                        then=lambda w, wid=window["id"]: w.finish_window(wid, ok=True, error=None))
+                                        then=functools.partial(_finish_window, window["id"]))
                     report.facts.merge(facts)
                 else:
                     unmarked.append((window["id"], error))
@@ -180,7 +186,8 @@ class Extractor:
         mark()
         return report
 
-    def _llm(self, views: list[SourceChunk], report: ExtractReport):
+    def _llm(self, views: list[SourceChunk], report: ExtractReport
+             ) -> tuple[list[tuple[SourceChunk, Candidate]], str | None, bool]:
         """-> (pairs, error line or None, whether the error is fatal to the run)"""
         assert self.llm is not None
         result = self.llm.complete_json(extract_v2.TASK, extract_v2.build_messages(views), extract_v2.SCHEMA_NAME,
@@ -188,4 +195,4 @@ class Extractor:
         report.llm_calls += 1
         if not result.ok:
             return [], describe_failure(result.error, result.detail), result.error in FATAL_ERRORS
-        return extract_v2.parse(result.data, views, model=result.model), None, False
+        return extract_v2.parse(result.data or {}, views, model=result.model), None, False

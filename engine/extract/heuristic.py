@@ -30,7 +30,6 @@ from datetime import UTC, datetime, timedelta
 
 from engine.extract.canonical import (
     STATIC_PREDICATES,
-    name_key,
     object_key,
     predicate_category,
     predicate_key,
@@ -40,6 +39,7 @@ from engine.extract.change_frames import change_frames
 from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
+from engine.names import name_key
 from engine.timeexpr import FULL_MONTHS, MONTH_WORD, month_number
 from engine.timeutil import parse_iso, to_iso
 
@@ -103,9 +103,10 @@ def _sentences(text: str, start: int) -> Iterator[tuple[int, int]]:
     for m in _BREAK.finditer(text, start):
         if m.group(0) != "\n" and m.group(0).startswith("."):
             word = re.search(r"([\w.]+)$", text[at:m.start()])
-            abbreviation = word and (word.group(1).casefold() in _ABBREVIATIONS
-                                     or re.fullmatch(r"[A-Z]", word.group(1)))  # an initial: "J. Smith"
-            if abbreviation and word.group(1).casefold() == "no":
+            before = word.group(1) if word else ""
+            abbreviation = bool(before) and (before.casefold() in _ABBREVIATIONS
+                                             or re.fullmatch(r"[A-Z]", before) is not None)  # an initial: "J. Smith"
+            if abbreviation and before.casefold() == "no":
                 abbreviation = bool(re.match(r"\s*\d", text[m.end():]))  # "No. 5", not "No. I work..."
             if abbreviation:
                 continue
@@ -1040,7 +1041,10 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
                 return None
             return to_iso(when + timedelta(days=1))
         mon = (d.group("m1") or d.group("m2")).rstrip(".").casefold()
-        month = month_number(mon)
+        named = month_number(mon)
+        if named is None:
+            return None
+        month = named
         dd = int(d.group("d1") or d.group("d2"))
         yy = d.group("y1") or d.group("y2")
         if yy:
@@ -1168,7 +1172,7 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
                     predicate_key=hit.predicate,
                     object_key=okey,
                     replaces=hit.replaces,
-                    replaces_text=_render(hit.replaces_text, subject, hit.replaces) if hit.replaces_text else None,
+                    replaces_text=_render(hit.replaces_text, subject, hit.replaces or "") if hit.replaces_text else None,
                     replaces_key=object_key(hit.replaces) if hit.replaces else "",
                     soft_predicate=hit.soft,
                 ))

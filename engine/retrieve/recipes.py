@@ -132,7 +132,7 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def get_recipe(name: str | None, **overrides) -> Recipe:
+def get_recipe(name: str | None, **overrides: Any) -> Recipe:
     recipe = RECIPES.get(name or "default")
     if recipe is None:
         raise BadInput(f"unknown recipe {name!r} (one of {', '.join(RECIPES)})")

@@ -10,9 +10,10 @@ import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
+import apsw
 import numpy as np
 
 from ..records import Chunk, Document, Memory, Source, from_dict
@@ -26,6 +27,8 @@ from .health import HealthReads, HealthWrites
 from .recall import BulkWrites, RecallReads, RecallWrites
 from .sql import SCOPE_COLUMNS, dict_rows, scope_where
 
+T = TypeVar("T")
+
 # A row's scope as one string, and the first and last scope of the memories in index order
 # (sole_scope), built from the scope columns like every scope predicate (sql.py).
 _SCOPE_KEY = " || char(0) || ".join(SCOPE_COLUMNS)
@@ -33,19 +36,19 @@ _SCOPE_BOUNDS = (f"SELECT (SELECT {_SCOPE_KEY} FROM memories ORDER BY {', '.join
                  f" (SELECT {_SCOPE_KEY} FROM memories ORDER BY {' DESC, '.join(SCOPE_COLUMNS)} DESC LIMIT 1)")
 
 
-def _one(conn, cls, sql: str, params: tuple[Any, ...]):
+def _one(conn: apsw.Connection, cls: type[T], sql: str, params: tuple[Any, ...]) -> T | None:
     rows = dict_rows(conn, sql, params)
     return from_dict(cls, rows[0]) if rows else None
 
 
-def _all(conn, cls, sql: str, params: tuple[Any, ...]) -> list[Any]:
+def _all(conn: apsw.Connection, cls: type[T], sql: str, params: tuple[Any, ...]) -> list[T]:
     return [from_dict(cls, r) for r in dict_rows(conn, sql, params)]
 
 
 class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     """Granular writes inside one open transaction, all stamped with one scope."""
 
-    def __init__(self, conn, scope: Scope) -> None:
+    def __init__(self, conn: apsw.Connection, scope: Scope) -> None:
         self.conn = conn
         self.scope = scope
         self._sp = scope.as_params()
@@ -260,11 +263,11 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
-    def conn(self):
+    def conn(self) -> apsw.Connection:  # the mixins' `conn`: this thread's connection
         return self.db.connection()
 
     @contextlib.contextmanager
@@ -274,11 +277,11 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         with self.db.write(durable=durable) as conn:  # durable=False: see Database.write
             yield Writer(conn, scope)
 
-    def llm_recorder(self, scope: Scope, *, redact: bool = False):
+    def llm_recorder(self, scope: Scope, *, redact: bool = False) -> Callable[[Any], None]:
         """A recorder for LLMClient: each model request becomes a row of llm_calls in `scope`.
         redact keeps no request or reply text (an agent's query is never stored), only the
         hash, the outcome, tokens and latency."""
-        def record(rec) -> None:
+        def record(rec: Any) -> None:  # an engine.llm.LLMCallRecord (llm/ sits beside store/)
             if redact:
                 rec = dataclasses.replace(rec, request_json=None, response_text=None)
             with self.writer(scope) as w:
@@ -363,8 +366,8 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def sole_scope(self, scope: Scope) -> bool:
         """Is every memory of the store in `scope`? (The first and last scope in index order.)"""
         key = "\x00".join(scope.as_params())
-        first, last = self.conn.execute(_SCOPE_BOUNDS).fetchone()
-        return first == key and last == key
+        first, last = self.conn.execute(_SCOPE_BOUNDS).fetchone() or (None, None)
+        return bool(first == key and last == key)
 
     def fts_memories(self, scope: Scope, match: str, limit: int = 50, *, kind: str | None = None
                      ) -> list[tuple[int, float]]:
@@ -381,10 +384,12 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
                 # scope check per match, a row lookup each and three quarters of this query's time
                 # at 100k memories, would keep every row. The matches reach the sort in the same
                 # order either way, so the result is the same, ties included.
-                return [tuple(r) for r in self.conn.execute(
+                rows: list[tuple[Any, ...]] = self.conn.execute(
                     "SELECT rowid, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
-                    " ORDER BY score LIMIT ?", (match, limit))]
-            return [tuple(r) for r in self.conn.execute(sql + " ORDER BY score LIMIT ?", (*params, limit))]
+                    " ORDER BY score LIMIT ?", (match, limit)).fetchall()
+            else:
+                rows = self.conn.execute(sql + " ORDER BY score LIMIT ?", (*params, limit)).fetchall()
+        return [(r[0], r[1]) for r in rows]
 
     def fts_matches(self, scope: Scope, match: str, memory_id: int) -> bool:
         """Does this one memory match the FTS expression? (No ranking of every other match.)"""
@@ -406,7 +411,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
             ("embeddings", f"SELECT count(*) FROM embeddings WHERE {scope_where()}"),
             ("stale_embeddings", f"SELECT count(*) FROM embeddings WHERE {scope_where()} AND stale != 0"),
         ):
-            out[key] = self.conn.execute(sql, sp).fetchone()[0]
+            (out[key],) = self.conn.execute(sql, sp).fetchone() or (0,)
         return out
 
     def scopes(self) -> list[Scope]:
@@ -434,7 +439,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
 
     def has_facts(self) -> bool:
         """Any fact in any scope."""
-        return self.conn.execute("SELECT EXISTS (SELECT 1 FROM facts)").fetchone()[0] == 1
+        return self.conn.execute("SELECT EXISTS (SELECT 1 FROM facts)").fetchone() == (1,)
 
     def mark_fact_embeddings_outdated(self) -> int:
         """Every fact's vector is outdated (stale = 2): what a fact is embedded from changed. Search
