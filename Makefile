@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/memlens gui
 
+# Layer contracts (import-linter), lint (ruff) and types (mypy: strict on engine/, checked on ui/
+# and app/; the modules not there yet are listed in pyproject.toml).
 lint: install
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
-test: install
-	QT_QPA_PLATFORM=offscreen $(VENV)/bin/lint-imports
+test: lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 # Writers (an MCP agent, CLI directory ingests) killed at random while readers poll, for minutes;

@@ -24,11 +24,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from engine import __version__  # noqa: E402
 from engine.bench import DATASETS as BENCH_DATASETS
 from engine.errors import BadInput, Busy, MemlensError
+from engine.ingest.model import FORMATS
 from engine.scope import SCOPE_TYPES, Scope
+from engine.settings import default_db_path
 
-from .settings import default_db_path
-
-INGEST_FORMATS = ("auto", "chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
+INGEST_FORMATS = ("auto", *FORMATS)
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
 EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, the caller may retry
 EXIT_SOME_FAILED = 3
@@ -583,7 +583,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    from engine.perf import run_perf
+    from engine.bench.perf import run_perf
 
     if (args.memories is not None and args.memories < 1) or args.queries < 1:
         raise BadInput("--memories and --queries must be positive")
@@ -837,7 +837,7 @@ def cmd_health(args: argparse.Namespace) -> int:
         if name not in CHECKS:
             raise BadInput(f"unknown health check {name!r} (one of {', '.join(CHECKS)})")
     if args.synthetic is not None:
-        from engine.perf import run_health_perf
+        from engine.bench.perf import run_health_perf
 
         if args.synthetic < 2:
             raise BadInput("--synthetic needs at least 2 memories")

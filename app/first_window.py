@@ -131,6 +131,7 @@ def _ready_line(child: subprocess.Popen, deadline: float) -> dict[str, float] | 
     """The child's "memlens-ready name=<perf_counter> ..." line (app.gui.report_ready): when its
     first page of data was up and when the embedding model had loaded. perf_counter is the
     system's monotonic clock, so the child's stamps compare with ours."""
+    assert child.stderr is not None  # started with stderr=PIPE
     fd = child.stderr.fileno()
     buf = b""
     while time.perf_counter() < deadline:
@@ -175,13 +176,13 @@ def measure(db: Path | None, repeat: int, timeout: float = 60.0) -> dict:
             runs.append({"mapped_s": None if mapped is None else round(mapped - t0, 3),
                          "cpu_before_map_s": cpu,
                          **({f"{k}_s": round(v - t0, 3) for k, v in ready.items()} if ready else {})})
-        mapped = sorted(r["mapped_s"] for r in runs if r["mapped_s"] is not None)
-        cpu = sorted(r["cpu_before_map_s"] for r in runs if r["cpu_before_map_s"] is not None)
+        maps = sorted(r["mapped_s"] for r in runs if r["mapped_s"] is not None)
+        cpus = sorted(r["cpu_before_map_s"] for r in runs if r["cpu_before_map_s"] is not None)
         return {"db": str(db), "display": display, "xvfb": xvfb is not None, "cpus": os.cpu_count(),
                 "load_average": [round(x, 2) for x in os.getloadavg()], "runs": runs,
-                "mapped_s": {"min": mapped[0] if mapped else None, "median": mapped[len(mapped) // 2] if mapped else None,
-                             "max": mapped[-1] if mapped else None},
-                "cpu_before_map_s": {"median": cpu[len(cpu) // 2] if cpu else None}}
+                "mapped_s": {"min": maps[0] if maps else None, "median": maps[len(maps) // 2] if maps else None,
+                             "max": maps[-1] if maps else None},
+                "cpu_before_map_s": {"median": cpus[len(cpus) // 2] if cpus else None}}
     finally:
         if xvfb is not None:
             xvfb.terminate()

@@ -10,6 +10,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import cast
 
 
 def build_demo_then_open(window, path: Path) -> None:
@@ -107,11 +108,11 @@ def report_ready(stamps: dict[str, float]) -> None:
 def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
     from PySide6.QtWidgets import QApplication
 
-    from app.settings import APPLICATION, ORGANISATION
     from ui.main_window import MainWindow
+    from ui.qsettings import APPLICATION, ORGANISATION
     from ui.theme import register_fonts
 
-    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1])
+    app = cast(QApplication, QApplication.instance() or QApplication(argv if argv is not None else sys.argv[:1]))
     app.setApplicationName(APPLICATION)
     app.setOrganizationName(ORGANISATION)
     app.setApplicationDisplayName("memlens")
@@ -123,7 +124,8 @@ def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing:
     # Nothing slow before the window: the model, onnxruntime and the tokenizer load after it is
     # up with its first page of data (warm_up), and the LLM client library when first used.
     window = MainWindow()
-    window.about_text = lambda: about.about_text() + (  # licence and bundled components (ui cannot import app)
+    # licence and bundled components (ui cannot import app); a hook MainWindow calls
+    window.about_text = lambda: about.about_text() + (  # type: ignore[method-assign]
         f"\n\nDatabase: {window.engine.path}" if window.engine is not None else "")
 
     def excepthook(kind, exc, tb) -> None:

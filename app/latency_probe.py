@@ -61,12 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QElapsedTimer, QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from app.gui import warm_up
     from engine.bench.runner import run_benchmark
     from engine.memory import parse_sources
     from engine.scope import Scope
     from ui.main_window import MainWindow
-
-    from app.gui import warm_up
 
     app = QApplication.instance() or QApplication([])
     tmp = Path(tempfile.mkdtemp(prefix="memlens-probe-"))
@@ -145,16 +144,19 @@ def main(argv: list[str] | None = None) -> int:
         window.open_database(tmp / "probe.db")
         ready: dict = {}
         warm_up(window, ready.update)  # as app.gui.run does after the window
-        idle(lambda: bool(ready))  # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
+        # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
+        idle(lambda: bool(ready))
         idle()  # and what the panes re-read once the new vectors landed
         return summary("open", t0, None)
 
     if args.db:
         shutil.copy(args.db, tmp / "probe.db")
     opening = opened()  # warm_up has settled the collector, as in app.gui.run
-    engine = window.engine
+    engine, ctx = window.engine, window.ctx
+    if engine is None or ctx is None:
+        raise SystemExit(f"memlens: the probe could not open {tmp / 'probe.db'}: {window.banner.text}")
     if args.db:
-        scope = Scope.default(args.user, args.agent) if args.user else window.ctx.scope
+        scope = Scope.default(args.user, args.agent) if args.user else ctx.scope
         results = [opening, phase("health", lambda p, s: engine.health(scope, limit=100, progress=p,
                                                                        should_stop=s).counts())]
         timer.stop()

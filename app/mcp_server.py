@@ -91,7 +91,8 @@ _PHRASES = {
     "literal_error": "must be one of {expected}", "string_too_short": "must not be empty",
     "string_pattern_mismatch": "must not be empty or blank", "too_short": "must not be empty",
     "too_long": "must hold at most {max_length} items",
-    "missing": "is required", "string_too_long": "must be at most {max_length} characters long", "int_parsing": "must be an integer", "int_type": "must be an integer",
+    "missing": "is required", "string_too_long": "must be at most {max_length} characters long",
+    "int_parsing": "must be an integer", "int_type": "must be an integer",
     "int_from_float": "must be a whole number", "string_type": "must be a string", "list_type": "must be a list",
     "model_type": "must be an object", "model_attributes_type": "must be an object", "dict_type": "must be an object",
 }
@@ -323,8 +324,8 @@ def build_server(tools: MemoryTools, pool: ThreadPoolExecutor):
 
 def serve(db_path: Path, scope: Scope, *, extract: str = "auto", embedder: str | None = None) -> int:
     """Open the engine, check the configuration, and serve MCP over stdio until stdin closes."""
+    from engine.consolidate.runner import resolve_mode
     from engine.embed import make_embedder
-    from engine.extract.runner import resolve_mode
     from engine.llm import LLMConfig
 
     if not logging.getLogger().handlers:

@@ -1,9 +1,10 @@
 """`memlens snapshot`: every inspector pane rendered offscreen to PNG, over a real database.
 
 Also builds the small, real memory database the snapshot (and the UI tests) use when none is
-given, through the engine's public APIs: a chat over four days whose facts supersede each other and disagree (one open conflict, one fact held for
-review), plus whatever extra sources the caller passes (email, Markdown, code, LoCoMo ...)
-ingested with the offline heuristic extractor. Every fact is grounded in a real chunk span.
+given, through the engine's public APIs: a chat over four days whose facts supersede each other
+and disagree (one open conflict, one fact held for review), plus whatever extra sources the caller
+passes (email, Markdown, code, LoCoMo ...) ingested with the offline heuristic extractor. Every
+fact is grounded in a real chunk span.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from engine.consolidate import consolidate
 from engine.embed.base import Embedder
@@ -108,7 +110,8 @@ def add_sample_traces(path: str | os.PathLike[str], *, embedder: Embedder | None
                       queries: Sequence[str] = SAMPLE_QUERIES) -> list[int]:
     """Run operator recalls (what-ifs: no memory changes) so the traces pane has something to show."""
     with MemoryEngine(path, embedder=embedder or HashingEmbedder(), llm=None) as engine:
-        return [engine.recall(q, scope=scope, origin="operator", recipe="offline").trace.id for q in queries]
+        ids = [engine.recall(q, scope=scope, origin="operator", recipe="offline").trace.id for q in queries]
+    return [i for i in ids if i is not None]  # every operator recall records its trace
 
 
 # snapshots ----------------------------------------------------------------------------------------------
@@ -197,6 +200,7 @@ def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | 
 
     from engine.errors import BadInput
     from ui.main_window import MainWindow
+    from ui.panes.settings import SettingsPane
     from ui.tasks import InlineRunner
     from ui.theme import register_fonts
 
@@ -220,7 +224,7 @@ def snapshot(out_dir: str | os.PathLike[str], db_path: str | os.PathLike[str] | 
             _settle(app, window)
             stage_selection(window)
             if test_connection:
-                window.panes["settings"].run_test()  # the inline runner: done when it returns
+                cast(SettingsPane, window.panes["settings"]).run_test()  # the inline runner: done when it returns
             _settle(app, window)
             path = out / "window.png"
             window.grab().save(str(path))

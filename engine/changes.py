@@ -9,11 +9,19 @@ left them, so a later change is never silently overwritten.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import BadInput
 
 Images = dict[str, dict[str, dict[str, Any] | None]]  # table -> str(id) -> image
+
+
+class RowImages(Protocol):
+    """What a change set reads from a store writer (engine/store/facts.py)."""
+
+    def row_image(self, table: str, row_id: int) -> dict[str, Any] | None: ...
+
+    def ids_where(self, table: str, column: str, value: Any) -> list[int]: ...
 
 
 @dataclass(slots=True)
@@ -21,7 +29,7 @@ class ChangeSet:
     before: Images = field(default_factory=dict)
     after: Images = field(default_factory=dict)
 
-    def touch(self, w, table: str, row_id: int) -> None:
+    def touch(self, w: RowImages, table: str, row_id: int) -> None:
         """Call before changing an existing row."""
         rows = self.before.setdefault(table, {})
         if str(row_id) not in rows:
@@ -30,11 +38,11 @@ class ChangeSet:
     def created(self, table: str, row_id: int) -> None:
         self.before.setdefault(table, {}).setdefault(str(row_id), None)
 
-    def created_where(self, w, table: str, column: str, value: Any) -> None:
+    def created_where(self, w: RowImages, table: str, column: str, value: Any) -> None:
         for rid in w.ids_where(table, column, value):
             self.created(table, rid)
 
-    def seal(self, w) -> None:
+    def seal(self, w: RowImages) -> None:
         """Read the after images of every touched row (call at the end, inside the transaction)."""
         self.after = {t: {rid: w.row_image(t, int(rid)) for rid in rows} for t, rows in self.before.items()}
 
@@ -51,7 +59,7 @@ _ORDER = ("documents", "chunks", "memories", "facts", "memory_sources", "memory_
           "embeddings", "entities", "entity_mentions")
 
 
-def apply_images(w, target: Images, expect: Images) -> None:
+def apply_images(w: Any, target: Images, expect: Images) -> None:
     """Make the rows equal `target`, after checking they currently equal `expect`."""
     for table, rows in expect.items():
         for rid, image in rows.items():

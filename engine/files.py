@@ -13,6 +13,7 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import IO, Any
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -46,7 +47,7 @@ def create_private(path: str | os.PathLike[str]) -> bool:
     return True
 
 
-def open_private(path: str | os.PathLike[str], mode: str = "w", **kwargs):
+def open_private(path: str | os.PathLike[str], mode: str = "w", **kwargs: Any) -> IO[Any]:
     """open() for writing a new or replaced file that only its owner can read."""
     if not any(c in mode for c in "wax"):
         raise ValueError("open_private is for writing")

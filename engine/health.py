@@ -44,10 +44,10 @@ from typing import Any
 import numpy as np
 
 from .errors import BadInput
-from .ingest.entities import canonical_name
 from .extract.canonical import MULTI_VALUED
+from .extract.instructions import instruction_span
+from .names import name_key
 from .profile import build_profile
-from .reconcile import instruction_span
 from .scope import Scope
 from .store.store import Store
 from .timeutil import now_iso
@@ -105,8 +105,8 @@ class CheckResult:
     note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "about": ABOUT[self.name], "count": self.count, "offset": self.offset, "seconds": round(self.seconds, 3),
-                "note": self.note, "items": [i.as_dict() for i in self.items]}
+        return {"title": self.title, "about": ABOUT[self.name], "count": self.count, "offset": self.offset,
+                "seconds": round(self.seconds, 3), "note": self.note, "items": [i.as_dict() for i in self.items]}
 
 
 @dataclass(slots=True)
@@ -149,7 +149,7 @@ class CheckContext:
         if self.should_stop is not None and self.should_stop():
             raise _Stopped
 
-    def page(self, items: list) -> list:
+    def page(self, items: list[Any]) -> list[Any]:
         return items[self.offset:self.offset + self.limit]
 
     @property
@@ -242,7 +242,7 @@ def _lsh_note(n: int) -> str:
             f"cosine {NEAR_COSINE} are found, more above it); identical texts are always found")
 
 
-def _signature_candidates(sig: np.ndarray, should_stop) -> np.ndarray:
+def _signature_candidates(sig: np.ndarray, should_stop: Callable[[], None] | None) -> np.ndarray:
     """Row pairs (i < j) that share a band of signature bits and differ in at most HAMMING_CUT bits."""
     n = len(sig)
     # Buckets of about four rows: narrower bands collide more often, so more of them fit in the
@@ -337,10 +337,10 @@ def duplicate_memories(ctx: CheckContext) -> CheckResult:
         keep, drops = g[0], g[1:]
         members = []
         for m in g[:MAX_LISTED]:
-            b = briefs.get(m, {})
+            brief = briefs.get(m, {})
             src = (spans.get(m) or [{}])[0]
-            members.append({"memory_id": m, "kind": b.get("kind"), "text": b.get("text"),
-                            "source_time": b.get("source_time"), "document_id": src.get("document_id"),
+            members.append({"memory_id": m, "kind": brief.get("kind"), "text": brief.get("text"),
+                            "source_time": brief.get("source_time"), "document_id": src.get("document_id"),
                             "document": src.get("title")})
         how = {str(d): "identical text" if d in identical and keep in identical else f"cosine {best.get(d, 1.0):.3f}"
                for d in drops[:MAX_LISTED]}
@@ -505,7 +505,7 @@ def orphaned_derivations(ctx: CheckContext) -> CheckResult:
     for r in ctx.store.derivations(ctx.scope):
         by_fact.setdefault(r["fact_id"], []).append(r)
     found = []
-    for fid, rows in by_fact.items():
+    for rows in by_fact.values():
         premises = []
         for r in rows:
             if r["premise_memory_id"] is None:
@@ -587,7 +587,8 @@ def unsourced_memories(ctx: CheckContext) -> CheckResult:
         why = "no source span" if not r["sources"] else "a source span outside its chunk (or on a missing chunk)"
         items.append(HealthItem(
             key=f"unsourced_memories:{r['id']}",
-            summary=f"Memory #{r['id']} ({r['kind']}, via {r['extraction_method'] or 'ingest'}) has {why}: “{_brief(r['text'], 60)}”",
+            summary=(f"Memory #{r['id']} ({r['kind']}, via {r['extraction_method'] or 'ingest'}) has {why}: "
+                     f"“{_brief(r['text'], 60)}”"),
             target={"kind": "memory", "id": r["id"]}, pane="memories",
             evidence={"memory_id": r["id"], "kind": r["kind"], "text": r["text"], "trust": r["trust"],
                       "sources": r["sources"], "created_at": r["created_at"], "why": why},
@@ -653,8 +654,8 @@ def _sentence_initial(mention: dict[str, Any], before_chars: int = 8) -> bool:
         return True
     before = (mention["before"] or "").rstrip(_OPENERS)
     if not before:
-        return mention["offset"] <= before_chars  # only openers since the chunk began
-    return before.endswith((".", "!", "?", "\n", ":"))
+        return bool(mention["offset"] <= before_chars)  # only openers since the chunk began
+    return bool(before.endswith((".", "!", "?", "\n", ":")))
 
 
 def noisy_entities(ctx: CheckContext) -> CheckResult:
@@ -662,7 +663,7 @@ def noisy_entities(ctx: CheckContext) -> CheckResult:
     stats = ctx.store.entity_stats(ctx.scope)
     single = [e["id"] for e in stats if e["kind"] == "name" and e["memories"] == 1 and " " not in e["name"]]
     contexts = ctx.store.mention_contexts(ctx.scope, single)
-    talking = {canonical_name(s) for s in ctx.store.speakers(ctx.scope)}
+    talking = {name_key(s) for s in ctx.store.speakers(ctx.scope)}
     found = []
     for e in stats:
         name = e["name"]

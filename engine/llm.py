@@ -34,21 +34,24 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from engine.errors import BadInput
 from engine.lazy import lazy_import
+from engine.timeutil import now_iso
 
 # Loaded on first use: together a second of every memlens start on a busy machine, and a recall or a
 # status that calls no model never uses them.
-jsonschema = lazy_import("jsonschema")
-openai = lazy_import("openai")
-
-from engine.errors import BadInput
-from engine.timeutil import now_iso
+if TYPE_CHECKING:
+    import jsonschema
+    import openai
+else:
+    jsonschema = lazy_import("jsonschema")
+    openai = lazy_import("openai")
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -523,10 +526,10 @@ def _server_message(exc: openai.APIStatusError) -> str:
     if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
         body = body["error"]
     if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return body["message"]
+        return str(body["message"])
     if isinstance(body, str) and body.strip():
         return body
-    return exc.message
+    return str(exc.message)
 
 
 def _status_error(status: int, message: str, body: str | None, request: Mapping[str, Any],
@@ -577,9 +580,10 @@ def describe_failure(error: str | None, detail: str | None) -> str:
 
 def _response_text(response: Any) -> str | None:
     try:
-        return response.text
+        text = response.text
     except Exception:  # noqa: BLE001 - a body we cannot read is just absent
         return None
+    return text if isinstance(text, str) else None
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -596,7 +600,7 @@ _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n(.*?)```", re.DOTALL)
 _MAX_OBJECT_STARTS = 64  # '{' positions tried in a prose reply
 
 
-def _json_values(body: str):
+def _json_values(body: str) -> Iterator[Any]:
     """JSON values in a reply that is not JSON as a whole, most likely first: fenced blocks, then
     objects decoded from each '{' in prose ("Here is the JSON: {...} Hope it helps")."""
     for block in _FENCE.findall(body):

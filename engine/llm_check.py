@@ -12,11 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .bench import qa_v1
 from .extract.model import SourceChunk
-from .extract.prompts import extract_v2
 from .llm import FATAL_ERRORS, TASKS, LLMClient, LLMConfig, LLMResult, describe_failure
-from .retrieve import plan_v1, rerank_v1
+from .prompts import extract_v2, plan_v1, qa_v1, rerank_v1
 
 CALL_TIMEOUT_S = 20.0
 FIRST_CALL_TIMEOUT_S = 60.0  # a local server may still be loading the model

@@ -38,19 +38,21 @@ from typing import Any
 import numpy as np
 
 from .background import lower_thread_priority
-from .curate import Curator
+from .consolidate.runner import Extractor, ExtractReport
+from .curate import CurationResult, Curator
 from .embed import make_embedder
 from .embed.base import Embedder
+from .embed.text import VECTOR_TEXT_VERSION, vector_text
 from .errors import BadInput, DatabaseBusy
 from .extract.canonical import subject_key as canonical_subject
-from .extract.runner import ExtractReport, Extractor
 from .health import DEFAULT_LIMIT, HealthReport, run_checks
+from .index.vectors import VectorIndex
 from .ingest.model import ParsedDocument
-from .ingest.pipeline import VECTOR_TEXT_VERSION, Ingestor, IngestReport, vector_text
+from .ingest.pipeline import Ingestor, IngestReport
 from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
-from .index.vectors import VectorIndex
 from .profile import Profile, build_profile
+from .records import Document
 from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
@@ -168,10 +170,10 @@ class MemoryEngine:
 
         return check_endpoint(config)
 
-    def __enter__(self) -> "MemoryEngine":
+    def __enter__(self) -> MemoryEngine:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # embedder ---------------------------------------------------------------------------------
@@ -251,7 +253,7 @@ class MemoryEngine:
             for _, otype, oid, text in batch:  # the same text ingestion embedded (engine.ingest.pipeline)
                 texts.append(vector_text(text, context.get(oid) if otype == "memory" else None))
             vectors = emb.embed(texts, kind="passage")
-            by_scope: dict[tuple[Scope, str], list] = {}
+            by_scope: dict[tuple[Scope, str], list[Any]] = {}
             for (scope, owner_type, owner_id, _), vec in zip(batch, vectors):
                 by_scope.setdefault((scope, owner_type), []).append((owner_id, vec))
             for (scope, owner_type), rows in by_scope.items():
@@ -313,7 +315,7 @@ class MemoryEngine:
         """
         from .ingest.formats.chat import ROLE_TRUST, content_text, parse_json
         from .ingest.limits import check_turn
-        from .ingest.normalize import to_utc_iso
+        from .timeutil import to_utc_iso
 
         if isinstance(messages, dict):
             messages = [messages]
@@ -496,13 +498,16 @@ class MemoryEngine:
             if other is not None:
                 out["detail"] += (f", sharing its place in the top k with memory {other} "
                                   "(read from the same source chunk)")
-        elif cand.dropped["reason"] == "below_cut":
-            out["verdict"] = "below_cut"
-            out["detail"] = cand.dropped["detail"]
         else:
-            out["verdict"] = "dropped"
-            out["detail"] = f"dropped at stage {cand.dropped['stage']} for reason {cand.dropped['reason']}: " \
-                            f"{cand.dropped['detail']}"
+            dropped = cand.dropped
+            assert dropped is not None  # a candidate without a rank was dropped at some stage
+            if dropped["reason"] == "below_cut":
+                out["verdict"] = "below_cut"
+                out["detail"] = dropped["detail"]
+            else:
+                out["verdict"] = "dropped"
+                out["detail"] = f"dropped at stage {dropped['stage']} for reason {dropped['reason']}: " \
+                                f"{dropped['detail']}"
         if cand is not None:
             out.update({"channels": cand.channels, "components": cand.components, "score": round(cand.score, 6),
                         "dropped": cand.dropped, "rank": cand.rank})
@@ -552,10 +557,17 @@ class MemoryEngine:
     def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict[str, Any]]:
         return self.store.conflicts(scope, status=status)
 
+    def _document(self, scope: Scope, document_id: int) -> Document:
+        """The document a chunk or source span points at (its foreign key keeps it)."""
+        doc = self.store.document(scope, document_id)
+        if doc is None:
+            raise BadInput(f"no document {document_id} in this scope")
+        return doc
+
     def curator(self, scope: Scope, *, actor: str = "operator") -> Curator:
         return Curator(self.store, scope, embedder=lambda: self.embedder, actor=actor)
 
-    def expire_due(self, scope: Scope, now: str | None = None):
+    def expire_due(self, scope: Scope, now: str | None = None) -> CurationResult | None:
         return Curator(self.store, scope, actor="system").expire_due(now)
 
     # store health -----------------------------------------------------------------------------
@@ -598,7 +610,7 @@ class MemoryEngine:
             ch = st.chunk(scope, record_id)
             if ch is None:
                 raise BadInput(f"no chunk {record_id} in this scope")
-            doc = st.document(scope, ch.document_id)
+            doc = self._document(scope, ch.document_id)
             return {
                 "chunk": ch.as_dict(),
                 "document": {"id": doc.id, "title": doc.title, "uri": doc.uri, "source_type": doc.source_type},
@@ -611,7 +623,7 @@ class MemoryEngine:
             if mem is None:
                 raise BadInput(f"no memory {record_id} in this scope")
             sources = []
-            document = functools.lru_cache(maxsize=None)(lambda doc_id: st.document(scope, doc_id))
+            document = functools.cache(functools.partial(self._document, scope))
             for src in st.sources_of(scope, record_id):  # many sources may share one (long) document
                 doc = document(src.document_id)
                 chunk = st.chunk(scope, src.chunk_id) if src.chunk_id is not None else None
@@ -660,10 +672,13 @@ class MemoryEngine:
             seen.add(cur["id"])
             forward.append(cur)
         versions = list(reversed(chain_back)) + [fact] + forward
-        brief = lambda f: {k: f[k] for k in ("id", "object", "status", "valid_from", "valid_to", "learned_at",  # noqa: E731
-                                              "invalidated_at", "confidence", "rule", "reason")}
+
+        def brief(f: dict[str, Any]) -> dict[str, Any]:
+            return {k: f[k] for k in ("id", "object", "status", "valid_from", "valid_to", "learned_at",
+                                      "invalidated_at", "confidence", "rule", "reason")}
+
         evidence = []
-        document = functools.lru_cache(maxsize=None)(lambda doc_id: st.document(scope, doc_id))
+        document = functools.cache(functools.partial(self._document, scope))
         for src in st.sources_of(scope, fact["memory_id"]):  # a fact confirmed 1,000 times has 1,000
             doc = document(src.document_id)
             evidence.append({**src.as_dict(), "document_title": doc.title, "source_type": doc.source_type,

@@ -10,6 +10,7 @@ importance x confidence and cut at a token budget.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .extract.canonical import MULTI_VALUED
 from .scope import Scope
@@ -39,8 +40,10 @@ class Profile:
     cut: list[ProfileLine] = field(default_factory=list)  # lines the budget left out
     budget: int = 400
 
-    def as_dict(self) -> dict:
-        line = lambda x: {"text": x.text, "fact_ids": x.fact_ids, "tokens": x.tokens}  # noqa: E731
+    def as_dict(self) -> dict[str, Any]:
+        def line(x: ProfileLine) -> dict[str, Any]:
+            return {"text": x.text, "fact_ids": x.fact_ids, "tokens": x.tokens}
+
         return {"static": [line(x) for x in self.static], "dynamic": [line(x) for x in self.dynamic],
                 "cut": [line(x) for x in self.cut], "budget": self.budget}
 
@@ -48,7 +51,7 @@ class Profile:
         return self.static + self.dynamic
 
 
-def _section(fact: dict) -> str:
+def _section(fact: dict[str, Any]) -> str:
     if fact["is_static"]:
         return "static"
     if fact["category"] in DYNAMIC_CATEGORIES or fact["predicate_key"] in DYNAMIC_PREDICATES or fact["forget_after"]:
@@ -69,7 +72,7 @@ def _join(values: list[str]) -> str:
 def build_profile(store: Store, scope: Scope, *, budget: int = 400) -> Profile:
     facts = [f for f in store.facts(scope, statuses=("active",))
              if f["trust"] != "external" and not f["forgotten_at"] and f["relation"] != "derives"]
-    groups: dict[tuple[str, str], list[dict]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in facts:
         groups.setdefault((f["subject_key"], f["predicate_key"]), []).append(f)
     lines: list[ProfileLine] = []

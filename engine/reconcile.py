@@ -24,10 +24,10 @@ Rules (the names are stored with every decision and shown in the inspector):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from .extract.canonical import MULTI_VALUED, objects_match
+from .extract.instructions import instruction_span
 from .extract.model import SENSITIVE_CATEGORIES, Candidate
 
 
@@ -43,7 +43,7 @@ class ReconcileConfig:
 class FactView:
     """The part of a stored fact that reconciliation reads."""
 
-    id: int
+    id: int | str  # a stored fact's id, or "new:<index>" for one this batch inserts
     memory_id: int
     subject_key: str
     predicate_key: str
@@ -88,24 +88,6 @@ class Decision:
         return f"new:{self.index}"
 
 
-_INSTRUCTION = re.compile(
-    r"\b(ignore (all |any )?(previous|prior|above) (instructions|messages)|disregard (the|all|previous)|"
-    r"you (must|should|are required to|will now)|the user (wants|would like|asked) you to|system prompt|"
-    r"as an ai|assistant:|new instructions|do not tell|forward (this|all|the)|send (me|us) (the|your))",
-    re.IGNORECASE,
-)
-
-
-def instruction_span(text: str) -> tuple[int, int] | None:
-    """Where text first reads as an instruction to the AI ([start, end) of the phrase), or None."""
-    m = _INSTRUCTION.search(text)
-    return (m.start(), m.end()) if m else None
-
-
-def looks_like_instruction(text: str) -> bool:
-    return instruction_span(text) is not None
-
-
 def reinforced_confidence(old: float, new: float, weight: float) -> float:
     """Diminishing returns: each repeat removes a share of the remaining doubt."""
     return min(0.99, old + (1.0 - old) * max(0.0, min(1.0, new)) * weight)
@@ -137,7 +119,7 @@ def reconcile(active: list[FactView], candidates: list[Candidate], *, user_keys:
         here = current.setdefault(key, [])
         conf = cand.confidence
 
-        if cand.trust == "external" and looks_like_instruction(cand.evidence or cand.text):
+        if cand.trust == "external" and instruction_span(cand.evidence or cand.text) is not None:
             decisions.append(Decision(i, "skip", "external_instruction",
                                       "external text that reads as an instruction is never stored as a fact"))
             continue
@@ -154,10 +136,12 @@ def reconcile(active: list[FactView], candidates: list[Candidate], *, user_keys:
                 same, confidence=reinforced_confidence(same.confidence, conf, config.reinforce_weight))
             continue
 
-        view = lambda status, c=conf: FactView(  # noqa: E731 - the batch's own new fact
-            id=f"new:{i}", memory_id=-1, subject_key=cand.subject_key, predicate_key=cand.predicate_key,  # type: ignore[arg-type]
-            object_key=cand.object_key, object=cand.object, confidence=c, status=status,
-            valid_from=cand.valid_from, learned_at=cand.valid_from or "", category=cand.category, trust=cand.trust)
+        def view(status: str, c: float = conf, i: int = i, cand: Candidate = cand) -> FactView:
+            """The batch's own new fact, as later candidates of the batch see it."""
+            return FactView(
+                id=f"new:{i}", memory_id=-1, subject_key=cand.subject_key, predicate_key=cand.predicate_key,
+                object_key=cand.object_key, object=cand.object, confidence=c, status=status,
+                valid_from=cand.valid_from, learned_at=cand.valid_from or "", category=cand.category, trust=cand.trust)
 
         sensitive = cand.category in SENSITIVE_CATEGORIES and conf < config.sensitive_confidence
 

@@ -23,7 +23,7 @@ def from_dict(cls: type[T], row: dict[str, Any]) -> T:
 
 class Record:
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        return asdict(self)  # type: ignore[call-overload,no-any-return]  # subclasses are dataclasses
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class Document(Record):
     version: int
     previous_id: int | None
     replaced_at: str | None
-    meta: dict
+    meta: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -64,7 +64,7 @@ class Chunk(Record):
     source_time: str | None
     trust: str
     quotes_chunk_id: int | None
-    meta: dict
+    meta: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -103,3 +103,68 @@ class Source(Record):
     start: int
     end: int
     relevance: float
+
+
+@dataclass(slots=True)
+class Fact(Record):
+    """A facts row with its memory's trust, text, pin and forgetting (Store.fact_record)."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    memory_id: int
+    subject: str
+    predicate: str
+    object: str
+    subject_key: str
+    predicate_key: str
+    object_key: str
+    relation: str
+    status: str
+    confidence: float
+    importance: float
+    category: str | None
+    is_static: int
+    valid_from: str | None
+    valid_to: str | None
+    learned_at: str
+    invalidated_at: str | None
+    forget_after: str | None
+    supersedes_fact_id: int | None
+    evidence: str | None
+    evidence_unverified: int
+    source_count: int
+    extraction_method: str
+    extractor_model: str | None
+    prompt_version: str | None
+    rule: str | None
+    reason: str | None
+    external_ref: str | None
+    # from the fact's memory
+    trust: str
+    text: str
+    pinned: int
+    forgotten_at: str | None
+    forget_reason: str | None
+
+
+@dataclass(slots=True)
+class Conflict(Record):
+    """Two facts that disagree, or one held for review (fact_b_id None)."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    fact_a_id: int
+    fact_b_id: int | None
+    rule: str
+    reason: str | None
+    status: str
+    resolution: str | None
+    created_at: str
+    resolved_at: str | None
+    curation_id: int | None

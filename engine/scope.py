@@ -36,6 +36,6 @@ class Scope:
         }
 
     @classmethod
-    def default(cls, user: str | None = None, agent: str | None = None) -> "Scope":
+    def default(cls, user: str | None = None, agent: str | None = None) -> Scope:
         agent_id = agent or "default"
         return cls(user_id=user or "default", agent_id=agent_id, scope_type="agent", scope_id=agent_id)

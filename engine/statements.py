@@ -229,7 +229,7 @@ def clauses(text: str) -> list[Clause]:
             pieces.append(sentence[at:m.start()])
             at = m.end()
         pieces.append(sentence[at:])
-        carry = "none", None
+        carry: tuple[str, str | None] = ("none", None)
         pieces = [p for p in pieces if _WORD.search(p)]
         for index, piece in enumerate(pieces):
             piece = piece.strip()

@@ -17,7 +17,7 @@ time preposition ("in May"), since "May" and "June" are also names.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -33,7 +33,9 @@ MONTHS = {m: i for i, m in enumerate(FULL_MONTHS, start=1)}
 MONTHS |= {m[:3]: i for m, i in list(MONTHS.items())} | {"Sept": 9}
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
-MONTH = r"(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
+MONTH = rf"({_MONTH_NAMES})\.?"
+MONTH_WORD = rf"(?:{_MONTH_NAMES})\.?"  # the same, without a group of its own
 FULL_MONTH = r"(" + "|".join(FULL_MONTHS) + r")"
 YEAR = r"((?:19|20)\d{2})"
 DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
@@ -54,6 +56,12 @@ SEASON = re.compile(r"\b(last|this|next|past)\s+(spring|summer|autumn|fall|winte
 WEEKDAY = re.compile(r"\b(?:(last|this|next|this past|this coming|on)\s+)?(" + "|".join(WEEKDAYS) + r")\b")
 
 
+def month_number(name: str) -> int | None:
+    """1-12 for a month's name or abbreviation in any case ("may", "Sept.", "DECEMBER"), else None."""
+    word = name.strip().rstrip(".").capitalize()
+    return (MONTHS.get(word) or MONTHS.get(word[:3])) if len(word) >= 3 else None
+
+
 class Mention(NamedTuple):
     start: int  # offsets in the text given
     end: int
@@ -69,21 +77,21 @@ def count_value(word: str) -> int:
 
 
 def day(dt: datetime) -> datetime:
-    return datetime(dt.year, dt.month, dt.day, tzinfo=timezone.utc)
+    return datetime(dt.year, dt.month, dt.day, tzinfo=UTC)
 
 
 def month_window(year: int, month: int) -> tuple[datetime, datetime]:
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
-    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=timezone.utc)
+    start = datetime(year, month, 1, tzinfo=UTC)
+    return start, datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
 
 
 def year_window(year: int) -> tuple[datetime, datetime]:
-    return datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc)
+    return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
 
 
 def _safe_date(year: int, month: int, d: int) -> datetime | None:
     try:
-        return datetime(year, month, d, tzinfo=timezone.utc)
+        return datetime(year, month, d, tzinfo=UTC)
     except ValueError:  # "31 February"
         return None
 
@@ -97,8 +105,7 @@ def nearest_date(month: int, d: int, ref: datetime) -> datetime | None:
 def nearest_month(month: int, ref: datetime) -> tuple[int, int]:
     """(year, month) of the named month nearest the time it was said."""
     options = [(ref.year + dy, month) for dy in (-1, 0, 1)]
-    mid = lambda ym: datetime(ym[0], ym[1], 15, tzinfo=timezone.utc)  # noqa: E731
-    return min(options, key=lambda ym: abs(mid(ym) - ref))
+    return min(options, key=lambda ym: abs(datetime(ym[0], ym[1], 15, tzinfo=UTC) - ref))
 
 
 def _week_start(dt: datetime) -> datetime:
@@ -111,7 +118,7 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []  # few per turn: a scan is cheaper than an interval tree
 
-    def add(m: re.Match, kind: str, start: datetime | None, end: datetime | None) -> None:
+    def add(m: re.Match[str], kind: str, start: datetime | None, end: datetime | None) -> None:
         if start is None or end is None or end <= start:
             return
         s, e = m.span()
@@ -147,7 +154,7 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
             year = ref.year if month > ref.month else ref.year + 1
         elif prep == "since":
             year = ref.year if month <= ref.month else ref.year - 1
-            add(m, "span", datetime(year, month, 1, tzinfo=timezone.utc), today + timedelta(days=1))
+            add(m, "span", datetime(year, month, 1, tzinfo=UTC), today + timedelta(days=1))
             continue
         else:
             year, month = nearest_month(month, ref)
@@ -183,10 +190,10 @@ def mentions(text: str, ref: datetime | None) -> list[Mention]:
     for m in SEASON.finditer(text):
         which, (first, months) = m.group(1).lower(), SEASONS[m.group(2).lower()]
 
-        def season(year: int) -> tuple[datetime, datetime]:
-            start = datetime(year, first, 1, tzinfo=timezone.utc)
+        def season(year: int, first: int = first, months: int = months) -> tuple[datetime, datetime]:
+            start = datetime(year, first, 1, tzinfo=UTC)
             end_month = first + months
-            return start, datetime(year + (end_month > 12), (end_month - 1) % 12 + 1, 1, tzinfo=timezone.utc)
+            return start, datetime(year + (end_month > 12), (end_month - 1) % 12 + 1, 1, tzinfo=UTC)
 
         year = ref.year - 1 if first == 12 and ref.month <= 2 else ref.year  # "this winter" in January
         start, end = season(year)

@@ -6,20 +6,21 @@ A single fixed-width format keeps lexicographic order equal to time order in SQL
 from __future__ import annotations
 
 import email.utils
-from datetime import datetime, timezone
+import re
+from datetime import UTC, date, datetime
 from functools import lru_cache
-
-FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+from typing import Any
 
 
 def to_iso(dt: datetime) -> str:
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime(FORMAT)
+    """'YYYY-MM-DDTHH:MM:SSZ' (the year always four digits); a naive datetime is taken to be UTC."""
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(UTC)
+    return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}Z"
 
 
 def now_iso() -> str:
-    return to_iso(datetime.now(timezone.utc))
+    return to_iso(datetime.now(UTC))
 
 
 @lru_cache(maxsize=8192)  # pure (datetimes are immutable); recall parses each candidate's times per query
@@ -30,8 +31,8 @@ def parse_iso(value: str) -> datetime:
         text = text[:-1] + "+00:00"
     dt = datetime.fromisoformat(text)
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
 
 
 def normalise_iso(value: str | None) -> str | None:
@@ -59,3 +60,35 @@ def normalise_stored_time(value: str) -> str:
     if dt is None:
         raise ValueError(f"not a time: {value!r}")
     return to_iso(dt)  # a zone-less mail date ('-0000') is read as UTC
+
+
+_NUMERIC = re.compile(r"^[+-]?\d+(\.\d+)?$")
+
+
+def to_utc_iso(value: Any) -> str | None:
+    """A timestamp as importers meet it, in the store's form, or None if unparseable.
+
+    Accepts ISO-8601 strings ("Z", offsets, space separator, date only; naive = UTC),
+    datetimes, dates, and Unix epoch numbers (seconds, or milliseconds when that is the only
+    plausible reading). Sub-second precision is dropped.
+    """
+    try:
+        if value is None or isinstance(value, bool):
+            return None
+        if isinstance(value, datetime):
+            return to_iso(value)
+        if isinstance(value, date):
+            return to_iso(datetime(value.year, value.month, value.day))
+        if isinstance(value, str) and _NUMERIC.match(value.strip()):
+            value = float(value.strip())
+        if isinstance(value, (int, float)):
+            seconds = float(value)
+            if abs(seconds) > 1e11:  # 1e11 s is year 5138: this is milliseconds
+                seconds /= 1000.0
+            return to_iso(datetime.fromtimestamp(seconds, tz=UTC))
+        if isinstance(value, str):
+            text = value.strip()
+            return to_iso(datetime.fromisoformat(text)) if text else None
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None

@@ -172,7 +172,8 @@ CHAT = [
      "timestamp": "2024-06-20T08:15:00Z"},
 ]
 CLI = "import sys; from app.cli import main; sys.exit(main(sys.argv[1:]))"  # the source tree's CLI
-NOTE = "# Lena's notes\n\nPixel is a border collie. He loves the beach at Cascais.\n\n## Work\n\nShip the wing-load report by Friday.\n"
+NOTE = ("# Lena's notes\n\nPixel is a border collie. He loves the beach at Cascais.\n\n"
+        "## Work\n\nShip the wing-load report by Friday.\n")
 
 
 def smoke(bundle: Path) -> dict:

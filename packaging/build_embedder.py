@@ -502,7 +502,7 @@ def model_md(
     ir_version: int,
     cpu: str,
 ) -> str:
-    today = _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    today = _dt.datetime.now(_dt.UTC).date().isoformat()
     tools = "\n".join(f"| {name} | {ver} |" for name, ver in versions.items())
     qrows = "\n".join(f"| {k} | {v} |" for k, v in quant.items())
     return f"""# all-MiniLM-L6-v2, int8 ONNX

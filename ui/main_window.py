@@ -35,14 +35,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import SettingsStore, open_qsettings
 from engine import __version__
 from engine.errors import BadInput, MemlensError
 from engine.scope import Scope
+from engine.settings import SettingsStore
 from ui.context import AppContext
 from ui.live import LiveRefresh
 from ui.panes.base import PaneBase
 from ui.panes.registry import PANES
+from ui.qsettings import open_qsettings
 from ui.selection import SelectionBus
 from ui.tasks import TaskRunner
 from ui.theme import apply_theme, register_fonts, theme_watcher

@@ -24,15 +24,34 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput
 from ..files import private_dir, write_private
 from . import datasets as ds
 from .metrics import LEVELS
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _execute,
-                     _git_commit, limit_questions, open_container, question_metrics, truth_metrics, tuned_on,
-                     turn_ranking)
+from .runner import (
+    BENCH_SCOPE,
+    DEFAULT_KS,
+    _cached_embedder,
+    _containers,
+    _embedder,
+    _execute,
+    _git_commit,
+    limit_questions,
+    open_container,
+    question_metrics,
+    truth_metrics,
+    tuned_on,
+    turn_ranking,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..memory import MemoryEngine
+
+ShouldStop = Callable[[], bool]
 
 # memlens bench updates: current truth (update_metrics), on its halves (tuned on dev, held-out the other)
 DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evidence_recall@10",
@@ -43,7 +62,7 @@ SECONDARY = ("turn_evidence_recall@5", "turn_recall_all@10", "session_recall_all
 BASELINE = "baseline"
 
 
-def ablate_container(spec: dict) -> list[dict]:
+def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Answer a container's questions under every variant in spec["variants"] ({name: off}).
     Runs in a worker process. One item per question: {"question_id", "category", "fold",
     "excluded", "gold", "variants": {name: metrics}}."""
@@ -54,9 +73,10 @@ def ablate_container(spec: dict) -> list[dict]:
     open_container(spec)
     emb = _embedder(spec["embedder"])
     questions = spec["questions"]
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
-        vectors = _cached_embedder(spec).embed([q["question"] for q in questions], kind="query") if questions else []
+        texts = [q["question"] for q in questions]
+        vectors: np.ndarray | list[Any] = _cached_embedder(spec).embed(texts, kind="query") if questions else []
         for q, qvec in zip(questions, vectors):
             item = {"container": spec["container"], "question_id": q["question_id"], "category": q["category"],
                     "fold": q["fold"], "excluded": q["excluded"], "gold": q["gold"], "variants": {}}
@@ -83,7 +103,7 @@ def _fold_of(dataset: str, folds: str, container: str, category: str) -> str:
     raise BadInput(f"unknown --folds {folds!r} (conversation or type; half for updates)")
 
 
-def _scored(items: list[dict], metric: str) -> list[dict]:
+def _scored(items: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
     """The questions a metric scores: those with gold ids at its level, or (current truth) those
     it was computed for."""
     level = metric.split("_", 1)[0]
@@ -96,13 +116,13 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarise_ablation(items: list[dict], features: list[str], metric: str) -> dict[str, Any]:
+def summarise_ablation(items: list[dict[str, Any]], features: list[str], metric: str) -> dict[str, Any]:
     """Per-fold and held-out contributions of each feature (see the module doc)."""
     scored = _scored(items, metric)
     folds = sorted({it["fold"] for it in scored})
     by_fold = {f: [it for it in scored if it["fold"] == f] for f in folds}
 
-    def mean_of(group: list[dict], variant: str, key: str = metric) -> float:
+    def mean_of(group: list[dict[str, Any]], variant: str, key: str = metric) -> float:
         vals = [it["variants"][variant].get(key, 0.0) for it in group]
         return sum(vals) / len(vals) if vals else 0.0
 
@@ -167,7 +187,7 @@ def cv_selection(report: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def run_ablation(engine, data_path: str | os.PathLike[str], *, features: list[str] | None = None,
+def run_ablation(engine: MemoryEngine, data_path: str | os.PathLike[str], *, features: list[str] | None = None,
                  folds: str | None = None, metric: str | None = None, recipe: str = "offline", workers: int = 1,
                  embedder: str | None = None, extract: str | None = None, limit: int | None = None,
                  fresh: bool = False, progress: Callable[[float, str], None] | None = None,
@@ -224,8 +244,9 @@ def run_ablation(engine, data_path: str | os.PathLike[str], *, features: list[st
     return report
 
 
-def _run(specs: list[dict], workers: int, should_stop, progress, what: str) -> list[dict]:
-    items: list[dict] = []
+def _run(specs: list[dict[str, Any]], workers: int, should_stop: ShouldStop | None,
+         progress: Callable[[float, str], None] | None, what: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     total = max(1, len(specs))
     for i, chunk in enumerate(_execute(specs, workers, None, should_stop, fn=ablate_container)):
         items.extend(chunk)
@@ -256,7 +277,7 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{r['folds_hurt']} | {r['questions_changed']} | {r['verdict']} |")
     lines += ["", "## By fold", "", "| feature | " + " | ".join(folds) + " |",
               "|---|" + "---:|" * len(folds),
-              f"| (all features) | " + " | ".join(f"{base['by_fold'][f]:.4f}" for f in folds) + " |"]
+              "| (all features) | " + " | ".join(f"{base['by_fold'][f]:.4f}" for f in folds) + " |"]
     for name, r in feats:
         lines.append(f"| {name} | " + " | ".join(f"{r['by_fold'][f]:+.4f}" for f in folds) + " |")
     if report.get("not_measured"):

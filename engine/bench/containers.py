@@ -23,9 +23,12 @@ import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..files import private_dir
+
+if TYPE_CHECKING:
+    from ..store.vector_cache import VectorCacheFile
 
 _ENGINE = Path(__file__).resolve().parents[1]
 # What decides a container's rows. Retrieval (engine/retrieve) does not: it reads them.
@@ -49,7 +52,7 @@ def ingestion_definition() -> str:
 
 
 def container_key(spec: dict[str, Any], *, embedder_model: str, embedder_dims: int) -> str:
-    from ..extract.prompts import extract_v2
+    from ..prompts import extract_v2
 
     raw = json.dumps(spec["raw"], sort_keys=True, ensure_ascii=False).encode("utf-8")
     parts = {"raw": hashlib.sha256(raw).hexdigest(), "format": spec["format"], "container": spec["container"],
@@ -68,10 +71,10 @@ def vector_cache_path(containers_dir: Path) -> Path:
     return containers_dir.parent / "vectors.db"
 
 
-_VECTOR_CACHES: dict[Path, Any] = {}
+_VECTOR_CACHES: dict[Path, VectorCacheFile | None] = {}
 
 
-def vector_cache(path: Path):
+def vector_cache(path: Path) -> VectorCacheFile | None:
     """This process's connection to the vector cache at `path`, or None when the file cannot be
     used (not an SQLite file, a read-only folder): the run then embeds everything, as before,
     and says so once on stderr."""

@@ -22,18 +22,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
 from engine.errors import BadInput, UnknownFormat
+from engine.ingest.detect import UPDATES_NAME as UPDATES_NAME  # re-exported: an updates file's "dataset"
+from engine.ingest.detect import sniff_json
 from engine.ingest.formats.locomo import parse_session_date
 from engine.ingest.formats.longmemeval import parse_haystack_date
 from engine.ingest.normalize import read_file_bytes
 from engine.timeutil import to_iso
 
-from . import DATASETS  # noqa: F401  (re-exported: the names the loaders below answer to)
+from . import DATASETS  # re-exported: the names the loaders below answer to
 
 # The codes used in the data (task_eval/evaluation.py), NOT the paper's list order.
 LOCOMO_CATEGORIES: dict[int, str] = {
@@ -131,28 +133,6 @@ def _answer_text(value: Any, quirks: QuirkReport, where: str) -> str | None:
     return str(value)
 
 
-def _sniff(data: Any) -> str | None:
-    if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
-                                   or isinstance(data.get("evidenceItems"), list)):
-        return "convomem"
-    if isinstance(data, dict) and data.get("dataset") == UPDATES_NAME:
-        return "updates"
-    item = data
-    if isinstance(data, list):
-        if not data or not isinstance(data[0], dict):
-            return None
-        item = data[0]
-    if not isinstance(item, dict):
-        return None
-    if isinstance(item.get("conversation"), dict) and ("qa" in item or "sample_id" in item):
-        return "locomo"
-    if "haystack_sessions" in item:
-        return "longmemeval"
-    if "message_evidences" in item and "conversations" in item:
-        return "convomem"
-    return None
-
-
 def detect_dataset(path: Path | str) -> str:
     """"locomo" | "longmemeval" | "convomem" | "updates" from the file's structure (UnknownFormat if none).
     A folder is ConvoMem's layout (one file per test case or evidence batch)."""
@@ -163,20 +143,20 @@ def detect_dataset(path: Path | str) -> str:
 
 
 def _detect(data: Any, name: str) -> str:
-    kind = _sniff(data)
-    if kind is None:
+    kind = sniff_json(data)
+    if kind not in DATASETS:  # None, or chat messages
         raise UnknownFormat(
             f"{name}: not a benchmark file: expected LoCoMo, LongMemEval, ConvoMem or memlens updates JSON"
         )
     return kind
 
 
-def load_dataset(path: Path | str) -> LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset:
+def load_dataset(path: Path | str) -> Dataset:
     """Detect the dataset and load it, reading the file once."""
     return read_dataset(path)[0]
 
 
-def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset, Any]:
+def read_dataset(path: Path | str) -> tuple[Dataset, Any]:
     """(the loaded dataset, the parsed JSON it came from): the runner hands the raw records of
     each container to the normal importers, so it must not read and parse the file twice. A
     folder is read as ConvoMem (its raw JSON is then None: the runner builds chat JSON from it)."""
@@ -184,7 +164,8 @@ def read_dataset(path: Path | str) -> tuple[LocomoDataset | LongMemEvalDataset |
         return _convomem_folder(Path(path)), None
     data, sha = _read_json(path)
     kind = _detect(data, str(path))
-    return _LOADERS[kind](data, sha, path), data
+    loaded: Dataset = _LOADERS[kind](data, sha, path)
+    return loaded, data
 
 
 # --- LoCoMo ---------------------------------------------------------------------------------
@@ -781,7 +762,7 @@ def _convomem_folder(folder: Path) -> ConvoMemDataset:
     digest = hashlib.sha256()
     for file in files:
         data, sha = _read_json(file)
-        if _sniff(data) != "convomem":
+        if sniff_json(data) != "convomem":
             raise _fail(str(file), "not a ConvoMem file (a folder is read as ConvoMem only)")
         rel = file.relative_to(folder)
         digest.update(f"{rel.as_posix()}\0{sha}\n".encode())
@@ -857,7 +838,7 @@ def _convomem_conversations(raw: list[Any], name: str, where: str) -> tuple[Conv
     return tuple(out)
 
 
-def _convomem_category(item: dict, folders: tuple[str, ...], quirks: QuirkReport,
+def _convomem_category(item: dict[str, Any], folders: tuple[str, ...], quirks: QuirkReport,
                        qid: str) -> tuple[str | None, str | None]:
     """(the benchmark category, the item's own use-case category when that is something else)."""
     raw = item.get("category")
@@ -949,7 +930,8 @@ def _check_contains_evidence(where: str, conversations: tuple[ConvoMemConversati
 
 # dataset name -> (parsed JSON, sha256, path) -> dataset; a new file-backed benchmark adds its
 # sniffing rule to _sniff, its name to DATASETS and its loader here
-_LOADERS = {"locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convomem}
+_LOADERS: dict[str, Callable[[Any, str, Path | str], Dataset]] = {
+    "locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convomem}
 
 
 # --- memlens updates ------------------------------------------------------------------------
@@ -964,7 +946,6 @@ _LOADERS = {"locomo": _locomo, "longmemeval": _longmemeval, "convomem": _convome
 UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted")
 UPDATE_QUESTION_TYPES = ("current", "history", "keep")
 UPDATE_SPLITS = ("dev", "heldout")
-UPDATES_NAME = "memlens-updates"
 _UPDATE_ROLES = ("user", "assistant")
 
 
@@ -1035,7 +1016,7 @@ class UpdatesDataset:
         return tuple(q for s in self.scenarios for q in s.questions)
 
     def stats(self) -> dict[str, Any]:
-        def count(key) -> dict[str, int]:
+        def count(key: Callable[[UpdateScenario], str]) -> dict[str, int]:
             out: dict[str, int] = {}
             for s in self.scenarios:
                 out[key(s)] = out.get(key(s), 0) + 1
@@ -1063,9 +1044,12 @@ def _iso(value: Any, name: str, where: str) -> str:
     if not isinstance(value, str):
         raise _fail(name, f"{where}: expected an ISO-8601 date string")
     try:
-        return normalise_iso(value)
+        iso = normalise_iso(value)
     except ValueError:
         raise _fail(name, f"{where}: {value!r} is not an ISO-8601 date") from None
+    if iso is None:
+        raise _fail(name, f"{where}: expected an ISO-8601 date string")
+    return iso
 
 
 def _updates(data: Any, sha: str, path: Path | str) -> UpdatesDataset:
@@ -1136,3 +1120,5 @@ def _update_scenario(i: int, item: Any, name: str) -> UpdateScenario:
 
 
 _LOADERS["updates"] = _updates
+
+Dataset = LocomoDataset | LongMemEvalDataset | ConvoMemDataset | UpdatesDataset  # what load_dataset returns

@@ -17,8 +17,8 @@ caps and shared places), so the fit alternates with real answers under the new w
 Cross-validation holds out one fold at a time (LoCoMo: a conversation; LongMemEval: a question
 type): weights fitted on everything else (one search over the hand-set weights' candidates)
 answer the held-out fold's questions through the real pipeline, so the cross-validated figure is
-what the fitting procedure does on data it did not see. `--write` stores the weights fitted on everything in resources/recipes/fitted.json, which
-the offline and default recipes load.
+what the fitting procedure does on data it did not see. `--write` stores the weights fitted on
+everything in resources/recipes/fitted.json, which the offline and default recipes load.
 """
 
 from __future__ import annotations
@@ -29,22 +29,36 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import BadInput
+from ..retrieve.recipes import FITTED, Recipe, overrides_for, recipe_weights
 from . import datasets as ds
-from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, _fold_of
-from ..retrieve.recipes import FITTED, overrides_for, recipe_weights
-from .runner import (BENCH_SCOPE, DEFAULT_KS, _cached_embedder, _containers, _embedder, _execute,
-                     _git_commit, limit_questions, open_container, question_metrics, tuned_on)
+from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, ShouldStop, _fold_of
+from .runner import (
+    BENCH_SCOPE,
+    DEFAULT_KS,
+    _cached_embedder,
+    _containers,
+    _embedder,
+    _execute,
+    _git_commit,
+    limit_questions,
+    open_container,
+    question_metrics,
+    tuned_on,
+)
+
+if TYPE_CHECKING:
+    from ..memory import MemoryEngine
 
 STEPS = (0.0, 0.5, 0.75, 1.25, 1.5, 2.0)  # multipliers tried per weight and pass
 FROM_ZERO = (0.05, 0.1, 0.2, 0.4)  # values tried for a weight at zero
 
 
-def fit_container(spec: dict) -> list[dict]:
+def fit_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Answer a container's questions with spec["overrides"]; per question its metrics and, for
     every scored candidate, (x: fitted features, offset: the rest of its score, message ids)."""
     from ..memory import MemoryEngine
@@ -54,10 +68,10 @@ def fit_container(spec: dict) -> list[dict]:
     open_container(spec)
     emb = _embedder(spec["embedder"])
     names = [n for n, _ in FITTED]
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
         qs = spec["questions"]
-        vectors = _cached_embedder(spec).embed([q["question"] for q in qs], kind="query") if qs else []
+        vectors: np.ndarray | list[Any] = _cached_embedder(spec).embed([q["question"] for q in qs], kind="query") if qs else []
         for q, qvec in zip(qs, vectors):
             res = engine.recall(q["question"], scope=scope, k=max(DEFAULT_KS), recipe=spec["recipe"], origin="bench",
                                 now=q["now"], persist=False, query_vector=qvec, **spec["overrides"])
@@ -78,11 +92,11 @@ def fit_container(spec: dict) -> list[dict]:
     return out
 
 
-def _usable(it: dict) -> bool:
+def _usable(it: dict[str, Any]) -> bool:
     return tuned_on(it) and bool(it["gold"].get("turn"))
 
 
-def _compiled(items: list[dict], files: list[str]) -> list[tuple]:
+def _compiled(items: list[dict[str, Any]], files: list[str]) -> list[tuple[Any, ...]]:
     """Per usable question: (feature matrix, offsets, message ids per row, gold turns, weight)."""
     per_file = {f: sum(1 for it in items if it["file"] == f and _usable(it)) for f in files}
     out = []
@@ -96,7 +110,7 @@ def _compiled(items: list[dict], files: list[str]) -> list[tuple]:
     return out
 
 
-def offline_metric(compiled: list[tuple], w: np.ndarray, k: int = 10) -> float:
+def offline_metric(compiled: list[tuple[Any, ...]], w: np.ndarray, k: int = 10) -> float:
     """Turn evidence recall@k of every question re-ranked under weights `w` (see the module doc)."""
     total = 0.0
     for x, off, msgs, gold, weight in compiled:
@@ -111,7 +125,7 @@ def offline_metric(compiled: list[tuple], w: np.ndarray, k: int = 10) -> float:
     return total
 
 
-def fit_weights(items: list[dict], files: list[str], start: dict[str, float]) -> dict[str, float]:
+def fit_weights(items: list[dict[str, Any]], files: list[str], start: dict[str, float]) -> dict[str, float]:
     """Coordinate ascent on offline_metric from `start` (see the module doc)."""
     names = [n for n, _ in FITTED]
     compiled = _compiled(items, files)
@@ -136,8 +150,8 @@ def fit_weights(items: list[dict], files: list[str], start: dict[str, float]) ->
 
 
 def _specs(paths: list[Path], folds: str | None, recipe: str, emb_name: str, extract: str, cache: Path,
-           work: Path, limit: int | None) -> tuple[list[dict], dict[str, str]]:
-    specs: list[dict] = []
+           work: Path, limit: int | None) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    specs: list[dict[str, Any]] = []
     metric_of: dict[str, str] = {}
     for path in paths:
         loaded, raw = ds.read_dataset(path)
@@ -156,17 +170,18 @@ def _specs(paths: list[Path], folds: str | None, recipe: str, emb_name: str, ext
     return specs, metric_of
 
 
-def _answer(specs: list[dict], weights: dict[str, float], recipe_obj, workers: int, should_stop) -> list[dict]:
+def _answer(specs: list[dict[str, Any]], weights: dict[str, float], recipe_obj: Recipe, workers: int,
+            should_stop: ShouldStop | None) -> list[dict[str, Any]]:
     for s in specs:
         s["overrides"] = overrides_for(weights, recipe_obj)
         s["current"] = weights
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     for chunk in _execute(specs, workers, None, should_stop, fn=fit_container):
         items.extend(chunk)
     return items
 
 
-def _score(items: list[dict], metric_of: dict[str, str]) -> dict[str, float | None]:
+def _score(items: list[dict[str, Any]], metric_of: dict[str, str]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for f, metric in metric_of.items():
         level = metric.split("_", 1)[0]
@@ -176,7 +191,7 @@ def _score(items: list[dict], metric_of: dict[str, str]) -> dict[str, float | No
     return out
 
 
-def run_fit(engine, data_paths: list[str], *, recipe: str = "offline", folds: str | None = None, workers: int = 1,
+def run_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str = "offline", folds: str | None = None, workers: int = 1,
             embedder: str | None = None, extract: str = "none", rounds: int = 2, limit: int | None = None,
             cross_validate: bool = True, progress: Callable[[float, str], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
@@ -226,15 +241,16 @@ def run_fit(engine, data_paths: list[str], *, recipe: str = "offline", folds: st
     return report
 
 
-def _cross_validate(base_items, specs, files, metric_of, hand, recipe_obj, workers, should_stop, rounds,
-                    note) -> dict[str, Any]:
+def _cross_validate(base_items: list[dict[str, Any]], specs: list[dict[str, Any]], files: list[str],
+                    metric_of: dict[str, str], hand: dict[str, float], recipe_obj: Recipe, workers: int,
+                    should_stop: ShouldStop | None, rounds: int, note: Callable[[float, str], None]) -> dict[str, Any]:
     """Leave one fold out: weights fitted without it answer its questions through the pipeline.
 
     The held-out fit searches from the hand-set weights on the other folds' candidates as the
     hand-set weights ranked them (no answering again in between: with 17 folds that would cost
     17 passes over every file), then answers the held-out fold with the result."""
     folds = sorted({it["fold"] for it in base_items})
-    held: list[dict] = []
+    held: list[dict[str, Any]] = []
     per_fold: dict[str, Any] = {}
     for i, fold in enumerate(folds):
         note(1 + rounds + i / max(1, len(folds)), f"cross-validation: fold {fold}")
@@ -253,8 +269,12 @@ def write_weights(report: dict[str, Any], path: str | os.PathLike[str]) -> Path:
     """Store the weights fitted on everything where the recipes load them."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    name = lambda p: Path(p).name  # noqa: E731  (where the files lie here says nothing)
-    by_name = lambda d: {name(k): v for k, v in (d or {}).items()}  # noqa: E731
+    def name(p: str) -> str:  # where the files lie here says nothing
+        return Path(p).name
+
+    def by_name(d: dict[str, Any] | None) -> dict[str, Any]:
+        return {name(k): v for k, v in (d or {}).items()}
+
     doc = {"fitted": report["fitted"], "hand": report["hand"],
            "files": [{"file": name(f["path"]), "metric": f["metric"]} for f in report["files"]],
            "dev_hand": by_name(report["dev_hand"]), "dev_fitted": by_name(report["dev_fitted"]),
@@ -272,7 +292,10 @@ def markdown(report: dict[str, Any]) -> str:
              f"commit `{(report.get('git_commit') or 'unknown')[:12]}`", "",
              "| file | metric | hand-set | fitted (dev) | fitted, cross-validated |", "|---|---|---:|---:|---:|"]
     cv = (report.get("cross_validated") or {}).get("by_file") or {}
-    fmt = lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"  # noqa: E731
+
+    def fmt(v: float | None) -> str:
+        return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+
     for f in report["files"]:
         p = f["path"]
         lines.append(f"| {Path(p).name} | {f['metric']} | {fmt(report['dev_hand'].get(p))} | "

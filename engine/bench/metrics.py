@@ -175,7 +175,7 @@ def metric_key(level: str, metric: str, k: int | None = None) -> str:
 
 def metric_keys(ks: Sequence[int], levels: Sequence[str]) -> list[str]:
     """Every key a summary holds, in report order: per level, each metric at each k, then mrr."""
-    keys = []
+    keys: list[str] = []
     for level in levels:
         keys.extend(metric_key(level, metric, k) for metric in AT_K_METRICS for k in ks)
         keys.append(metric_key(level, "mrr"))

@@ -17,11 +17,11 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import BadInput, Cancelled
 from ..files import private_dir
@@ -29,9 +29,19 @@ from ..timeutil import now_iso
 from . import containers
 from . import datasets as ds
 from .metrics import LEVELS, METRICS_VERSION, dedupe, percentiles
-from .scoring import describe as describe_scoring
 from .scoring import MEMLENS, lme_official_id, schemes_for, score_question, summarise_run
+from .scoring import describe as describe_scoring
 from .update_metrics import KU_METRICS, UPDATE_METRICS, evidence_order, score_update_question, summarise_extra
+
+if TYPE_CHECKING:
+    from ..embed.base import Embedder
+    from ..embed.cache import CachedEmbedder
+    from ..llm import LLMClient
+    from ..memory import MemoryEngine
+    from ..retrieve.pipeline import RecallResult
+    from ..scope import Scope
+
+ShouldStop = Callable[[], bool]
 
 DEFAULT_KS = (1, 3, 5, 10)
 BENCH_SCOPE = ("bench", "bench")
@@ -46,7 +56,7 @@ def _git_commit() -> str | None:
         return None
 
 
-def _locomo_containers(dataset: ds.LocomoDataset, raw: Any) -> list[dict]:
+def _locomo_containers(dataset: ds.LocomoDataset, raw: Any) -> list[dict[str, Any]]:
     by_sample = {c["sample_id"]: c for c in raw}
     return [{"container": conv.sample_id, "format": "locomo", "raw": [by_sample[conv.sample_id]], "questions": [{
         "question_id": q.question_id, "question": q.question, "category": q.category_name, "now": None,
@@ -63,7 +73,7 @@ def _lme_corpus(q: ds.LongMemEvalQuestion) -> list[list[str]]:
             for s in q.sessions for turn in s.turns if turn.role == "user"]
 
 
-def _longmemeval_containers(dataset: ds.LongMemEvalDataset, raw: Any) -> list[dict]:
+def _longmemeval_containers(dataset: ds.LongMemEvalDataset, raw: Any) -> list[dict[str, Any]]:
     by_id = {q["question_id"]: q for q in raw}
     specs = []
     for q in dataset.questions:
@@ -82,7 +92,7 @@ def _longmemeval_containers(dataset: ds.LongMemEvalDataset, raw: Any) -> list[di
     return specs
 
 
-def _updates_containers(dataset: ds.UpdatesDataset, raw: Any) -> list[dict]:
+def _updates_containers(dataset: ds.UpdatesDataset, raw: Any) -> list[dict[str, Any]]:
     """memlens bench updates: a scenario's sessions as chat conversations, its questions with gold
     and stale turns; the category is "<split>:<question type>"."""
     return [{"container": sc.scenario_id, "format": "chat", "raw": [
@@ -96,7 +106,7 @@ def _updates_containers(dataset: ds.UpdatesDataset, raw: Any) -> list[dict]:
         } for q in sc.questions]} for sc in dataset.scenarios]
 
 
-def limit_questions(specs: list[dict], limit: int | None) -> list[dict]:
+def limit_questions(specs: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
     """The first `limit` questions (None: all), taken a container at a time in file order."""
     if limit is None:
         return specs
@@ -112,7 +122,7 @@ def limit_questions(specs: list[dict], limit: int | None) -> list[dict]:
     return kept
 
 
-def _convomem_containers(dataset: ds.ConvoMemDataset, raw: Any) -> list[dict]:
+def _convomem_containers(dataset: ds.ConvoMemDataset, raw: Any) -> list[dict[str, Any]]:
     return [{"container": case.case_id, "format": "chat", "raw": [{"id": c.conversation_id, "messages": [
         {"role": "user", "name": m.speaker, "content": m.text, "id": m.message_id} for m in c.messages]}
         for c in case.conversations], "questions": [{
@@ -124,7 +134,7 @@ def _convomem_containers(dataset: ds.ConvoMemDataset, raw: Any) -> list[dict]:
 
 # dataset name -> (loaded dataset, its raw JSON) -> one spec per container: the raw records the
 # normal importer reads ("format"), and its questions with their gold ids (scoring.py reads them)
-CONTAINERS: dict[str, Callable[[Any, Any], list[dict]]] = {
+CONTAINERS: dict[str, Callable[[Any, Any], list[dict[str, Any]]]] = {
     "locomo": _locomo_containers,
     "longmemeval": _longmemeval_containers,
     "convomem": _convomem_containers,
@@ -132,15 +142,15 @@ CONTAINERS: dict[str, Callable[[Any, Any], list[dict]]] = {
 }
 
 
-def _containers(dataset, raw: Any) -> list[dict]:
+def _containers(dataset: ds.Dataset, raw: Any) -> list[dict[str, Any]]:
     """One spec per container of a loaded dataset (CONTAINERS by its name)."""
     return CONTAINERS[dataset.name](dataset, raw)
 
 
-_EMBEDDERS: dict[str, Any] = {}
+_EMBEDDERS: dict[str, Embedder] = {}
 
 
-def _embedder(name: str):
+def _embedder(name: str) -> Embedder:
     """One embedder per process and name: loading the ONNX model holds the GIL for a few hundred
     ms (a stall for the inspector's GUI thread) and is the same work for every container."""
     from ..embed import make_embedder
@@ -150,7 +160,7 @@ def _embedder(name: str):
     return _EMBEDDERS[name]
 
 
-def _share_embedder(name: str, embedder) -> None:
+def _share_embedder(name: str, embedder: Embedder | None) -> None:
     """In-process runs use the calling engine's embedder when it is the model `name` builds, so
     the inspector does not load the same model a second time (its tokenizer alone holds the GIL
     for ~30 ms, a GUI stall) and keep two copies in memory."""
@@ -167,7 +177,7 @@ def _share_embedder(name: str, embedder) -> None:
     _EMBEDDERS[name] = embedder if same else fresh
 
 
-def _cached_embedder(spec: dict):
+def _cached_embedder(spec: dict[str, Any]) -> CachedEmbedder:
     """The container's embedder behind the run's vector cache (containers.vector_cache_path):
     texts embedded by an earlier container or run are not embedded again. spec["fresh"] computes
     every vector anew (and stores it). Without a usable cache it only counts what it embeds."""
@@ -178,7 +188,7 @@ def _cached_embedder(spec: dict):
     return CachedEmbedder(emb, cache, read=not spec.get("fresh"))
 
 
-def _build_container(spec: dict, db: Path) -> dict[str, int]:
+def _build_container(spec: dict[str, Any], db: Path) -> dict[str, int]:
     """Ingest a container's sources into a new DB at `db` through the normal importers; returns
     the texts embedded and those the vector cache served ({"embedded", "reused"})."""
     from ..ingest.formats import chat, locomo, longmemeval
@@ -199,7 +209,7 @@ class Opened(NamedTuple):
     vectors: dict[str, int] | None  # for a new build: {"embedded", "reused"} texts
 
 
-def open_container(spec: dict) -> Opened:
+def open_container(spec: dict[str, Any]) -> Opened:
     """Put the container's DB at spec["db"]: a private copy of the cached build when one exists
     for exactly these sources, embedder, extraction and ingestion code (containers.py), else a
     fresh build (then cached, unless spec["cache"] is None; spec["fresh"] rebuilds)."""
@@ -224,7 +234,7 @@ def open_container(spec: dict) -> Opened:
     return Opened(reused, vectors)
 
 
-def turn_ranking(engine, scope, order: list[int]) -> list[str]:
+def turn_ranking(engine: MemoryEngine, scope: Scope, order: list[int]) -> list[str]:
     """A ranking of memories (best first) as the distinct message ids they cite, best first: what
     every scoring scheme reads. The whole ranking, not only the top k memories: a level's top k is
     its first k distinct ids, and k sessions may need more than k turns (LongMemEval's
@@ -233,14 +243,14 @@ def turn_ranking(engine, scope, order: list[int]) -> list[str]:
     return dedupe(m for mid in order for m in msgs.get(mid, []))
 
 
-def question_metrics(engine, scope, fmt: str, order: list[int], gold: dict, ks: list[int],
+def question_metrics(engine: MemoryEngine, scope: Scope, fmt: str, order: list[int], gold: dict[str, Any], ks: list[int],
                      ranking: list[str] | None = None) -> dict[str, float]:
     """memlens's metrics of one ranking at every level that has gold ids (ablation and weight
     fitting read ours; `fmt` is kept for their calls). `ranking`: its turn ids, when known."""
     return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order) if ranking is None else ranking, ks)
 
 
-def run_container(spec: dict) -> list[dict]:
+def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Open one container (built, or reused from the cache) and answer its questions. Runs in a
     worker process."""
     from ..memory import MemoryEngine
@@ -254,7 +264,7 @@ def run_container(spec: dict) -> list[dict]:
         return [{"container": spec["container"], "question_id": q["question_id"], "question": q["question"],
                  "category": q["category"], "gold": q["gold"], "status": "failed",
                  "error": f"building the container: {exc.__class__.__name__}: {exc}"} for q in spec["questions"]]
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     ks = spec["ks"]
     qa_client = None
     if spec.get("qa"):
@@ -274,7 +284,7 @@ def run_container(spec: dict) -> list[dict]:
             t0 = time.perf_counter()
             try:
                 qvec = emb.embed([q["question"]], kind="query")[0]
-                embed_ms = (time.perf_counter() - t0) * 1000.0
+                embed_ms: float | None = (time.perf_counter() - t0) * 1000.0
                 if emb.stats.embedded == before:
                     embed_ms = None  # served by the cache: no embedding was measured
                 t0, c0 = time.perf_counter(), time.thread_time()
@@ -311,7 +321,8 @@ def run_container(spec: dict) -> list[dict]:
     return items
 
 
-def truth_metrics(engine, scope, q: dict, res, ranking: list[str]) -> dict[str, float]:
+def truth_metrics(engine: MemoryEngine, scope: Scope, q: dict[str, Any], res: RecallResult,
+                  ranking: list[str]) -> dict[str, float]:
     """Current truth (update_metrics) of one answered question, beside the scheme's metrics: the
     updates benchmark's, or LongMemEval knowledge-update evidence order; {} for other questions."""
     truth: dict[str, float] = {}
@@ -324,7 +335,7 @@ def truth_metrics(engine, scope, q: dict, res, ranking: list[str]) -> dict[str, 
     return truth
 
 
-def _outdated_turns(engine, scope, res) -> list[tuple[list[str], list[str]]]:
+def _outdated_turns(engine: MemoryEngine, scope: Scope, res: RecallResult) -> list[tuple[list[str], list[str]]]:
     """(turn ids of each memory the recall treated as replaced, turn ids of what replaced it)."""
     marks = res.trace.params.get("outdated") or {}
     if not marks:
@@ -335,9 +346,9 @@ def _outdated_turns(engine, scope, res) -> list[tuple[list[str], list[str]]]:
             for m, v in marks.items()]
 
 
-def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
+def _answer_and_judge(llm: LLMClient, q: dict[str, Any], context: str, item: dict[str, Any]) -> None:
     """One answer from the context block, then one judgement against the gold answer."""
-    from . import qa_v1
+    from ..prompts import qa_v1
 
     given = qa_v1.answer(llm, q["question"], context, q["now"])
     item["answer"] = given["answer"] if given["ok"] else None
@@ -350,7 +361,8 @@ def _answer_and_judge(llm, q: dict, context: str, item: dict) -> None:
         item["metrics"]["qa_correct"] = 1.0 if verdict["correct"] else 0.0
 
 
-def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_values=DEFAULT_KS,
+def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLike[str], *,
+                  k_values: Sequence[int] = DEFAULT_KS,
                   limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
                   qa: bool = False, fresh: bool = False, off: tuple[str, ...] | list[str] = (),
@@ -384,7 +396,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
     models: dict[str, str] = {}
     prompt_hashes: dict[str, str] = {}
     if qa:
-        from . import qa_v1
+        from ..prompts import qa_v1
 
         llm = engine.llm
         if llm is None:
@@ -414,7 +426,7 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
                   "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "scoring": scoring,
                   "quirks": loaded.quirks.as_dict()}
         if qa:
-            from . import qa_v1
+            from ..prompts import qa_v1
 
             config["qa_prompts"] = {"version": qa_v1.VERSION, "answer": qa_v1.ANSWER_SYSTEM, "judge": qa_v1.JUDGE_SYSTEM}
         run_id = bench_sql.create_run(
@@ -469,7 +481,8 @@ def run_benchmark(engine, dataset: str, data_path: str | os.PathLike[str], *, k_
             "definitions": {name: s["definitions"] for name, s in scoring["schemes"].items()}}
 
 
-def _summarise(dataset: str, items: list[dict], ks: list[int], loaded=None) -> dict[str, Any]:
+def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
+               loaded: ds.Dataset | None = None) -> dict[str, Any]:
     """Every scheme's summary of the done questions, the default scheme's name, latency and tokens."""
     done = [{**it, "excluded": _excluded(it)} for it in items if it["status"] == "done"]
     scores = summarise_run(dataset, done, ks)
@@ -489,13 +502,13 @@ def _summarise(dataset: str, items: list[dict], ks: list[int], loaded=None) -> d
                                "p95": percentiles(tokens, (95,)).get("p95") if tokens else None}}
 
 
-def _add_current_truth(scores: dict[str, Any], done: list[dict], loaded) -> None:
+def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None) -> None:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
     category, and for memlens bench updates per half ("dev", "heldout") and per half and scenario
     kind ("heldout:plan")."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
 
-    def groups(it: dict) -> list[str]:
+    def groups(it: Mapping[str, Any]) -> list[str]:
         out = [str(it["category"])]
         if it["container"] in kind_of:
             split = str(it["category"]).split(":")[0]
@@ -511,12 +524,12 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict], loaded) -> None
             summary["by_category"].setdefault(group, {}).update(vals)
 
 
-def _excluded(item: dict) -> bool:
+def _excluded(item: dict[str, Any]) -> bool:
     # Stored items do not carry the flag; the category says it (LoCoMo adversarial, LongMemEval _abs ids).
     return item.get("excluded") or item.get("category") == "adversarial" or str(item["question_id"]).endswith("_abs")
 
 
-def tuned_on(item: dict) -> bool:
+def tuned_on(item: dict[str, Any]) -> bool:
     """Whether `bench fit` and `bench ablate` weigh this question: every question the benchmark's
     own scoring counts. LoCoMo's official aggregate counts its adversarial questions (they name
     the wrong person; their evidence says who it was), so weights fitted without them traded the
@@ -525,7 +538,8 @@ def tuned_on(item: dict) -> bool:
     return not _excluded(item) or item.get("category") == "adversarial"
 
 
-def _execute(specs: list[dict], workers: int, executor: str | None, should_stop, fn=run_container):
+def _execute(specs: list[dict[str, Any]], workers: int, executor: str | None, should_stop: ShouldStop | None,
+             fn: Callable[[dict[str, Any]], Any] = run_container) -> Iterator[Any]:
     """Run `fn` (a module-level function, so worker processes can import it) on every spec,
     yielding each result as it completes."""
     if executor and executor.startswith("dask://"):
@@ -553,21 +567,23 @@ def _execute(specs: list[dict], workers: int, executor: str | None, should_stop,
                 f.cancel()
 
 
-def _execute_dask(specs: list[dict], address: str, should_stop, fn=run_container):
+def _execute_dask(specs: list[dict[str, Any]], address: str, should_stop: ShouldStop | None,
+                  fn: Callable[[dict[str, Any]], Any] = run_container) -> Iterator[Any]:
     try:
-        from distributed import Client, as_completed as dask_completed
+        from distributed import Client
+        from distributed import as_completed as dask_completed
     except ImportError:
         raise BadInput("--executor dask:// needs the 'dask' extra: pip install 'memlens[dask]'") from None
-    client = Client(address, timeout="10s")
+    client = Client(address, timeout="10s")  # type: ignore[no-untyped-call]  # distributed is untyped
     try:
         futures = client.map(fn, specs, pure=False)
-        for fut in dask_completed(futures):
+        for fut in dask_completed(futures):  # type: ignore[no-untyped-call]
             if should_stop is not None and should_stop():
-                client.cancel(futures)
+                client.cancel(futures)  # type: ignore[no-untyped-call]
                 raise Cancelled("benchmark cancelled")
             yield fut.result()
     finally:
-        client.close()
+        client.close()  # type: ignore[no-untyped-call]
 
 
 _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
@@ -576,31 +592,33 @@ _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"),
           ("off", "features off"), ("scoring", "default scoring"), ("git_commit", "commit"))
 
 
-def run_scoring(run: dict) -> dict[str, Any]:
+def run_scoring(run: dict[str, Any]) -> dict[str, Any]:
     """The scoring a stored run recorded (scoring.describe); a run from before schemes existed
     (metric definitions 1 and 2) was scored by memlens's metrics only, under the version it recorded."""
     cfg = run.get("config") or {}
     if cfg.get("scoring"):
-        return cfg["scoring"]
+        scoring: dict[str, Any] = cfg["scoring"]
+        return scoring
     version = cfg.get("metrics_version", 1)
     return {"default": "memlens", "schemes": {"memlens": {
         "label": f"memlens (ours), metric definitions {version}: recorded before definitions were stored",
         "official": False, "definitions": {}, "notes": []}}}
 
 
-def run_scores(run: dict) -> dict[str, dict[str, Any]]:
+def run_scores(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A stored run's summaries by scheme name: {"metrics", "by_category", "counts"?}."""
     if run.get("scores"):
-        return run["scores"]
+        scores: dict[str, dict[str, Any]] = run["scores"]
+        return scores
     return {run_scoring(run)["default"]: {"metrics": run.get("metrics") or {},
                                           "by_category": run.get("by_category") or {}}}
 
 
-def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
+def setup_differences(run: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any]]:
     """What two runs did differently, beside the code under test: a delta between runs that used
     different data, extraction, models or metric definitions says nothing about retrieval.
     [{"field", "label", "run", "other"}]"""
-    def value(r: dict, key: str):
+    def value(r: dict[str, Any], key: str) -> Any:
         cfg = r.get("config") or {}
         if key == "metrics_version":
             return cfg.get(key, 1)  # runs from before the version was recorded used the first
@@ -616,7 +634,7 @@ def setup_differences(run: dict, other: dict) -> list[dict[str, Any]]:
 
 def describe_differences(diffs: list[dict[str, Any]]) -> str:
     """One line: "extraction heuristic vs none; commit 9bd9ad8bb6c7 vs 2c92f2c0e1a3"."""
-    def show(field: str, v) -> str:
+    def show(field: str, v: Any) -> str:
         if v is None or v == {} or v == []:
             return "none" if field in ("extract", "limit", "off") else "-"
         if field in ("git_commit", "sha256"):
@@ -625,11 +643,11 @@ def describe_differences(diffs: list[dict[str, Any]]) -> str:
     return "; ".join(f"{d['label']} {show(d['field'], d['run'])} vs {show(d['field'], d['other'])}" for d in diffs)
 
 
-def _delta(a: dict, b: dict) -> dict[str, float | None]:
+def _delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float | None]:
     return {k: (None if v is None or b.get(k) is None else round(v - b[k], 4)) for k, v in a.items()}
 
 
-def report(engine, run_id: int, against: int | None = None) -> dict[str, Any]:
+def report(engine: MemoryEngine, run_id: int, against: int | None = None) -> dict[str, Any]:
     """A stored run (and its delta against another, scheme by scheme) as JSON, plus Markdown text."""
     from ..store import bench as bench_sql
 
@@ -666,7 +684,7 @@ def score_rows(scores: dict[str, dict[str, Any]], order: list[str]) -> list[tupl
             for k in keys]
 
 
-def _markdown(run: dict, other: dict | None, diffs: list[dict] | None = None) -> str:
+def _markdown(run: dict[str, Any], other: dict[str, Any] | None, diffs: list[dict[str, Any]] | None = None) -> str:
     extract = (run.get("config") or {}).get("extract") or "none"
     scoring, scores = run_scoring(run), run_scores(run)
     order = [scoring["default"], *(n for n in scores if n != scoring["default"])]

@@ -31,12 +31,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import BadInput
 from ..scope import Scope
+
+if TYPE_CHECKING:
+    from ..embed.cache import CachedEmbedder
+    from ..index.vectors import VectorIndex
 
 PERF_SCOPE = ("perf", "perf")
 
@@ -48,7 +52,7 @@ def _pcts(values: list[float]) -> dict[str, float]:
     return {f"p{p}": round(float(np.percentile(arr, p)), 3) for p in (50, 95, 99)}
 
 
-def load_sources(paths: list[Path]) -> tuple[list, list[tuple[str, str | None]], list[dict[str, Any]]]:
+def load_sources(paths: list[Path]) -> tuple[list[Any], list[tuple[str, str | None]], list[dict[str, Any]]]:
     """(documents, questions as (text, now), one {"file", "sha256", "documents", "questions"} per
     file) from LongMemEval and LoCoMo files; each distinct session once."""
     from ..ingest.formats import locomo, longmemeval
@@ -79,7 +83,7 @@ def load_sources(paths: list[Path]) -> tuple[list, list[tuple[str, str | None]],
     return docs, questions, files
 
 
-def _vector_recall(index, mat: np.ndarray, qvecs: np.ndarray, found: list[np.ndarray]) -> float:
+def _vector_recall(index: VectorIndex, mat: np.ndarray, qvecs: np.ndarray, found: list[np.ndarray]) -> float:
     """Share of the exact top-10 scores the index's top 10 reached. A store with copies holds
     equal vectors, so the exact top 10 is a set of scores, not of ids: a returned row counts when
     its exact score is at least the 10th best (ties are the same vector under another id)."""
@@ -94,7 +98,7 @@ def _vector_recall(index, mat: np.ndarray, qvecs: np.ndarray, found: list[np.nda
     return hits / (10 * max(1, len(found)))
 
 
-def _build(path: Path, docs: list, memories: int | None, emb, scope: Scope,
+def _build(path: Path, docs: list[Any], memories: int | None, emb: CachedEmbedder, scope: Scope,
            progress: Callable[[float, str], None] | None) -> dict[str, Any]:
     """Ingest the sessions (whole sessions up to `memories`), then copy them to reach it."""
     from ..memory import MemoryEngine
@@ -191,7 +195,7 @@ def run_data_perf(paths: list[str], memories: int | None = None, queries: int = 
 KEPT_KEY = "perf_data_build"
 
 
-def _measure(path: Path, questions: list, queries: int, emb, scope: Scope, seed: int,
+def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder, scope: Scope, seed: int,
              progress: Callable[[float, str], None] | None) -> dict[str, Any]:
     from ..memory import MemoryEngine
 

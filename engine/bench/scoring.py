@@ -183,7 +183,8 @@ def _lme_session(official_id: str) -> str:
     return "_".join(official_id.split("_")[:-1])
 
 
-def _lme_turn_to_session(ranked: Sequence[int], gold: set[str], ids: Sequence[str], k: int):
+def _lme_turn_to_session(ranked: Sequence[int], gold: set[str], ids: Sequence[str],
+                         k: int) -> tuple[float, float, float]:
     """eval_utils.evaluate_retrieval_turn2session: widen k until the top turns hold k distinct sessions."""
     sessions = [_lme_session(i) for i in ids]
     gold_sessions = {_lme_session(g) for g in gold}
@@ -267,8 +268,11 @@ def _locomo_score(q: Question, ranking: Sequence[str], ks: Sequence[int]) -> Sco
     for k in ks:
         top, top_sessions = set(turns[:k]), set(sessions[:k])
         scores[metric_key("turn", "evidence_recall", k)] = _locomo_recall(top.__contains__, evidence)
-        scores[metric_key("session", "evidence_recall", k)] = _locomo_recall(
-            lambda ev: _locomo_session_number(ev) in top_sessions, evidence)
+
+        def in_top_sessions(ev: str, top_sessions: set[str] = top_sessions) -> bool:
+            return _locomo_session_number(ev) in top_sessions
+
+        scores[metric_key("session", "evidence_recall", k)] = _locomo_recall(in_top_sessions, evidence)
     return scores
 
 

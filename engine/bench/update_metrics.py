@@ -33,7 +33,7 @@ the new value (so recall alone cannot tell them apart):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .metrics import dedupe, mean
@@ -73,7 +73,7 @@ def score_update_question(qtype: str, turns: Sequence[str], gold: Sequence[str],
 
 
 def evidence_order(question: str, turns: Sequence[str], evidence: Sequence[str],
-                   session_dates: Mapping[str, str | None], session_of) -> dict[str, float]:
+                   session_dates: Mapping[str, str | None], session_of: Callable[[str], str]) -> dict[str, float]:
     """{"ku_latest_first" or "ku_previous_first": 0/1}, or {} when the evidence is not in two
     sessions with known, different dates."""
     sessions = {session_of(t) for t in evidence}
@@ -100,7 +100,8 @@ def evidence_order(question: str, turns: Sequence[str], evidence: Sequence[str],
     return {"ku_previous_first" if previous else "ku_latest_first": value}
 
 
-def summarise_extra(items: Iterable[Mapping[str, Any]], keys: Sequence[str], group_of) -> dict[str, Any]:
+def summarise_extra(items: Iterable[Mapping[str, Any]], keys: Sequence[str],
+                    group_of: Callable[[Mapping[str, Any]], Iterable[str]]) -> dict[str, Any]:
     """Means of `keys` over the items that carry them: {"metrics": {key: mean}, "by_category":
     {group: {key: mean}}, "counts": {key: n}}. `group_of(item)` -> the groups an item counts in."""
     overall: dict[str, list[float]] = {k: [] for k in keys}

@@ -15,9 +15,16 @@ class Embedder(Protocol):
     a DB holds, the old vectors are stale and get re-embedded.
     """
 
-    provider: str
-    model: str
-    dims: int
+    # Read-only to the protocol: an embedder may hold them as attributes or properties (a cache
+    # in front of another embedder forwards its inner one's).
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
 
     def embed(self, texts: list[str], *, kind: str = "passage") -> np.ndarray:
         """Return an array of shape (len(texts), dims), dtype float32, rows of unit length.
@@ -32,4 +39,5 @@ def l2_normalise(mat: np.ndarray) -> np.ndarray:
     mat = np.asarray(mat, dtype=np.float32)
     norms = np.linalg.norm(mat, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (mat / norms).astype(np.float32, copy=False)
+    out: np.ndarray = (mat / norms).astype(np.float32, copy=False)
+    return out

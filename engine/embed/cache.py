@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,14 +51,14 @@ def embedder_identity(emb: Embedder) -> str:
 
 
 def text_key(kind: str, text: str) -> bytes:
-    return hashlib.sha256(f"{kind}\x00{text}".encode("utf-8")).digest()
+    return hashlib.sha256(f"{kind}\x00{text}".encode()).digest()
 
 
 class CachedEmbedder:
     """The Embedder protocol over `inner`, with a VectorCacheFile in front. `stats` counts what
     was embedded and what was reused; other attributes (warm, probe, model_dir) are the inner's."""
 
-    def __init__(self, inner: Embedder, cache, *, read: bool = True) -> None:
+    def __init__(self, inner: Embedder, cache: Any, *, read: bool = True) -> None:
         self.inner = inner
         self.cache = cache  # engine.store.vector_cache.VectorCacheFile; None: count, and reuse only repeats within a call
         self.read = read  # False: compute every text anew (and store the result)
@@ -76,7 +77,7 @@ class CachedEmbedder:
     def dims(self) -> int:
         return self.inner.dims
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (unpickling): no recursion through __getattr__
             raise AttributeError(name)
         return getattr(self.inner, name)

@@ -220,7 +220,7 @@ def _encode(tokenizer: Any, texts: list[str]) -> list[Any]:
     seconds. Exact: a prefix's encoding is used only if it was truncated before the last word
     the prefix may have cut (word pieces never span whitespace), else the whole text is encoded."""
     prefixes = [t[:PREFIX_CHARS] if len(t) > PREFIX_CHARS else t for t in texts]
-    encodings = tokenizer.encode_batch(prefixes)
+    encodings: list[Any] = tokenizer.encode_batch(prefixes)
     redo = []
     for i, (text, prefix) in enumerate(zip(texts, prefixes)):
         if prefix is text:
@@ -239,7 +239,8 @@ def _encode(tokenizer: Any, texts: list[str]) -> list[Any]:
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Mean of the token vectors the attention mask keeps (sentence-transformers' pooling)."""
     weights = mask.astype(np.float32)
-    return (hidden * weights[:, None]).sum(axis=0) / max(float(weights.sum()), 1.0)
+    pooled: np.ndarray = (hidden * weights[:, None]).sum(axis=0) / max(float(weights.sum()), 1.0)
+    return pooled
 
 
 def _first_line(exc: BaseException) -> str:

@@ -20,31 +20,10 @@ import re
 import unicodedata
 
 from engine.extract.model import Candidate
+from engine.names import name_key, normalize
 
 USER_KEY = "user"  # the subject key of an unnamed user
 SELF_REFERENCES = frozenset({"i", "me", "my", "myself", "mine", "the user", "user"})
-
-# --- text normalisation ----------------------------------------------------------------------
-
-_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'", "“": '"', "”": '"', "‐": "-", "–": "-", "—": "-"})
-_EMAIL_NAME = re.compile(r'^\s*"?([^"<]*?)"?\s*<[^>]*>\s*$')
-
-
-def normalize(text: str) -> str:
-    """NFKC, casefold, plain quotes, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
-    return " ".join(text.split())
-
-
-def name_key(name: str) -> str:
-    """A person's or thing's name as a key: "Ana Lima <ana@x.org>" -> "ana lima", "Tom's" -> "tom"."""
-    m = _EMAIL_NAME.match(name)
-    if m and m.group(1).strip():
-        name = m.group(1)
-    text = normalize(name).strip(" \t\"'.,;:!?()[]{}")
-    text = re.sub(r"(?<=\w)'s?$", "", text)
-    return text.strip()
-
 
 def _resolve(key: str, aliases: dict[str, str]) -> str:
     return aliases.get(key, key)

@@ -174,7 +174,7 @@ def change_frames(sentence: str) -> Iterator[ChangeHit]:
     """Every change frame in one sentence whose clause is the speaker's own assertion."""
     done: set[int] = set()
 
-    def own(m: re.Match) -> bool:
+    def own(m: re.Match[str]) -> bool:
         return m.start() not in done and _own_clause(sentence, m.start())
 
     for m in _FROM_TO.finditer(sentence):
@@ -244,10 +244,9 @@ def change_frames(sentence: str) -> Iterator[ChangeHit]:
                                 m.start(), employer[1], replaces=employer[0])
             continue
         after = _NEW_AFTER.search(sentence, x[1])
-        y = next((g for g in after.groups() if g), None) if after else None
-        if y:
-            y = value_at(y, 0, max_words=3)
-        if y:
+        named = next((g for g in after.groups() if g), None) if after else None
+        y = value_at(named, 0, max_words=3) if named else None
+        if y and after:
             yield ChangeHit("does", y[0], "{S} " + verb + " " + x[0] + "; now {O}.", m.start(), after.end(),
                             replaces=x[0], replaces_text="{S} did " + x[0] + " before switching to " + y[0] + ".",
                             soft=True)
@@ -283,7 +282,7 @@ def change_frames(sentence: str) -> Iterator[ChangeHit]:
             continue
         now = _USED_TO_NOW.search(sentence, x[1])
         y = value_at(sentence, now.end(), max_words=4) if now else None
-        if not y or not own(m):
+        if not y or not now or not own(m):
             continue
         yield ChangeHit("does", y[0], "{S} used to " + m.group("v1") + " " + x[0] + "; now {S} " + now.group("v2")
                         + "s {O}.", m.start(), y[1], replaces=x[0], soft=True)

@@ -26,19 +26,21 @@ import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from engine.extract.change_frames import change_frames
 from engine.extract.canonical import (
     STATIC_PREDICATES,
-    name_key,
     object_key,
     predicate_category,
     predicate_key,
     subject_key,
 )
+from engine.extract.change_frames import change_frames
+from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
+from engine.names import name_key
+from engine.timeexpr import FULL_MONTHS, MONTH_WORD, month_number
 from engine.timeutil import parse_iso, to_iso
 
 IMPORTANCE = {
@@ -88,25 +90,6 @@ def _body_start(chunk: SourceChunk) -> int:
     return 0
 
 
-# --- instructions to the AI ------------------------------------------------------------------
-
-_INJECTION = re.compile(
-    r"(?i)ignore\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding)\s+"
-    r"(?:instructions?|prompts?|messages?|rules?)"
-    r"|disregard\s+(?:all\s+|any\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier)"
-    r"|forget\s+(?:all\s+)?(?:your|the|previous)\s+(?:instructions|rules)"
-    r"|system\s+prompt|\bassistant\s*:|(?:^|\n)\s*(?:system|ai|bot)\s*:"
-    r"|the\s+user\s+wants\s+you\s+to|<\|im_(?:start|end)\|>|\[/?INST\]|<\|?(?:system|assistant)\|?>"
-    r"|\byou\s+are\s+now\b|\bnew\s+instructions\b|\bdeveloper\s+mode\b|\bjailbreak"
-    r"|\b(?:add|store|save|write|put|record)\s+(?:this|the\s+following|that)\b[^.\n]{0,40}\bmemor(?:y|ies)\b"
-    r"|\bupdate\s+(?:your|the\s+user'?s?)\s+(?:memory|memories|profile)\b"
-)
-_WEAK_INJECTION = re.compile(
-    r"(?i)\byou\s+must\b|\byou\s+(?:should|will)\s+(?:always|never)\b|\bfrom\s+now\s+on,?\s+(?:you|always|never)\b"
-    r"|\bas\s+an\s+ai\b|\bremember\s+that\s+the\s+user\b|\bthe\s+user\s+(?:is|has|lives|works|likes|prefers|wants)\b"
-    r"|\b(?:AI|assistant|chatbot|model),?\s+(?:please\s+)?(?:note|remember|record)\b"
-)
-
 # --- sentences -------------------------------------------------------------------------------
 
 _ABBREVIATIONS = frozenset("""mr mrs ms dr st prof jr sr vs etc e.g i.e approx no mt ft inc ltd co
@@ -120,9 +103,10 @@ def _sentences(text: str, start: int) -> Iterator[tuple[int, int]]:
     for m in _BREAK.finditer(text, start):
         if m.group(0) != "\n" and m.group(0).startswith("."):
             word = re.search(r"([\w.]+)$", text[at:m.start()])
-            abbreviation = word and (word.group(1).casefold() in _ABBREVIATIONS
-                                     or re.fullmatch(r"[A-Z]", word.group(1)))  # an initial: "J. Smith"
-            if abbreviation and word.group(1).casefold() == "no":
+            before = word.group(1) if word else ""
+            abbreviation = bool(before) and (before.casefold() in _ABBREVIATIONS
+                                             or re.fullmatch(r"[A-Z]", before) is not None)  # an initial: "J. Smith"
+            if abbreviation and before.casefold() == "no":
                 abbreviation = bool(re.match(r"\s*\d", text[m.end():]))  # "No. 5", not "No. I work..."
             if abbreviation:
                 continue
@@ -150,8 +134,8 @@ WE = r"(?<![\w'’-])[Ww]e"
 WE_ARE = WE + r"(?:" + _A + r"re|\s+are)"
 ADV = (r"(?:\s+(?:just|now|currently|still|also|actually|recently|finally|really|already|officially"
        r"|even|mostly|definitely|absolutely|totally|truly|honestly|both|all|kind\s+of|sort\s+of))*")
-MONTHS = ("january february march april may june july august september october november december").split()
-_MONTH = r"(?:" + "|".join(m.capitalize() for m in MONTHS) + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?"
+MONTHS = tuple(m.casefold() for m in FULL_MONTHS)
+_MONTH = MONTH_WORD
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _PROPER_FIRST = r"(?:[" + _UPPER + r"][\w&'’+-]*(?:\.[\w&'’+-]+)*|\d+[A-Za-z][\w&'’+-]*)"
 _PROPER_NEXT = r"[" + _UPPER + r"][\w&'’+-]*(?:\.[\w&'’+-]+)*"
@@ -979,7 +963,7 @@ _DATE_PHRASE = re.compile(
     r"|this\s+week|this\s+month|this\s+year)"
     r"|in\s+(?P<n>\d{1,2}|a|one|two|three|four|five|six)\s+(?P<unit>days?|weeks?|months?|years?)"
     r"|(?:next|this|on)\s+(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-    r"|(?:in|this|next|by|until|during)\s+(?P<mon>(?-i:" + "|".join(m.capitalize() for m in MONTHS) + r"))"
+    r"|(?:in|this|next|by|until|during)\s+(?P<mon>(?-i:" + "|".join(FULL_MONTHS) + r"))"
     r"(?:\s+(?P<mon_y>\d{4}))?"
     r"|in\s+(?P<year>20\d{2}))\b"
 )
@@ -992,7 +976,7 @@ def _date_phrase(text: str) -> re.Match[str] | None:
 
 
 def _month_end(year: int, month: int) -> datetime:
-    return datetime(year, month, calendar.monthrange(year, month)[1], tzinfo=timezone.utc) + timedelta(days=1)
+    return datetime(year, month, calendar.monthrange(year, month)[1], tzinfo=UTC) + timedelta(days=1)
 
 
 def forget_after_for(text: str, source_time: str | None) -> str | None:
@@ -1006,7 +990,7 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
     m = _DATE_PHRASE.search(text)
     if m:
         if m.group("year"):
-            return to_iso(datetime(int(m.group("year")) + 1, 1, 1, tzinfo=timezone.utc))
+            return to_iso(datetime(int(m.group("year")) + 1, 1, 1, tzinfo=UTC))
         if m.group("mon"):
             month = MONTHS.index(m.group("mon").casefold()) + 1
             if m.group("mon_y"):
@@ -1035,9 +1019,9 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
                 year, month = (day.year + 1, 1) if day.month == 12 else (day.year, day.month + 1)
                 return to_iso(_month_end(year, month))
             if rel == "this year":
-                return to_iso(datetime(day.year + 1, 1, 1, tzinfo=timezone.utc))
+                return to_iso(datetime(day.year + 1, 1, 1, tzinfo=UTC))
             if rel == "next year":
-                return to_iso(datetime(day.year + 2, 1, 1, tzinfo=timezone.utc))
+                return to_iso(datetime(day.year + 2, 1, 1, tzinfo=UTC))
         if m.group("unit"):
             raw = m.group("n").casefold()
             n = _WORD_NUM.get(raw) or int(raw)
@@ -1052,12 +1036,15 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
     if d:
         if d.group("iso"):
             try:
-                when = datetime.fromisoformat(d.group("iso")).replace(tzinfo=timezone.utc)
+                when = datetime.fromisoformat(d.group("iso")).replace(tzinfo=UTC)
             except ValueError:
                 return None
             return to_iso(when + timedelta(days=1))
         mon = (d.group("m1") or d.group("m2")).rstrip(".").casefold()
-        month = next(i for i, name in enumerate(MONTHS, 1) if name.startswith(mon[:3]))
+        named = month_number(mon)
+        if named is None:
+            return None
+        month = named
         dd = int(d.group("d1") or d.group("d2"))
         yy = d.group("y1") or d.group("y2")
         if yy:
@@ -1067,7 +1054,7 @@ def forget_after_for(text: str, source_time: str | None) -> str | None:
         else:
             return None
         try:
-            when = datetime(year, month, dd, tzinfo=timezone.utc)
+            when = datetime(year, month, dd, tzinfo=UTC)
         except ValueError:
             return None
         return to_iso(when + timedelta(days=1))
@@ -1113,10 +1100,10 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
         return []
     text = chunk.text
     body = _body_start(chunk)
-    if _INJECTION.search(text[body:]):
+    if INSTRUCTION.search(text[body:]):
         return []
     external = chunk.trust == "external"
-    if external and _WEAK_INJECTION.search(text[body:]):
+    if external and WEAK_INSTRUCTION.search(text[body:]):
         return []
     skey = subject_key("I", speaker=None if subject == "user" else subject)
     out: list[Candidate] = []
@@ -1128,7 +1115,7 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
         if sentence in read:
             continue  # said again in this chunk: every candidate it gives is already in `seen`
         read.add(sentence)
-        if sentence.rstrip("\"'’”) ").endswith("?") or _WEAK_INJECTION.search(sentence):
+        if sentence.rstrip("\"'’”) ").endswith("?") or WEAK_INSTRUCTION.search(sentence):
             continue
         if sentence.lstrip().startswith(">"):
             continue  # a quoted reply in an email or forum post
@@ -1185,7 +1172,7 @@ def extract(chunk: SourceChunk) -> list[Candidate]:
                     predicate_key=hit.predicate,
                     object_key=okey,
                     replaces=hit.replaces,
-                    replaces_text=_render(hit.replaces_text, subject, hit.replaces) if hit.replaces_text else None,
+                    replaces_text=_render(hit.replaces_text, subject, hit.replaces or "") if hit.replaces_text else None,
                     replaces_key=object_key(hit.replaces) if hit.replaces else "",
                     soft_predicate=hit.soft,
                 ))

@@ -54,16 +54,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..embed.base import Embedder
+from ..embed.text import vector_text
 from ..errors import BadInput, Cancelled
 from ..extract.canonical import object_key, predicate_key, subject_key
-from ..ingest.entities import canonical_name
-from ..ingest.pipeline import vector_text
+from ..names import name_key
 from ..scope import SCOPE_TYPES, Scope
 from ..store.neoagent import (
-    NOT_IMPORTED, ChunkRow, DocumentRow, EntityRow, FactRow, MemoryRow, MentionRow, NeoAgentSource, OwnerPlan,
-    OwnerRows, OwnerWrite, RelationRow, ReviewRow, SourceRow, TraceRow, WriteCounts, memories_needing_vectors,
+    NOT_IMPORTED,
+    ChunkRow,
+    DocumentRow,
+    EntityRow,
+    FactRow,
+    MemoryRow,
+    MentionRow,
+    NeoAgentSource,
+    OwnerPlan,
+    OwnerRows,
+    OwnerWrite,
+    RelationRow,
+    ReviewRow,
+    SourceRow,
+    TraceRow,
+    WriteCounts,
+    memories_needing_vectors,
     put_vectors,
 )
+from ..store.store import Store
 from ..timeutil import normalise_stored_time, now_iso
 from .neoagent_spans import EXPLAINED, Unfit, locate_chunk
 
@@ -227,7 +244,7 @@ def parse_list(value: Any) -> tuple[list[Any], bool]:
     return (obj, True) if isinstance(obj, list) else ([], False)
 
 
-def _version_pointers(facts: list[dict]) -> dict[str, str | None]:
+def _version_pointers(facts: list[dict[str, Any]]) -> dict[str, str | None]:
     """NeoAgent fact id -> the id of the fact it supersedes (memlens: new -> old).
 
     NeoAgent's pointers are new -> old except for duplicates, which point at the fact NeoAgent
@@ -236,7 +253,7 @@ def _version_pointers(facts: list[dict]) -> dict[str, str | None]:
     supersedes an older version, its duplicates stay unlinked (their reason names it)."""
     ids = {f["id"] for f in facts}
     out: dict[str, str | None] = {f["id"]: None if f["duplicate"] else f["supersedes"] for f in facts}
-    behind: dict[str, list[dict]] = {}
+    behind: dict[str, list[dict[str, Any]]] = {}
     for f in facts:
         if f["duplicate"] and f["supersedes"] in ids and f["supersedes"] != f["id"]:
             behind.setdefault(f["supersedes"], []).append(f)
@@ -276,7 +293,7 @@ def _truthy(flag: Any) -> bool:
         return bool(flag)
 
 
-def _chunk_texts(chunk: dict) -> set[str]:
+def _chunk_texts(chunk: dict[str, Any]) -> set[str]:
     """The texts a memory has when it is verbatim this chunk (NEOAGENT-SCHEMA.md 2.7)."""
     texts = {chunk["values"]["text"], chunk["stored"]}
     if chunk.get("title"):
@@ -380,7 +397,7 @@ class OwnerPlanner:
     def _skip(self, record: str, exc: Unfit, what: str) -> None:
         self.report.problem(record, exc.reason, "skipped", f"{what}: {exc.detail}")
 
-    def _times(self, record: str, row: dict, cols: tuple[str, ...], what: str) -> dict[str, Any]:
+    def _times(self, record: str, row: dict[str, Any], cols: tuple[str, ...], what: str) -> dict[str, Any]:
         """The row's times, canonical. One that is not a time is unknown (None): the row keeps its
         data, the raw value goes to `out["unparsed"]` (a document keeps it in its meta) and is reported."""
         out: dict[str, Any] = {"unparsed": {}}
@@ -394,7 +411,7 @@ class OwnerPlanner:
                                     f"{what}: {c}={row.get(c)!r} is not a time")
         return out
 
-    def _meta(self, record: str, row: dict, what: str, col: str = "metadata_json") -> dict[str, Any]:
+    def _meta(self, record: str, row: dict[str, Any], what: str, col: str = "metadata_json") -> dict[str, Any]:
         meta, ok = parse_object(row.get(col))
         if not ok:
             self.report.problem(record, "bad_json", "imported without it",
@@ -428,8 +445,8 @@ class OwnerPlanner:
         self._events(memories)
         return self.plan
 
-    def _documents(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def _documents(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for row in self.rows.documents:
             rid = str(row["id"])
             what = f"document {rid}"
@@ -454,8 +471,8 @@ class OwnerPlanner:
             }
         return out
 
-    def _chunks(self, docs: dict[str, dict]) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def _chunks(self, docs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for row in self.rows.chunks:
             rid = str(row["id"])
             what = f"chunk {rid} of document {row.get('document_id')}"
@@ -464,7 +481,8 @@ class OwnerPlanner:
             if doc is None:
                 self.report.problem("chunks", "reference_to_skipped_row", "skipped", f"{what}: its document was skipped")
                 continue
-            stored = row.get("content") if isinstance(row.get("content"), str) else ""
+            content = row.get("content")
+            stored = content if isinstance(content, str) else ""
             try:
                 span = locate_chunk(doc["text"], row.get("char_start"), row.get("char_end"), stored)
             except Unfit as exc:
@@ -509,8 +527,8 @@ class OwnerPlanner:
             }
         return out
 
-    def _memories(self) -> dict[str, dict]:
-        out: dict[str, dict] = {}
+    def _memories(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for row in self.rows.memories:
             rid = str(row["id"])
             what = f"memory {rid}"
@@ -539,8 +557,9 @@ class OwnerPlanner:
             category, cnote = map_category(row.get("category"))
             if cnote:
                 self.report.note(cnote, f"{what}: category {row.get('category')!r} -> {category}")
-            level = meta.get("trustLevel") if isinstance(meta.get("trustLevel"), str) else None
-            trust = TRUST_LEVELS.get(level) or (level if level in TRUST_LABELS else None) or \
+            raw_level = meta.get("trustLevel")
+            level = raw_level if isinstance(raw_level, str) else None
+            trust = (TRUST_LEVELS.get(level) if level else None) or (level if level in TRUST_LABELS else None) or \
                 TRUST_BY_SOURCE.get(str(row.get("source_type") or ""), "external")
             created = t["created_at"] or t["updated_at"]
             if created is None:
@@ -560,8 +579,8 @@ class OwnerPlanner:
             out[rid] = {"key": f"neoagent:memory:{rid}", "scope": scope, "values": values, "meta": meta}
         return out
 
-    def _facts(self, memories: dict[str, dict]) -> dict[str, list[dict]]:
-        by_memory: dict[str, list[dict]] = {}
+    def _facts(self, memories: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        by_memory: dict[str, list[dict[str, Any]]] = {}
         for row in self.rows.facts:
             rid = str(row["id"])
             mid = str(row.get("memory_id"))
@@ -635,9 +654,10 @@ class OwnerPlanner:
             })
         return by_memory
 
-    def _links(self, memories: dict[str, dict], chunks: dict[str, dict]) -> dict[str, list[tuple[str, dict]]]:
+    def _links(self, memories: dict[str, dict[str, Any]],
+               chunks: dict[str, dict[str, Any]]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
         """memory id -> [(chunk key, link info)] for links that can be followed."""
-        out: dict[str, list[tuple[str, dict]]] = {}
+        out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for row in self.rows.links:
             mid, cid = str(row.get("memory_id")), str(row.get("chunk_id"))
             what = f"link memory {mid} -> chunk {cid}"
@@ -664,8 +684,8 @@ class OwnerPlanner:
                                                                        "relevance": relevance}))
         return out
 
-    def _windows(self, memories: dict[str, dict], docs: dict[str, dict], chunks: dict[str, dict],
-                 links: dict[str, list[tuple[str, dict]]]) -> None:
+    def _windows(self, memories: dict[str, dict[str, Any]], docs: dict[str, dict[str, Any]], chunks: dict[str, dict[str, Any]],
+                 links: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         """Overlap-window memories of older NeoAgents (NEOAGENT-SCHEMA.md 2.3) have no source link,
         only their document and span in metadata. A window that is really there (the two chunks it
         joins, or its text at its span) becomes a memlens chunk of kind "window", linked to it."""
@@ -714,8 +734,8 @@ class OwnerPlanner:
             links[rid] = [(key, {"time": None, "relevance": 1.0})]
             self.report.note("overlap_window_linked", f"{what}: [{start}, {end}) of {doc_key}")
 
-    def _layout(self, memories: dict[str, dict], facts: dict[str, list[dict]],
-                links: dict[str, list[tuple[str, dict]]], chunks: dict[str, dict]) -> None:
+    def _layout(self, memories: dict[str, dict[str, Any]], facts: dict[str, list[dict[str, Any]]],
+                links: dict[str, list[tuple[str, dict[str, Any]]]], chunks: dict[str, dict[str, Any]]) -> None:
         all_fact_keys = {f["key"]: (mid, f) for mid, fs in facts.items() for f in fs}
         pointers = _version_pointers([f for fs in facts.values() for f in fs])
         for mid, mem in memories.items():
@@ -789,12 +809,12 @@ class OwnerPlanner:
                     reason = f["values"]["reason"] or f"held for review in NeoAgent (status {f['raw_status']!r})"
                     self.plan.reviews.append(ReviewRow(scope, f["key"], other_key, reason))
 
-    def _place_documents(self, docs: dict[str, dict], chunks: dict[str, dict],
-                         links: dict[str, list[tuple[str, dict]]]) -> None:
+    def _place_documents(self, docs: dict[str, dict[str, Any]], chunks: dict[str, dict[str, Any]],
+                         links: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         placed: dict[str, dict[Scope, None]] = {k: {} for k in docs}
         for s in self.plan.sources:
             placed[s.document_key].setdefault(s.scope, None)
-        by_doc: dict[str, list[tuple[str, dict]]] = {}
+        by_doc: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for ck, ch in chunks.items():
             by_doc.setdefault(ch["document_key"], []).append((ck, ch))
         for key, values in docs.items():
@@ -804,8 +824,8 @@ class OwnerPlanner:
                 for ck, ch in by_doc.get(key, []):
                     self.plan.chunks.append(ChunkRow(ck, key, scope, ch["values"]))
 
-    def _relations(self, memories: dict[str, dict], chunks: dict[str, dict],
-                   links: dict[str, list[tuple[str, dict]]]) -> None:
+    def _relations(self, memories: dict[str, dict[str, Any]], chunks: dict[str, dict[str, Any]],
+                   links: dict[str, list[tuple[str, dict[str, Any]]]]) -> None:
         for row in self.rows.relations:
             rid = str(row.get("id"))
             src, dst = str(row.get("from_memory_id")), str(row.get("to_memory_id"))
@@ -845,16 +865,17 @@ class OwnerPlanner:
                 scope, memories[src]["key"], memories[dst]["key"], rtype, min(1.0, max(0.0, confidence)),
                 "neoagent_relation", reason, t["created_at"] or self._now, ev_key))
 
-    def _entities(self, memories: dict[str, dict]) -> None:
+    def _entities(self, memories: dict[str, dict[str, Any]]) -> None:
         entities: dict[str, tuple[str, str, str]] = {}  # id -> (name, canonical, kind)
         for row in self.rows.entities:
             rid = str(row.get("id"))
             name = row.get("name")
-            canon = canonical_name(name) if isinstance(name, str) else ""
-            if not canon:
+            canon = name_key(name) if isinstance(name, str) else ""
+            if not isinstance(name, str) or not canon:
                 self.report.problem("entities", "empty_name", "skipped", f"entity {rid}: no name")
                 continue
-            kind = row.get("kind") if isinstance(row.get("kind"), str) and row.get("kind") else "concept"
+            raw_kind = row.get("kind")
+            kind = raw_kind if isinstance(raw_kind, str) and raw_kind else "concept"
             entities[rid] = (name.strip(), canon, kind)
         placed: dict[tuple[Scope, str, str], str] = {}
         mentioned: set[str] = set()
@@ -887,7 +908,7 @@ class OwnerPlanner:
         for (scope, canon, kind), name in placed.items():
             self.plan.entities.append(EntityRow(scope, name, canon, kind))
 
-    def _events(self, memories: dict[str, dict]) -> None:
+    def _events(self, memories: dict[str, dict[str, Any]]) -> None:
         for row in self.rows.events:
             rid = str(row.get("id"))
             what = f"retrieval event {rid}"
@@ -948,22 +969,26 @@ def _matches(owner: tuple[Any, str], user: str | None, agent: str | None) -> boo
     return True
 
 
-def import_neoagent(engine, source: NeoAgentSource | str | os.PathLike[str], *, user: str | None = None,
+def import_neoagent(engine: Any, source: NeoAgentSource | str | os.PathLike[str], *, user: str | None = None,
                     agent: str | None = None, progress: Progress | None = None,
                     should_stop: ShouldStop | None = None) -> ImportReport:
-    """Import every owner of a NeoAgent database (or those --user/--agent pick) into `engine`'s store.
+    """Import every owner of a NeoAgent database (or those --user/--agent pick) into `engine`'s store
+    (a MemoryEngine: a layer above this one, so not imported here).
 
     One transaction per owner, then its vectors in batches. Raises BadInput before writing
     anything when the source is not a NeoAgent database or no owner matches the filters, and
     Cancelled between owners when should_stop() says so (finished owners stay imported)."""
     t0 = time.perf_counter()
     own = not isinstance(source, NeoAgentSource)
-    src = open_source(source) if own else source
+    src = source if isinstance(source, NeoAgentSource) else open_source(source)
     try:
         if str(engine.path) != ":memory:" and Path(engine.path).resolve() == src.path.resolve():
             raise BadInput(f"{src.path}: cannot import a database into itself")
+        snap = src.snapshot
+        if snap is None:
+            raise BadInput(f"{src.path}: the import source is closed")
         report = ImportReport(source=str(src.path), source_mode=src.mode, snapshot={
-            "attempts": src.snapshot.attempts, "seconds": src.snapshot.seconds, "sha256": src.snapshot.sha256})
+            "attempts": snap.attempts, "seconds": snap.seconds, "sha256": snap.sha256})
         owners = [o for o in src.owners() if _matches(o, user, agent)]
         if not owners:
             who = " ".join(x for x in (f"--user {user}" if user is not None else "",
@@ -1011,7 +1036,7 @@ def import_neoagent(engine, source: NeoAgentSource | str | os.PathLike[str], *, 
             src.close()
 
 
-def _embed_owner(store, emb, user_id: str, agent_id: str, should_stop: ShouldStop | None) -> int:
+def _embed_owner(store: Store, emb: Embedder, user_id: str, agent_id: str, should_stop: ShouldStop | None) -> int:
     """Vectors for this owner's imported memories that have no current one (one transaction per batch)."""
     done = 0
     last = 0

@@ -14,17 +14,21 @@ appended (and added to the quantised index), and only a deletion or a re-embeddi
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
+
+from ..scope import Scope
 
 SCAN_QUANTISED_FROM = 20_000  # rows; below this a float32 scan is as fast and simpler
 SHORTLIST = 256  # quantised candidates rescored in float32
 
-from ..scope import Scope
-
 
 class VectorIndex:
-    def __init__(self, store, scope: Scope, model: str, dims: int) -> None:
+    def __init__(self, store: Any, scope: Scope, model: str, dims: int) -> None:
+        # `store`: an engine.store.Store (index/ sits beside store/ in the layers, so it is not
+        # imported here); the index reads its vector_state, load_vectors and vector_changes.
         self.store = store
         self.scope = scope
         self.model = model
@@ -34,10 +38,10 @@ class VectorIndex:
         self._mat = np.zeros((0, dims), dtype=np.float32)
         self._n = 0
         self._last_row = 0
-        self._state: tuple[int, int, str] | None = None
+        self._state: tuple[int, int, str, int] | None = None  # vector_state: max id, count, newest, outdated
         self._change_key: tuple[int, int] | None = None
         self._changes: int | None = None  # the store's vector change counter when last loaded
-        self._sq = None  # faiss IndexScalarQuantizer over rows [0, self._sq_n)
+        self._sq: Any = None  # faiss IndexScalarQuantizer over rows [0, self._sq_n)
         self._sq_n = 0
         self._sq_trained_n = 0
         self._pos: dict[int, int] | None = None  # memory id -> row, built on first use after a change
@@ -77,7 +81,7 @@ class VectorIndex:
             self._changes = changes
 
     def _count_after(self, row_id: int) -> int:
-        return self.store.vector_count_after(self.scope, self.model, row_id)
+        return int(self.store.vector_count_after(self.scope, self.model, row_id))
 
     def _append(self, ids: np.ndarray, mat: np.ndarray) -> None:
         if len(ids) == 0:
@@ -97,7 +101,7 @@ class VectorIndex:
             self._pos_n = need
         self._n = need
 
-    def _quantised(self):
+    def _quantised(self) -> Any:
         """The SQ8 index, trained on the rows we have, extended with appended ones."""
         import faiss
 
@@ -113,7 +117,7 @@ class VectorIndex:
             self._sq_n = n
         return self._sq
 
-    def vectors_of(self, memory_ids) -> dict[int, np.ndarray]:
+    def vectors_of(self, memory_ids: Iterable[int]) -> dict[int, np.ndarray]:
         """memory id -> its vector, for the ids this index holds (recall compares a few memories
         with each other: a statement and its later restatement)."""
         self.refresh()

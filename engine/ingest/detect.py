@@ -19,10 +19,8 @@ from engine.ingest.formats import chat, locomo, longmemeval
 from engine.ingest.formats.code import FILENAMES, LANGUAGES, language_for, parse_code
 from engine.ingest.formats.email import is_mbox, parse_eml, parse_mbox
 from engine.ingest.formats.text import parse_markdown, parse_text
-from engine.ingest.model import ParsedDocument
+from engine.ingest.model import FORMATS, ParsedDocument
 from engine.ingest.normalize import binary_reason, decode, read_file_bytes
-
-FORMATS = ("chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 
 MARKDOWN_EXTENSIONS = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mkdn"})
 JSON_EXTENSIONS = frozenset({".json", ".jsonl", ".ndjson"})
@@ -68,8 +66,18 @@ def _describe(data: Any) -> str:
     return f"a JSON {type(data).__name__}"
 
 
+UPDATES_NAME = "memlens-updates"  # the "dataset" field of memlens's own update benchmark
+
+
 def sniff_json(data: Any) -> str | None:
-    """"locomo" | "longmemeval" | "chat" for a loaded JSON value, or None."""
+    """"locomo" | "longmemeval" | "convomem" | "updates" | "chat" for a loaded JSON value, or None:
+    the one reading of a JSON value's shape, for ingestion and for the benchmark loaders (which
+    then check the structure itself and say what is wrong)."""
+    if isinstance(data, dict) and (isinstance(data.get("evidence_items"), list)
+                                   or isinstance(data.get("evidenceItems"), list)):
+        return "convomem"
+    if isinstance(data, dict) and data.get("dataset") == UPDATES_NAME:
+        return "updates"
     item = data
     if isinstance(data, list):
         if not data or not isinstance(data[0], dict):
@@ -81,6 +89,8 @@ def sniff_json(data: Any) -> str | None:
         return "locomo"
     if "haystack_sessions" in item:
         return "longmemeval"
+    if "message_evidences" in item and "conversations" in item:
+        return "convomem"
     if isinstance(item.get("messages"), list):
         return "chat"
     if isinstance(data, list) and ("role" in item or "content" in item):
@@ -94,6 +104,9 @@ def _parse_json(raw: bytes, name: str, fmt: str, jsonl: bool) -> list[ParsedDocu
         if isinstance(data, list) and not data:
             raise BadInput(f"{name}: empty JSON list: nothing to ingest")
         sniffed = sniff_json(data)
+        if sniffed in ("convomem", "updates"):
+            what = "a ConvoMem" if sniffed == "convomem" else "memlens's updates"
+            raise UnknownFormat(f"{name}: {what} benchmark file, not a source to ingest: run it with memlens bench")
         if sniffed is None:
             raise UnknownFormat(
                 f"{name}: JSON of an unknown shape ({_describe(data)}); expected chat messages, "

@@ -13,6 +13,8 @@ from typing import Any
 
 CHUNK_KINDS = ("message", "window", "heading", "paragraph", "quote", "code_symbol", "split")
 TRUST_LABELS = ("user", "assistant", "tool", "external")
+# The importers by name (engine/ingest/detect.py dispatches on them; the CLI offers them, with "auto").
+FORMATS = ("chat", "locomo", "longmemeval", "markdown", "text", "email", "code")
 
 
 @dataclass(slots=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
-from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -164,53 +163,6 @@ def decode(raw: bytes, name: str = "input") -> str:
             f"{name}: not text: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
             f"{exc.start}) and no UTF-16 byte-order mark; convert it to UTF-8"
         ) from None
-
-
-# --- time ----------------------------------------------------------------------------------
-
-
-def iso_utc(moment: datetime) -> str:
-    """'YYYY-MM-DDTHH:MM:SSZ'; a naive datetime is taken to be UTC already."""
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc)
-    return (
-        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-        f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}Z"
-    )
-
-
-_NUMERIC = re.compile(r"^[+-]?\d+(\.\d+)?$")
-
-
-def to_utc_iso(value: Any) -> str | None:
-    """A timestamp as ISO-8601 UTC ("2024-05-01T10:00:00Z"), or None if unparseable.
-
-    Accepts ISO-8601 strings ("Z", offsets, space separator, date only; naive = UTC),
-    datetimes, and Unix epoch numbers (seconds, or milliseconds when that is the only
-    plausible reading). Sub-second precision is dropped.
-    """
-    try:
-        if value is None or isinstance(value, bool):
-            return None
-        if isinstance(value, datetime):
-            return iso_utc(value)
-        if isinstance(value, date):
-            return iso_utc(datetime(value.year, value.month, value.day))
-        if isinstance(value, str) and _NUMERIC.match(value.strip()):
-            value = float(value.strip())
-        if isinstance(value, (int, float)):
-            seconds = float(value)
-            if abs(seconds) > 1e11:  # 1e11 s is year 5138: this is milliseconds
-                seconds /= 1000.0
-            return iso_utc(datetime.fromtimestamp(seconds, tz=timezone.utc))
-        if isinstance(value, str):
-            text = value.strip()
-            if not text:
-                return None
-            return iso_utc(datetime.fromisoformat(text))
-    except (ValueError, OverflowError, OSError):
-        return None
-    return None
 
 
 # --- building a document from normalised pieces ----------------------------------------------

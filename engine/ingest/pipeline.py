@@ -17,21 +17,24 @@ obsolete chunks go, together with the episodes only they supported.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..embed.base import Embedder
+from ..embed.text import contextual_text
 from ..errors import Cancelled
 from ..extract.secrets import MARKER as SECRET_MARKER
+from ..names import Mention, find_mentions
 from ..scope import Scope
-from ..timeexpr import stored_rows
 from ..store.store import Store, Writer
-from .entities import Mention, find_mentions
+from ..timeexpr import stored_rows
 from .model import ParsedChunk, ParsedDocument
 
 Progress = Callable[[float, str], None]
@@ -60,9 +63,6 @@ def chunk_hash(doc: ParsedDocument, chunk: ParsedChunk) -> str:
     return _sha(chunk.kind, chunk.speaker or "", chunk.message_id or "", doc.text[chunk.start:chunk.end])
 
 
-CONTEXT_CHARS = 300  # of the previous message, embedded after the message itself
-
-
 def embedding_text(doc: ParsedDocument, i: int) -> str:
     """What a chunk's vector is computed from: its text, then (for a message) a little of the one
     before, so a reply like "Yes, it was amazing!" is found by what it answers. The memory's
@@ -71,38 +71,6 @@ def embedding_text(doc: ParsedDocument, i: int) -> str:
     prev = doc.chunks[i - 1] if i > 0 else None
     return contextual_text(doc.text[ch.start:ch.end], ch.kind,
                            doc.text[prev.start:prev.end] if prev else None, prev.kind if prev else None)
-
-
-def contextual_text(text: str, kind: str, prev_text: str | None, prev_kind: str | None) -> str:
-    if kind == "message" and prev_text and prev_kind == "message":
-        return f"{text}\n(in reply to: {prev_text[:CONTEXT_CHARS]})"
-    return text
-
-
-# Bump when vector_text changes what a stored memory is embedded from: opening a database written
-# under an older version re-embeds what changed (2: facts gained their evidence quote).
-VECTOR_TEXT_VERSION = 2
-
-
-def fact_vector_text(text: str, evidence: str | None) -> str:
-    """A fact is embedded with the words it was read from. Alone, "Nate likes helping people." is
-    a few words and a name, and sits closer to any short question about Nate than the turns that
-    answer it; with its quote it is compared on what was said. Its text and FTS row stay the fact."""
-    evidence = " ".join((evidence or "").split())
-    if not evidence or evidence.casefold() in text.casefold():
-        return text
-    return f"{text}\n(from: {evidence[:CONTEXT_CHARS]})"
-
-
-def vector_text(text: str, context: tuple | None) -> str:
-    """The text a stored memory's vector is computed from, given Store.embedding_context's row:
-    the same text ingestion and consolidation embedded, so re-embedding reproduces it."""
-    if context is None:
-        return text
-    memory_kind, evidence, kind, prev_text, prev_kind = context
-    if memory_kind == "fact":
-        return fact_vector_text(text, evidence)
-    return contextual_text(text, kind, prev_text, prev_kind)
 
 
 @dataclass(slots=True)
@@ -121,11 +89,11 @@ class IngestReport:
     extract_seconds: float = 0.0
     document_ids: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    extraction: dict | None = None
+    extraction: dict[str, Any] | None = None
     written: list[bool] = field(default_factory=list)  # per input document: stored (False: unchanged)
-    files: list[dict] | None = None  # per input file: path, status, reason, documents (ingest_sources)
+    files: list[dict[str, Any]] | None = None  # per input file: path, status, reason, documents (ingest_sources)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "documents": self.documents, "chunks": self.chunks, "memories": self.memories,
             "facts": self.facts, "skipped": self.skipped, "unchanged": self.unchanged, "failed": self.failed,
@@ -148,7 +116,7 @@ class _NewChunk:
     source_time: str | None
     mentions: list[Mention]
     speaker_entity: bool  # the speaker is a mention without a span (the text does not name them)
-    times: list[tuple]  # the time expressions it names, resolved against its own time (timeexpr)
+    times: list[tuple[Any, ...]]  # the time expressions it names, resolved against its own time (timeexpr)
 
 
 @dataclass(slots=True)
@@ -183,6 +151,10 @@ def _first_spans(mentions: list[Mention]) -> list[Mention]:
     return kept
 
 
+def _part_done(progress: Callable[[float, str], None], done: int, total: int, name: str, part: float) -> None:
+    """Progress through a multi-batch document: `part` of the (done + 1)th of `total`."""
+    progress((done + part) / total, name)
+
 class Ingestor:
     def __init__(self, store: Store, scope: Scope, embedder: Embedder) -> None:
         self.store = store
@@ -204,8 +176,8 @@ class Ingestor:
             for ch in old:
                 by_hash.setdefault(_sha(ch.kind, ch.speaker or "", ch.message_id or "", ch.text), deque()).append(ch.id)
                 old_starts[ch.id] = ch.start
-            for i, ch in enumerate(doc.chunks):
-                ids = by_hash.get(chunk_hash(doc, ch))
+            for i, parsed in enumerate(doc.chunks):
+                ids = by_hash.get(chunk_hash(doc, parsed))
                 if ids:
                     reuse[i] = ids.popleft()
             kept = set(reuse.values())
@@ -252,8 +224,8 @@ class Ingestor:
                 if should_stop is not None and should_stop():
                     raise Cancelled("ingestion cancelled")
                 name = pending.doc.title or pending.doc.uri or "document"
-                self._write(pending, report, should_stop, on_batch=None if progress is None else (
-                    lambda part, name=name: progress((done + part) / total, name)))
+                self._write(pending, report, should_stop, on_batch=None if progress is None else
+                            functools.partial(_part_done, progress, done, total, name))
                 done += 1
                 if progress is not None:
                     progress(done / total, name)
@@ -317,6 +289,7 @@ class Ingestor:
                             title=doc.title, text=doc.text, meta=doc.meta, trust=doc.trust,
                             content_hash=p.content_hash if last else PARTIAL + p.content_hash,
                             source_time=doc.source_time, version=p.previous_version + 1, previous_id=p.previous_id)
+                    assert doc_id is not None  # the first batch inserted it
                     self._insert_chunks(w, p, doc_id, batch, chunk_ids, entities)
                     report.chunks += len(batch)
                     report.memories += len(batch)
@@ -337,6 +310,7 @@ class Ingestor:
             raise
         report.documents += 1
         report.redacted += len(SECRET_MARKER.findall(doc.text))  # scrubbed during normalisation
+        assert doc_id is not None  # every document has a first batch
         report.document_ids.append(doc_id)
 
     def _insert_chunks(self, w: Writer, p: _Pending, doc_id: int, batch: list[_NewChunk], chunk_ids: dict[int, int],
@@ -372,7 +346,7 @@ class Ingestor:
             new_vectors.append((mid, p.vectors[nc.ordinal]))
             for m in nc.mentions:
                 mentions.append((entity(m.name, m.canonical, m.kind), mid, cid, ch.start + m.start, ch.start + m.end))
-            if nc.speaker_entity:
+            if nc.speaker_entity and ch.speaker:  # speaker_entity implies a speaker
                 # The speaker is an entity of the turn even when the text does not name them.
                 mentions.append((entity(ch.speaker, ch.speaker.casefold(), "person"), mid, cid, None, None))
         if new_vectors:

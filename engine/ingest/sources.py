@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.errors import BadInput
 from engine.ingest.detect import parse_path, walk_sources
@@ -29,7 +30,7 @@ class SourceFile:
     reason: str | None = None
     documents: list[int] = field(default_factory=list)  # indexes into SourceSet.docs
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "status": self.status, "reason": self.reason, "documents": len(self.documents)}
 
 

@@ -12,11 +12,12 @@ applies a prior, channel or ranking rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..ingest.entities import canonical_name, find_mentions
+from ..names import find_mentions, name_key
 from . import timeframe
 from .query import Tokenize, content_terms
 
@@ -123,7 +124,7 @@ class Intent:
     fired: dict[str, Any] = field(default_factory=dict)  # feature -> what it read (for the trace)
 
 
-def read_intent(query: str, on, tokenize: Tokenize, *, ref: datetime | None, as_of: str | None) -> Intent:
+def read_intent(query: str, on: Callable[[str], bool], tokenize: Tokenize, *, ref: datetime | None, as_of: str | None) -> Intent:
     """Read `query` with the features `on(name)` allows. `ref`: the time "now" means."""
     it = Intent(query)
     it.terms = content_terms(query, tokenize, how_phrase=on("how_phrase"))
@@ -167,7 +168,7 @@ def query_names(query: str) -> set[str]:
     return {m.canonical for m in find_mentions(query) if m.kind in ("name", "person")}
 
 
-def _speakers(query: str, on, fired: dict[str, Any]) -> set[str]:
+def _speakers(query: str, on: Callable[[str], bool], fired: dict[str, Any]) -> set[str]:
     out: set[str] = set()
     if on("speaker_names"):
         names = query_names(query)
@@ -191,5 +192,5 @@ def speaker_matches(who: str | None, speakers: set[str]) -> bool:
     """Is a turn's speaker (or a fact's subject) one the question is about?"""
     if not who or not speakers:
         return False
-    key = canonical_name(who)
+    key = name_key(who)
     return key in speakers or key.split(" ")[0] in speakers

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,15 +17,16 @@ from typing import Any
 import numpy as np
 
 from ..embed.base import Embedder
-from ..ingest.entities import canonical_name, find_mentions
+from ..index.vectors import VectorIndex
 from ..llm import LLMClient, Recorder
+from ..names import find_mentions, name_key
 from ..scope import Scope
+from ..statements import asks_state
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
-from . import timeframe
 from ..tokens import estimate_tokens, truncate_to_tokens
-from ..statements import asks_state
-from .intent import Intent, read_intent, speaker_matches
+from . import timeframe
+from .intent import read_intent, speaker_matches
 from .query import content_terms, match_expression
 from .recipes import Recipe
 from .trace import CandidateTrace, DropReason, Trace
@@ -54,7 +54,7 @@ class RecallResult:
     context_tokens: int = 0
     not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace.id, "results": self.results,
                 "context": {"text": self.context_text, "tokens": self.context_tokens},
                 "timings_ms": {**self.trace.timings, "total": round(sum(
@@ -85,7 +85,7 @@ def _counts(text: str) -> str | None:
     return " ".join(m.group(0).split())[:160] if m else None
 
 
-def updated_by(trace: Trace, memory_id: int) -> dict | None:
+def updated_by(trace: Trace, memory_id: int) -> dict[str, Any] | None:
     """What replaced this memory for the trace's question, if recall judged it outdated:
     {"memory_id", "on", "text", "rule", "reason", "label": "updated on 2024-06-12 by m25: ..."}."""
     mark = (trace.params.get("outdated") or {}).get(str(memory_id))
@@ -119,12 +119,13 @@ def _minmax(values: dict[int, float]) -> dict[int, float]:
 class Recall:
     """One recall over one scope. Construct per query; `run()` returns a RecallResult."""
 
-    def __init__(self, store: Store, scope: Scope, embedder: Embedder, vectors, recipe: Recipe, *,
+    def __init__(self, store: Store, scope: Scope, embedder: Embedder, vectors: VectorIndex | None,
+                 recipe: Recipe, *,
                  llm: LLMClient | None = None, now: str | None = None, recorder: Recorder | None = None) -> None:
         self.store = store
         self.scope = scope
         self.embedder = embedder
-        self.vectors = vectors  # VectorIndex for this scope and model
+        self.vectors = vectors  # for this scope and model
         self.recipe = recipe
         self.llm = llm
         self.recorder = recorder  # where the planner's and reranker's requests go (llm_calls)
@@ -190,15 +191,15 @@ class Recall:
         if r.on("entity") and r.weights.get("entity", 0) > 0:
             names = {m.canonical for m in find_mentions(trace.query)}
             trace.params["query_names"] = sorted(names)
-            words = [canonical_name(w) for w in terms]
+            words = [name_key(w) for w in terms]
             names |= set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
             known = self.store.entity_names(self.scope, sorted(names))
             total = max(1, len(self.vectors) if self.vectors is not None else 1)
             useful = [n for n, c in known.items() if c <= max(50, ENTITY_MAX_SHARE * total)]
-            hits = self.store.entity_memories(self.scope, useful, r.entity_k) if useful else []
-            for rank, (mid, n) in enumerate(hits, start=1):
+            named = self.store.entity_memories(self.scope, useful, r.entity_k) if useful else []
+            for rank, (mid, n) in enumerate(named, start=1):
                 trace.candidate(mid).channels.setdefault("entity", {"rank": rank, "score": float(n)})
-            counts["entity"] = len(hits)
+            counts["entity"] = len(named)
             trace.params["entities"] = useful
         trace.timings["entity"] = round(trace.timings.get("entity", 0) + _ms(ta), 3)
 
@@ -304,7 +305,7 @@ class Recall:
             trace.stage("filters", alive_before, len(trace.alive()), _ms(t0))
 
     @staticmethod
-    def _not_valid_at(m: dict, t: str) -> str | None:
+    def _not_valid_at(m: dict[str, Any], t: str) -> str | None:
         if m.get("fact_id") is not None:
             if m["valid_from"] and m["valid_from"] > t:
                 return f"valid from {m['valid_from']}, after {t}"
@@ -337,8 +338,8 @@ class Recall:
         base = self._fuse(alive, exclude=("relation", "neighbour"))
         # Neighbour expansion: turns next to the strongest hits carry their context.
         if r.on("neighbour") and r.neighbour_window > 0 and r.weights.get("neighbour", 0) > 0:
-            seeds = sorted((c for c in alive if c.meta.get("kind") == "episode"), key=lambda c: -base[c.memory_id])
-            seeds = [c.memory_id for c in seeds[: r.neighbour_seeds] if base[c.memory_id] > 0]
+            ranked = sorted((c for c in alive if c.meta.get("kind") == "episode"), key=lambda c: -base[c.memory_id])
+            seeds = [c.memory_id for c in ranked[: r.neighbour_seeds] if base[c.memory_id] > 0]
             added = []
             texts = {c.memory_id: c.meta.get("text") or "" for c in alive}
             for seed, nb, offset in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
@@ -360,7 +361,7 @@ class Recall:
         for cand in alive:
             rel = cand.channels.get("relation")
             if rel is not None:
-                rel["score"] = round(float(rel["score"]) * base.get(rel["via"], 0.0), 6)
+                rel["score"] = round(float(rel["score"]) * base.get(int(rel["via"]), 0.0), 6)
         fused = self._fuse(alive, exclude=(), record=True)
         session: dict[Any, float] = {}
         if r.on("session_context") and r.session_weight > 0:
@@ -374,7 +375,7 @@ class Recall:
                     held[doc] = held.get(doc, 0) + 1
             session = {doc: best * (1.0 - held[doc] / len(alive)) for doc, best in session.items()}
         frame = intent.frame
-        said: dict[int, list[dict]] = {}  # chunk id -> the times its text names
+        said: dict[int, list[dict[str, Any]]] = {}  # chunk id -> the times its text names
         event_matches: dict[str, str] = {}  # memory id -> the time it named that the question's window holds
         if frame is not None:
             trace.params["timeframe"] = [to_iso(frame.start), to_iso(frame.end)]
@@ -387,7 +388,8 @@ class Recall:
             comp = {"fusion": round(fused[cand.memory_id], 6)}
             x = m["x"] = {}  # each prior's raw value: comp = weight x value (bench fit reads these)
 
-            def prior(name: str, weight: float, value: float, feature: str | None = None) -> None:
+            def prior(name: str, weight: float, value: float, feature: str | None = None,
+                      x: dict[str, float] = x, comp: dict[str, float] = comp) -> None:
                 if r.on(feature or name):
                     x[name] = value
                     comp[name] = weight * value
@@ -420,14 +422,14 @@ class Recall:
                         near = timeframe.closeness(frame, parse_iso(when))
                     except ValueError:
                         pass
-                for t in said.get(m.get("chunk_id"), ()) if r.on("event_times") else ():  # a time the turn names
-                    c = timeframe.interval_closeness(frame, parse_iso(t["window_start"]), parse_iso(t["window_end"]))
-                    if c > near:
-                        near = c
+                for t in said.get(m.get("chunk_id", 0), ()) if r.on("event_times") else ():  # a time the turn names
+                    close = timeframe.interval_closeness(frame, parse_iso(t["window_start"]), parse_iso(t["window_end"]))
+                    if close > near:
+                        near = close
                         event_matches[str(cand.memory_id)] = f"{t['text']}: {t['window_start'][:10]}"
             prior("timeframe", r.timeframe_weight, near)
             if intent.asks_when:
-                prior("when_time", r.when_weight, 1.0 if said.get(m.get("chunk_id")) else 0.0)
+                prior("when_time", r.when_weight, 1.0 if said.get(m.get("chunk_id", 0)) else 0.0)
             score = sum(comp.values())
             if m.get("relation") == "derives" and r.on("derived"):
                 comp["derived_factor"] = r.derived_factor
@@ -511,7 +513,7 @@ class Recall:
         r = self.recipe
         if as_of or not any(r.on(f) for f in ("claim_superseded", "restated_later", "not_a_change", "history_first")):
             return  # as of a time, validity filters already chose what held then
-        marks: dict[str, dict] = trace.params.setdefault("outdated", {})
+        marks: dict[str, dict[str, Any]] = trace.params.setdefault("outdated", {})
         turns = [c for c in trace.alive() if c.meta.get("kind") == "episode"]
         claims = self.store.turn_claims(self.scope, [c.memory_id for c in turns]) if turns else {}
         replaced = {f["memory_id"] for rows in claims.values() for f in rows if f["status"] == "superseded"}
@@ -530,8 +532,8 @@ class Recall:
         if not marks:
             del trace.params["outdated"]
 
-    def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict],
-                            claims: dict[int, list[dict]], newer: dict[int, list[int]]) -> None:
+    def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
+                            claims: dict[int, list[dict[str, Any]]], newer: dict[int, list[int]]) -> None:
         replaced = {f["memory_id"] for rows in claims.values() for f in rows if f["status"] == "superseded"}
         # each replaced claim -> its current version: follow 'updates' relations to an active fact
         frontier = {m for srcs in newer.values() for m in srcs}
@@ -573,7 +575,7 @@ class Recall:
                 scored.append((max(relevance(f["memory_id"]), relevance(cur) if cur else -1.0), f, cur))
             rel, fact, cur = max(scored, key=lambda x: x[0])
             succ = alive.get(cur) if cur is not None else None
-            if fact["status"] != "superseded" or succ is None:
+            if fact["status"] != "superseded" or succ is None or cur is None:
                 continue
             if metas.get(cur, {}).get("chunk_id") == turn.meta.get("chunk_id"):
                 continue  # "I quit smoking": the turn states the change itself (its old value is history)
@@ -606,7 +608,7 @@ class Recall:
                                               "text": m["text"], "reason": reason,
                                               "fact_id": fact["fact_id"], "by_fact_id": m.get("fact_id")}
 
-    def _restatement_order(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict],
+    def _restatement_order(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
                            linked: set[tuple[int, int]], *, historical: bool = False) -> None:
         """Order two statements by one speaker about the same thing that no fact links (see
         _current_truth). A later change leads (restated_later); a later plan, wish, visit or
@@ -622,7 +624,7 @@ class Recall:
         if len(pool) < 2:
             return
         question = asked(trace.query)
-        stance: dict[int, tuple[str, str | None]] = {}
+        stance: dict[int, tuple[str, Any]] = {}  # stance_for: ("change", [clauses]), ("state", clause), ...
         for c in pool:
             named = c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
             stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question, speaker_named=named)
@@ -690,14 +692,17 @@ class Recall:
         def answers_as_well(stated: list[str], earlier: CandidateTrace) -> bool:
             own = claims_for(_body(earlier.meta["text"], earlier.meta["speaker"]), question) or [earlier.meta["text"]]
             q = claim_query()
-            best = lambda texts: max(float(np.dot(v, q)) for v in embed(texts))  # noqa: E731
+
+            def best(texts: list[str]) -> float:
+                return max(float(np.dot(v, q)) for v in embed(texts))
+
             return best(stated) >= r.restatement_answer_share * best(own)
 
         def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
                 return False
             return (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
-                    and canonical_name(a.meta["speaker"]) == canonical_name(b.meta["speaker"])
+                    and name_key(a.meta["speaker"]) == name_key(b.meta["speaker"])
                     and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
 
         # a turn's facts speak for it: the one that would answer goes where the turn goes
@@ -735,7 +740,7 @@ class Recall:
                 "reason": f"asked about the past: the statement before m{anchor.memory_id} "
                           f"({anchor.meta['source_time'][:10]}) leads it"}}
             return
-        asides: dict[str, dict] = {}
+        asides: dict[str, dict[str, Any]] = {}
         # Follow the chain from the statement that would answer now (the best-scored statement of
         # the asked state): a later change about the same thing leads it and becomes the answer in
         # its turn; a later plan, visit or someone else's change about it goes below it. Only that
@@ -837,10 +842,11 @@ class Recall:
         return len(alive) > 1 and alive[0].score - alive[1].score < self.recipe.ambiguous_margin
 
     def _plan(self, trace: Trace, query: str, qvec: np.ndarray, as_of: str | None) -> None:
-        from . import plan_v1
+        from ..prompts import plan_v1
 
         t0 = time.perf_counter()
         before = len(trace.candidates)
+        assert self.llm is not None  # planning runs only with a model
         plan = plan_v1.plan(self.llm, query, timeout=self.recipe.llm_timeout_s, recorder=self.recorder)
         trace.plan = plan
         if plan.get("ok"):
@@ -864,10 +870,11 @@ class Recall:
                     fallback=None if plan.get("ok") else "cheap retrieval kept")
 
     def _rerank(self, trace: Trace, query: str) -> None:
-        from . import rerank_v1
+        from ..prompts import rerank_v1
 
         t0 = time.perf_counter()
         top = sorted(trace.alive(), key=lambda c: -c.score)[: self.recipe.rerank_max]
+        assert self.llm is not None  # reranking runs only with a model
         outcome = rerank_v1.rerank(self.llm, query, [(c.memory_id, c.meta["text"]) for c in top],
                                    timeout=self.recipe.llm_timeout_s, recorder=self.recorder)
         trace.rerank = outcome
@@ -895,8 +902,9 @@ class Recall:
         held: set[int] = set()
         if cap > 0:  # diversity: a document's extra hits wait behind other documents' first ones
             trace.params["per_document_cap"] = {"cap": cap, "why": why}
-            seen: dict[int, int] = {}
-            first, later = [], []
+            seen: dict[int | None, int] = {}
+            first: list[CandidateTrace] = []
+            later: list[CandidateTrace] = []
             for c in alive:  # turns only: a fact is distilled evidence of its own, whatever its source
                 doc = c.meta.get("document_id") if c.meta.get("fact_id") is None else None
                 seen[doc] = seen.get(doc, 0) + 1
@@ -907,7 +915,7 @@ class Recall:
         # from one turn) say the same thing and share one place, so restatements cannot crowd other
         # evidence out of the top k. The cut falls at the first memory that would need place k + 1.
         kept: list[CandidateTrace] = []
-        place_of: dict[tuple, int] = {}
+        place_of: dict[tuple[Any, ...], int] = {}
         cut = None
         for pos, cand in enumerate(alive, start=1):
             source = cand.meta.get("chunk_id")
@@ -983,14 +991,15 @@ class Recall:
         trace.stage("budget", len(ranked), final, _ms(t0), tokens=used, limit=budget)
         return result
 
-    def _history(self, m: dict) -> list[dict]:
+    def _history(self, m: dict[str, Any]) -> list[dict[str, Any]]:
         versions = self.store.fact_versions(self.scope, m["subject_key"], m["predicate_key"])
         return [{"fact_id": v["id"], "object": v["object"], "status": v["status"], "valid_from": v["valid_from"],
                  "valid_to": v["valid_to"], "label": "previous" if v["status"] == "superseded" else v["status"]}
                 for v in versions if v["id"] != m["fact_id"] and v["status"] in ("superseded", "expired")]
 
     @staticmethod
-    def _render(cand: CandidateTrace, src: dict | None, history: list[dict], updated: dict | None = None) -> str:
+    def _render(cand: CandidateTrace, src: dict[str, Any] | None, history: list[dict[str, Any]],
+                updated: dict[str, Any] | None = None) -> str:
         m = cand.meta
         when = (m.get("valid_from") or m.get("source_time") or "")[:10]
         where = ""

@@ -75,7 +75,7 @@ class Recipe:
     def on(self, feature: str) -> bool:
         return feature not in self.off
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -100,11 +100,11 @@ def overrides_for(weights: dict[str, float], recipe: Recipe) -> dict[str, Any]:
     """Recipe overrides that set `weights` (a recipe_weights-shaped dict)."""
     channel = dict(recipe.weights)
     out: dict[str, Any] = {}
-    for name, field in FITTED:
-        if field.startswith("weights."):
+    for name, where in FITTED:
+        if where.startswith("weights."):
             channel[name] = float(weights[name])
         else:
-            out[field] = float(weights[name])
+            out[where] = float(weights[name])
     out["weights"] = channel
     return out
 
@@ -132,7 +132,7 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
-def get_recipe(name: str | None, **overrides) -> Recipe:
+def get_recipe(name: str | None, **overrides: Any) -> Recipe:
     recipe = RECIPES.get(name or "default")
     if recipe is None:
         raise BadInput(f"unknown recipe {name!r} (one of {', '.join(RECIPES)})")

@@ -13,11 +13,16 @@ remark, and so the memory, is from November 6.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from ..timeexpr import (COUNT, DMY as _DMY, FULL_MONTH, MDY as _MDY, MONTHS as _MONTHS, MY as _MY, UNIT_DAYS as _UNIT_DAYS,
-                        Y_ONLY as _Y_ONLY, count_value, month_window)
+from ..timeexpr import COUNT, FULL_MONTH, count_value, month_window
+from ..timeexpr import DMY as _DMY
+from ..timeexpr import MDY as _MDY
+from ..timeexpr import MONTHS as _MONTHS
+from ..timeexpr import MY as _MY
+from ..timeexpr import UNIT_DAYS as _UNIT_DAYS
+from ..timeexpr import Y_ONLY as _Y_ONLY
 
 __all__ = ["COUNT", "Window", "closeness", "window"]
 
@@ -94,11 +99,12 @@ def window(query: str, now: datetime | None) -> Window | None:
 def _absolute(query: str, now: datetime) -> Window | None:
     days = []  # (position, day) for every full or partial date, in the order written
     for rx, order in ((_DMY, "dmy"), (_MDY, "mdy")):
-        for m in rx.finditer(query):
-            d, mon, y = (m.group(1), m.group(2), m.group(3)) if order == "dmy" else (m.group(2), m.group(1), m.group(3))
+        for hit in rx.finditer(query):
+            g = hit.group
+            d, mon, y = (g(1), g(2), g(3)) if order == "dmy" else (g(2), g(1), g(3))
             day = _date(int(y) if y else None, _MONTHS[mon], int(d), now)
             if day is not None:
-                days.append((m.start(), day))
+                days.append((hit.start(), day))
     if days:
         days.sort(key=lambda x: x[0])
         first, last = days[0][1], days[-1][1]
@@ -116,16 +122,16 @@ def _absolute(query: str, now: datetime) -> Window | None:
     m = _Y_ONLY.search(query)
     if m:
         year = int(m.group(1))
-        return Window(datetime(year, 1, 1, tzinfo=timezone.utc), datetime(year + 1, 1, 1, tzinfo=timezone.utc))
+        return Window(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
     return None
 
 
 def _date(year: int | None, month: int, day: int, now: datetime) -> datetime | None:
     try:
         if year is not None:
-            return datetime(year, month, day, tzinfo=timezone.utc)
-        this = datetime(now.year, month, day, tzinfo=timezone.utc)  # no year: the latest one up to now
-        return this if this <= now + timedelta(days=1) else datetime(now.year - 1, month, day, tzinfo=timezone.utc)
+            return datetime(year, month, day, tzinfo=UTC)
+        this = datetime(now.year, month, day, tzinfo=UTC)  # no year: the latest one up to now
+        return this if this <= now + timedelta(days=1) else datetime(now.year - 1, month, day, tzinfo=UTC)
     except ValueError:  # "31 February"
         return None
 

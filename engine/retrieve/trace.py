@@ -7,6 +7,7 @@ Every candidate ends with exactly one of: a final rank (it is in the results), o
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 STAGES = ("plan", "candidates", "filters", "score", "rerank", "rank", "budget")
 
 
-class DropReason:
+class DropReason(enum.StrEnum):
+    """Why a candidate left the pipeline; stored (and compared) as its plain string value."""
+
     OUT_OF_SCOPE = "out_of_scope"
     SUPERSEDED = "superseded"
     EXPIRED = "expired"
@@ -25,9 +28,6 @@ class DropReason:
     DUPLICATE = "duplicate"
     BELOW_CUT = "below_cut"
     BUDGET = "budget"
-
-    ALL = ("out_of_scope", "superseded", "expired", "forgotten", "retracted", "not_valid_at", "trust_filtered",
-           "duplicate", "below_cut", "budget")
 
 
 @dataclass(slots=True)
@@ -50,7 +50,7 @@ class CandidateTrace:
     def alive(self) -> bool:
         return self.dropped is None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"memory_id": self.memory_id, "channels": self.channels, "components": self.components,
                 "score": round(self.score, 6), "rank": self.rank, "dropped": self.dropped, "tokens": self.tokens}
 
@@ -88,7 +88,7 @@ class Trace:
         self.stages.append({"name": name, "in": n_in, "out": n_out, "ms": round(ms, 3), **extra})
         self.timings[name] = round(self.timings.get(name, 0.0) + ms, 3)
 
-    def as_dict(self, *, include_query: bool = True) -> dict:
+    def as_dict(self, *, include_query: bool = True) -> dict[str, Any]:
         return {
             "id": self.id, "query": self.query if include_query else None, "query_hash": self.query_hash,
             "origin": self.origin, "recipe": self.recipe, "k": self.k, "as_of": self.as_of, "intent": self.intent,

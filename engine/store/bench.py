@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .facts import dict_rows
+from .sql import dict_rows
+
+if TYPE_CHECKING:
+    from .store import Store
 
 _JSON_RUN = ("k_values", "models", "prompt_hashes", "config", "metrics", "by_category", "latency_ms", "context_tokens",
              "scores")
 _JSON_ITEM = ("gold", "retrieved", "metrics", "scores", "ranking")
 
 
-def create_run(store, *, dataset: str, data_path: str, sha256: str, split: str | None, recipe: str,
-               k_values: list[int], embedder: str, models: dict, prompt_hashes: dict, git_commit: str | None,
-               config: dict, started_at: str) -> int:
+def create_run(store: Store, *, dataset: str, data_path: str, sha256: str, split: str | None, recipe: str,
+               k_values: list[int], embedder: str, models: dict[str, Any], prompt_hashes: dict[str, Any], git_commit: str | None,
+               config: dict[str, Any], started_at: str) -> int:
     with store.db.write() as conn:
         conn.execute(
             "INSERT INTO bench_runs(dataset, data_path, sha256, split, recipe, k_values, embedder, models, prompt_hashes,"
@@ -24,7 +27,7 @@ def create_run(store, *, dataset: str, data_path: str, sha256: str, split: str |
         return conn.last_insert_rowid()
 
 
-def add_items(store, run_id: int, items: list[dict]) -> None:
+def add_items(store: Store, run_id: int, items: list[dict[str, Any]]) -> None:
     with store.db.write() as conn:
         conn.executemany(
             "INSERT OR REPLACE INTO bench_items(run_id, container, question_id, question, category, gold, retrieved,"
@@ -37,9 +40,9 @@ def add_items(store, run_id: int, items: list[dict]) -> None:
               it.get("status", "done"), it.get("error"), it.get("answer"), it.get("judge")) for it in items])
 
 
-def finish_run(store, run_id: int, *, status: str, sample_count: int, failures: int, metrics: dict,
-               by_category: dict, latency_ms: dict, context_tokens: dict, finished_at: str,
-               scores: dict | None = None) -> None:
+def finish_run(store: Store, run_id: int, *, status: str, sample_count: int, failures: int, metrics: dict[str, Any],
+               by_category: dict[str, Any], latency_ms: dict[str, Any], context_tokens: dict[str, Any], finished_at: str,
+               scores: dict[str, Any] | None = None) -> None:
     """`metrics` / `by_category` are the default scheme's; `scores` every scheme's summary."""
     with store.db.write() as conn:
         conn.execute(
@@ -49,19 +52,19 @@ def finish_run(store, run_id: int, *, status: str, sample_count: int, failures: 
              json.dumps(context_tokens), json.dumps(scores or {}), finished_at, run_id))
 
 
-def _decode(row: dict, keys) -> dict:
+def _decode(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     for k in keys:
         if isinstance(row.get(k), str):
             row[k] = json.loads(row[k])
     return row
 
 
-def run(store, run_id: int) -> dict | None:
+def run(store: Store, run_id: int) -> dict[str, Any] | None:
     rows = dict_rows(store.conn, "SELECT * FROM bench_runs WHERE id = ?", (run_id,))
     return _decode(rows[0], _JSON_RUN) if rows else None
 
 
-def runs(store, limit: int = 200) -> list[dict]:
+def runs(store: Store, limit: int = 200) -> list[dict[str, Any]]:
     return [_decode(r, _JSON_RUN) for r in dict_rows(store.conn, "SELECT * FROM bench_runs ORDER BY id DESC LIMIT ?",
                                                      (limit,))]
 
@@ -70,7 +73,7 @@ _ITEM_COLUMNS = ("id, run_id, container, question_id, question, category, gold, 
                  " latency_ms, context_tokens, trace_id, trace_db, status, error, answer, judge")
 
 
-def items(store, run_id: int, *, ranking: bool = False) -> list[dict]:
+def items(store: Store, run_id: int, *, ranking: bool = False) -> list[dict[str, Any]]:
     """A run's questions in run order; `ranking` adds each one's whole turn ranking (long: only
     for re-scoring and export)."""
     columns = _ITEM_COLUMNS + (", ranking" if ranking else "")
@@ -78,7 +81,7 @@ def items(store, run_id: int, *, ranking: bool = False) -> list[dict]:
         store.conn, f"SELECT {columns} FROM bench_items WHERE run_id = ? ORDER BY id", (run_id,))]
 
 
-def done_question_ids(store, run_id: int) -> set[str]:
+def done_question_ids(store: Store, run_id: int) -> set[str]:
     return {r[0] for r in store.conn.execute(
         "SELECT question_id FROM bench_items WHERE run_id = ? AND status != 'failed'", (run_id,))}
 

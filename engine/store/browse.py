@@ -13,11 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..scope import Scope
-from .facts import dict_rows
-
-_SP = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
-_SP_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
-_SP_S = "s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?"
+from .sql import dict_rows, scope_where
 
 # What the browser calls a memory's status: the fact's status, or what happened to the memory.
 MEMORY_STATUSES = ("active", "needs_review", "superseded", "expired", "retracted", "forgotten")
@@ -72,7 +68,7 @@ class MemoryFilter:
     text: str | None = None  # full-text search over memories_fts
     descending: bool = False  # order by id
 
-    def without_text(self) -> "MemoryFilter":
+    def without_text(self) -> MemoryFilter:
         return replace(self, text=None)
 
     @property
@@ -83,7 +79,7 @@ class MemoryFilter:
 
 def _where(scope: Scope, flt: MemoryFilter) -> tuple[str, list[Any], bool]:
     """(WHERE clause, params, needs the facts join)."""
-    clauses = [_SP_M]
+    clauses = [scope_where('m')]
     params: list[Any] = [*scope.as_params()]
     needs_fact = False
     if flt.kind:
@@ -183,15 +179,15 @@ class BrowseReads:
         """The values the filter boxes offer: categories, source types, kinds, trust labels in use."""
         sp = scope.as_params()
         cats = [r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT category FROM memories WHERE {_SP} AND category IS NOT NULL ORDER BY 1 LIMIT ?",
+            f"SELECT DISTINCT category FROM memories WHERE {scope_where()} AND category IS NOT NULL ORDER BY 1 LIMIT ?",
             (*sp, limit))]
         types = [r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT source_type FROM documents WHERE {_SP} ORDER BY 1 LIMIT ?", (*sp, limit))]
+            f"SELECT DISTINCT source_type FROM documents WHERE {scope_where()} ORDER BY 1 LIMIT ?", (*sp, limit))]
         kinds = [r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT kind FROM memories WHERE {_SP} ORDER BY 1", sp)]
+            f"SELECT DISTINCT kind FROM memories WHERE {scope_where()} ORDER BY 1", sp)]
         trust = [r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT trust FROM memories WHERE {_SP} ORDER BY 1", sp)]
-        span = self.conn.execute(f"SELECT min({_TIME_SQL}), max({_TIME_SQL}) FROM memories m WHERE {_SP_M}",
+            f"SELECT DISTINCT trust FROM memories WHERE {scope_where()} ORDER BY 1", sp)]
+        span = self.conn.execute(f"SELECT min({_TIME_SQL}), max({_TIME_SQL}) FROM memories m WHERE {scope_where('m')}",
                                  sp).fetchone()
         return {"categories": cats, "source_types": types, "kinds": kinds, "trust": trust,
                 "time_min": span[0], "time_max": span[1]}
@@ -201,28 +197,28 @@ class BrowseReads:
             return {}
         marks = ",".join("?" * len(fact_ids))
         return {r[0]: r[1] for r in self.conn.execute(
-            f"SELECT id, memory_id FROM facts WHERE id IN ({marks}) AND {_SP}", (*fact_ids, *scope.as_params()))}
+            f"SELECT id, memory_id FROM facts WHERE id IN ({marks}) AND {scope_where()}", (*fact_ids, *scope.as_params()))}
 
     # span view ---------------------------------------------------------------------------------------
     def document_of(self, scope: Scope, kind: str, record_id: int) -> tuple[int, int | None] | None:
         """(document id, memory id to focus or None) for a memory, fact, chunk or document."""
         sp = scope.as_params()
         if kind == "document":
-            row = self.conn.execute(f"SELECT id FROM documents WHERE id = ? AND {_SP}", (record_id, *sp)).fetchone()
+            row = self.conn.execute(f"SELECT id FROM documents WHERE id = ? AND {scope_where()}", (record_id, *sp)).fetchone()
             return (row[0], None) if row else None
         if kind == "chunk":
-            row = self.conn.execute(f"SELECT document_id FROM chunks WHERE id = ? AND {_SP}",
+            row = self.conn.execute(f"SELECT document_id FROM chunks WHERE id = ? AND {scope_where()}",
                                     (record_id, *sp)).fetchone()
             return (row[0], None) if row else None
         if kind == "fact":
-            row = self.conn.execute(f"SELECT memory_id FROM facts WHERE id = ? AND {_SP}", (record_id, *sp)).fetchone()
+            row = self.conn.execute(f"SELECT memory_id FROM facts WHERE id = ? AND {scope_where()}", (record_id, *sp)).fetchone()
             if row is None:
                 return None
             record_id = row[0]
         elif kind != "memory":
             return None
         row = self.conn.execute(
-            f"SELECT s.document_id FROM memory_sources s WHERE s.memory_id = ? AND {_SP_S} ORDER BY s.id LIMIT 1",
+            f"SELECT s.document_id FROM memory_sources s WHERE s.memory_id = ? AND {scope_where('s')} ORDER BY s.id LIMIT 1",
             (record_id, *sp)).fetchone()
         return (row[0], record_id) if row else None
 
@@ -230,14 +226,14 @@ class BrowseReads:
         """A document with its chunks, every evidence span in it (with its memory) and entity mentions."""
         sp = scope.as_params()
         docs = dict_rows(self.conn, f"SELECT id, source_type, uri, title, text, trust, source_time, retracted_at,"
-                         f" version, meta FROM documents WHERE id = ? AND {_SP}", (document_id, *sp))
+                         f" version, meta FROM documents WHERE id = ? AND {scope_where()}", (document_id, *sp))
         if not docs:
             return None
         doc = docs[0]
         doc["meta"] = json.loads(doc["meta"])
         chunks = dict_rows(self.conn,
                            'SELECT id, ordinal, kind, start, "end", speaker, role, message_id, source_time, trust,'
-                           f" quotes_chunk_id, meta FROM chunks WHERE document_id = ? AND {_SP} ORDER BY ordinal",
+                           f" quotes_chunk_id, meta FROM chunks WHERE document_id = ? AND {scope_where()} ORDER BY ordinal",
                            (document_id, *sp))
         for c in chunks:
             c["meta"] = json.loads(c["meta"])
@@ -246,13 +242,13 @@ class BrowseReads:
             'SELECT s.memory_id, s.chunk_id, s.start, s."end", s.relevance, m.kind, substr(m.text, 1, 200) AS text,'
             f" {_STATUS_SQL} AS status, f.id AS fact_id"
             " FROM memory_sources s JOIN memories m ON m.id = s.memory_id LEFT JOIN facts f ON f.memory_id = m.id"
-            f" WHERE s.document_id = ? AND {_SP_S} ORDER BY s.start, s.\"end\" DESC, s.memory_id",
+            f" WHERE s.document_id = ? AND {scope_where('s')} ORDER BY s.start, s.\"end\" DESC, s.memory_id",
             (document_id, *sp))
         mentions = dict_rows(
             self.conn,
             'SELECT e.id AS entity_id, e.name, e.kind, em.memory_id, em.start, em."end" FROM entity_mentions em'
             " JOIN entities e ON e.id = em.entity_id JOIN chunks c ON c.id = em.chunk_id"
-            " WHERE c.document_id = ? AND em.user_id = ? AND em.agent_id = ? AND em.scope_type = ? AND em.scope_id = ?"
+            f" WHERE c.document_id = ? AND {scope_where('em')}"
             " AND em.start IS NOT NULL ORDER BY em.start",
             (document_id, *sp))
         # times a chunk names, resolved at ingestion (offsets made document offsets here)
@@ -260,7 +256,7 @@ class BrowseReads:
             self.conn,
             'SELECT t.chunk_id, c.start + t.start AS start, c.start + t."end" AS "end", t.text, t.kind, t.window_start,'
             " t.window_end FROM chunk_times t JOIN chunks c ON c.id = t.chunk_id WHERE c.document_id = ? AND"
-            " t.user_id = ? AND t.agent_id = ? AND t.scope_type = ? AND t.scope_id = ? ORDER BY c.start + t.start",
+            f" {scope_where('t')} ORDER BY c.start + t.start",
             (document_id, *sp))
         return {"document": doc, "chunks": chunks, "spans": spans, "mentions": mentions, "times": times}
 
@@ -272,7 +268,7 @@ class BrowseReads:
         rows = dict_rows(self.conn,
                          "SELECT f.*, m.text, m.trust, m.pinned, m.forgotten_at FROM facts f"
                          f" JOIN memories m ON m.id = f.memory_id WHERE f.id IN ({marks})"
-                         " AND f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ?",
+                         f" AND {scope_where('f')}",
                          (*fact_ids, *scope.as_params()))
         return {r["id"]: r for r in rows}
 
@@ -293,7 +289,7 @@ class BrowseReads:
             ' substr(d.text, s.start + 1, s."end" - s.start) AS text,'
             ' substr(d.text, s."end" + 1, min(c."end", s."end" + ?) - s."end") AS after'
             " FROM memory_sources s JOIN documents d ON d.id = s.document_id JOIN chunks c ON c.id = s.chunk_id"
-            f" WHERE s.memory_id IN ({marks}) AND {_SP_S} ORDER BY s.memory_id, s.id",
+            f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')} ORDER BY s.memory_id, s.id",
             (context, context, context, *memory_ids, *scope.as_params()))
         for r in rows:
             out.setdefault(r["memory_id"], []).append(r)

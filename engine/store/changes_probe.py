@@ -22,13 +22,13 @@ from typing import Any
 import apsw
 
 from ..scope import Scope
+from .sql import scope_where
 
 # Tables the panes watch. Scoped ones carry the four scope columns; the rest are global.
 SCOPED_TABLES = ("documents", "chunks", "memories", "facts", "memory_relations", "memory_sources", "entities",
                  "entity_mentions", "embeddings", "retrieval_traces", "trace_candidates", "conflicts",
                  "curation_log", "extraction_queue")
 GLOBAL_TABLES = ("bench_runs", "bench_items")
-_SCOPE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
 
 
 class ChangeSignal:
@@ -75,15 +75,15 @@ class Changes:
     other_scopes: bool = False  # memories or documents were added in other scopes (the scope list may grow)
 
 
-def _marks(conn) -> dict[str, tuple[int, int]]:
-    out = {}
+def _marks(conn: apsw.Connection) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
     for table in (*SCOPED_TABLES, *GLOBAL_TABLES):
-        row = conn.execute(f"SELECT coalesce(max(id), 0), count(*) FROM {table}").fetchone()
-        out[table] = (int(row[0]), int(row[1]))
+        top, count = conn.execute(f"SELECT coalesce(max(id), 0), count(*) FROM {table}").fetchone() or (0, 0)
+        out[table] = (int(top), int(count))
     return out
 
 
-def probe_changes(store, scope: Scope | None, previous: Probe | None) -> tuple[Probe, Changes]:
+def probe_changes(store: Any, scope: Scope | None, previous: Probe | None) -> tuple[Probe, Changes]:
     """The current marks, and what changed since `previous` (nothing when there is no previous)."""
     conn = store.conn
     conn.execute("BEGIN")  # one snapshot for all the counts
@@ -103,7 +103,7 @@ def probe_changes(store, scope: Scope | None, previous: Probe | None) -> tuple[P
             if table in GLOBAL_TABLES or sp is None:
                 changes.tables.add(table)
                 continue
-            mine = conn.execute(f"SELECT count(*) FROM {table} WHERE id > ? AND {_SCOPE}", (old_max, *sp)).fetchone()[0]
+            mine = conn.execute(f"SELECT count(*) FROM {table} WHERE id > ? AND {scope_where()}", (old_max, *sp)).fetchone()[0]
             if mine or deleted:
                 changes.tables.add(table)
             if table == "memories":
@@ -111,7 +111,7 @@ def probe_changes(store, scope: Scope | None, previous: Probe | None) -> tuple[P
             if table in ("memories", "documents") and added > mine:
                 changes.other_scopes = True
             if table == "curation_log" and mine:
-                for (before,) in conn.execute(f"SELECT before FROM curation_log WHERE id > ? AND {_SCOPE}",
+                for (before,) in conn.execute(f"SELECT before FROM curation_log WHERE id > ? AND {scope_where()}",
                                               (old_max, *sp)):
                     try:
                         rows = json.loads(before).get("rows", {})

@@ -104,7 +104,8 @@ def check_file(path: Path) -> None:
             # a new memlens file look like another application's (application id 0, tables)
             app_id, version, tables = probe.execute(
                 "SELECT (SELECT application_id FROM pragma_application_id),"
-                " (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)").fetchone()
+                " (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)"
+            ).fetchone() or (0, 0, 0)
         finally:
             probe.close()
     except apsw.BusyError:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..records import Conflict, Fact, from_dict
 from ..scope import Scope
-
-_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+from .sql import dict_rows, scope_where
 
 # Tables whose rows curation may snapshot and restore, and their JSON columns.
 UNDOABLE_TABLES = ("facts", "memories", "memory_relations", "memory_sources", "conflicts", "documents",
@@ -19,18 +19,6 @@ FACT_COLUMNS = (
     "learned_at", "invalidated_at", "forget_after", "supersedes_fact_id", "evidence", "evidence_unverified",
     "source_count", "extraction_method", "extractor_model", "prompt_version", "rule", "reason", "external_ref",
 )
-
-
-def dict_rows(conn, sql: str, params: tuple) -> list[dict[str, Any]]:
-    """Rows as dicts. The column names are read once, while the first row is current (the only
-    time apsw can describe the result); reading them per row was a tenth of a recall's time."""
-    cur = conn.cursor()
-    rows = cur.execute(sql, params)
-    first = next(rows, None)
-    if first is None:
-        return []
-    names = tuple(d[0] for d in cur.getdescription())
-    return [dict(zip(names, first)), *(dict(zip(names, row)) for row in rows)]
 
 
 class FactWrites:
@@ -56,7 +44,7 @@ class FactWrites:
         if unknown or not values:
             raise ValueError(f"bad fact update: {sorted(unknown) or 'nothing to set'}")
         sets = ", ".join(f"{c} = ?" for c in values)
-        self.conn.execute(f"UPDATE facts SET {sets} WHERE id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE facts SET {sets} WHERE id = ? AND {scope_where()}",
                           (*values.values(), fact_id, *self._sp))
 
     def update_memory(self, memory_id: int, **values: Any) -> None:
@@ -65,11 +53,11 @@ class FactWrites:
         if set(values) - allowed or not values:
             raise ValueError(f"bad memory update: {sorted(set(values) - allowed)}")
         sets = ", ".join(f"{c} = ?" for c in values)
-        self.conn.execute(f"UPDATE memories SET {sets}, updated_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE memories SET {sets}, updated_at = ? WHERE id = ? AND {scope_where()}",
                           (*values.values(), self.now, memory_id, *self._sp))
 
     def retract_document(self, document_id: int, when: str, reason: str) -> None:
-        self.conn.execute(f"UPDATE documents SET retracted_at = ?, retract_reason = ? WHERE id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE documents SET retracted_at = ?, retract_reason = ? WHERE id = ? AND {scope_where()}",
                           (when, reason, document_id, *self._sp))
 
     def add_relation(self, *, src_memory_id: int, dst_memory_id: int, type: str, confidence: float,
@@ -93,11 +81,11 @@ class FactWrites:
     def set_conflict(self, conflict_id: int, *, status: str, resolution: str | None, curation_id: int | None) -> None:
         self.conn.execute(
             f"UPDATE conflicts SET status = ?, resolution = ?, resolved_at = ?, curation_id = ?"
-            f" WHERE id = ? AND {_SCOPE_WHERE}",
+            f" WHERE id = ? AND {scope_where()}",
             (status, resolution, self.now if status != "open" else None, curation_id, conflict_id, *self._sp))
 
-    def log_curation(self, *, command: str, target_type: str | None, target_id: int | None, before: dict,
-                     after: dict, actor: str, note: str | None, undo_of: int | None = None) -> int:
+    def log_curation(self, *, command: str, target_type: str | None, target_id: int | None, before: dict[str, Any],
+                     after: dict[str, Any], actor: str, note: str | None, undo_of: int | None = None) -> int:
         self.conn.execute(
             "INSERT INTO curation_log(user_id, agent_id, scope_type, scope_id, command, target_type, target_id,"
             " before, after, actor, note, created_at, undo_of) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -106,7 +94,7 @@ class FactWrites:
         return self.conn.last_insert_rowid()
 
     def mark_undone(self, log_id: int, undone: bool) -> None:
-        self.conn.execute(f"UPDATE curation_log SET undone_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE curation_log SET undone_at = ? WHERE id = ? AND {scope_where()}",
                           (self.now if undone else None, log_id, *self._sp))
 
     # extraction queue and model calls ----------------------------------------------------------
@@ -121,7 +109,7 @@ class FactWrites:
     def finish_window(self, window_id: int, *, ok: bool, error: str | None) -> None:
         self.conn.execute(
             "UPDATE extraction_queue SET status = ?, attempts = attempts + 1, last_error = ?, updated_at = ?"
-            f" WHERE id = ? AND {_SCOPE_WHERE}",
+            f" WHERE id = ? AND {scope_where()}",
             ("done" if ok else "failed", error, self.now, window_id, *self._sp))
 
     def record_llm_call(self, rec: Any) -> int:
@@ -139,12 +127,12 @@ class FactWrites:
         if table not in UNDOABLE_TABLES or not column.isidentifier():
             raise ValueError("bad table or column")
         return [r[0] for r in self.conn.execute(
-            f'SELECT id FROM {table} WHERE "{column}" = ? AND {_SCOPE_WHERE} ORDER BY id', (value, *self._sp))]
+            f'SELECT id FROM {table} WHERE "{column}" = ? AND {scope_where()} ORDER BY id', (value, *self._sp))]
 
     def row_image(self, table: str, row_id: int) -> dict[str, Any] | None:
         if table not in UNDOABLE_TABLES:
             raise ValueError(f"table {table} is not undoable")
-        rows = dict_rows(self.conn, f"SELECT * FROM {table} WHERE id = ? AND {_SCOPE_WHERE}", (row_id, *self._sp))
+        rows = dict_rows(self.conn, f"SELECT * FROM {table} WHERE id = ? AND {scope_where()}", (row_id, *self._sp))
         if not rows:
             return None
         row = rows[0]
@@ -157,7 +145,7 @@ class FactWrites:
         if table not in UNDOABLE_TABLES:
             raise ValueError(f"table {table} is not undoable")
         if image is None:
-            self.conn.execute(f"DELETE FROM {table} WHERE id = ? AND {_SCOPE_WHERE}", (row_id, *self._sp))
+            self.conn.execute(f"DELETE FROM {table} WHERE id = ? AND {scope_where()}", (row_id, *self._sp))
             return
         image = dict(image)
         if image.get("user_id") != self._sp[0] or image.get("scope_id") != self._sp[3]:
@@ -181,51 +169,61 @@ class FactReads:
 
     conn: Any
 
-    def facts_for_keys(self, scope: Scope, keys: list[tuple[str, str]], statuses=("active", "needs_review")) -> list[dict]:
+    def facts_for_keys(self, scope: Scope, keys: list[tuple[str, str]],
+                       statuses: tuple[str, ...] = ("active", "needs_review")) -> list[dict[str, Any]]:
         if not keys:
             return []
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         marks = ",".join("?" * len(statuses))
         for subject_key, predicate_key in sorted(set(keys)):
             out += dict_rows(
                 self.conn,
                 "SELECT f.*, m.trust FROM facts f JOIN memories m ON m.id = f.memory_id"
-                f" WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ?"
+                f" WHERE {scope_where('f')}"
                 f" AND f.subject_key = ? AND f.predicate_key = ? AND f.status IN ({marks}) ORDER BY f.id",
                 (*scope.as_params(), subject_key, predicate_key, *statuses))
         return out
 
     def facts_of_subjects(self, scope: Scope, subject_keys: list[str],
-                          statuses=("active", "needs_review")) -> list[dict]:
+                          statuses: tuple[str, ...] = ("active", "needs_review")) -> list[dict[str, Any]]:
         """Every current fact about these subjects (a change that names what it replaced looks for
         the fact holding that value, whatever its predicate)."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         marks = ",".join("?" * len(statuses))
         for key in sorted(set(subject_keys)):
             out += dict_rows(
                 self.conn,
                 "SELECT f.id, f.predicate, f.predicate_key, f.object_key, f.category FROM facts f"
-                " WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ? AND f.subject_key = ?"
+                f" WHERE {scope_where('f')} AND f.subject_key = ?"
                 f" AND f.status IN ({marks}) ORDER BY f.id", (*scope.as_params(), key, *statuses))
         return out
 
-    def fact(self, scope: Scope, fact_id: int) -> dict | None:
+    def fact(self, scope: Scope, fact_id: int) -> dict[str, Any] | None:
+        """The fact as a JSON-ready dict (the inspector, CLI and MCP); domain code reads fact_record."""
         rows = dict_rows(self.conn,
                          "SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at, m.forget_reason"
                          " FROM facts f JOIN memories m ON m.id = f.memory_id"
-                         " WHERE f.id = ? AND f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ?",
+                         f" WHERE f.id = ? AND {scope_where('f')}",
                          (fact_id, *scope.as_params()))
         return rows[0] if rows else None
 
-    def fact_by_memory(self, scope: Scope, memory_id: int) -> dict | None:
-        rows = dict_rows(self.conn, f"SELECT id FROM facts WHERE memory_id = ? AND {_SCOPE_WHERE}",
+    def fact_record(self, scope: Scope, fact_id: int) -> Fact | None:
+        row = self.fact(scope, fact_id)
+        return from_dict(Fact, row) if row is not None else None
+
+    def fact_by_memory(self, scope: Scope, memory_id: int) -> dict[str, Any] | None:
+        rows = dict_rows(self.conn, f"SELECT id FROM facts WHERE memory_id = ? AND {scope_where()}",
                          (memory_id, *scope.as_params()))
         return self.fact(scope, rows[0]["id"]) if rows else None
 
+    def fact_record_by_memory(self, scope: Scope, memory_id: int) -> Fact | None:
+        row = self.fact_by_memory(scope, memory_id)
+        return from_dict(Fact, row) if row is not None else None
+
     def facts(self, scope: Scope, *, subject_key: str | None = None, statuses: tuple[str, ...] | None = None,
-              limit: int = 100000) -> list[dict]:
+              limit: int = 100000) -> list[dict[str, Any]]:
         sql = ("SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at FROM facts f JOIN memories m ON m.id = f.memory_id"
-               " WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ?")
+               f" WHERE {scope_where('f')}")
         params: list[Any] = [*scope.as_params()]
         if subject_key is not None:
             sql += " AND f.subject_key = ?"
@@ -237,39 +235,43 @@ class FactReads:
         params.append(limit)
         return dict_rows(self.conn, sql, tuple(params))
 
-    def relations_of(self, scope: Scope, memory_id: int) -> list[dict]:
+    def relations_of(self, scope: Scope, memory_id: int) -> list[dict[str, Any]]:
         return dict_rows(self.conn,
                          "SELECT * FROM memory_relations WHERE (src_memory_id = ? OR dst_memory_id = ?)"
-                         f" AND {_SCOPE_WHERE} AND removed_at IS NULL ORDER BY id",
+                         f" AND {scope_where()} AND removed_at IS NULL ORDER BY id",
                          (memory_id, memory_id, *scope.as_params()))
 
-    def relations(self, scope: Scope) -> list[dict]:
-        return dict_rows(self.conn, f"SELECT * FROM memory_relations WHERE {_SCOPE_WHERE} AND removed_at IS NULL"
+    def relations(self, scope: Scope) -> list[dict[str, Any]]:
+        return dict_rows(self.conn, f"SELECT * FROM memory_relations WHERE {scope_where()} AND removed_at IS NULL"
                          " ORDER BY id", scope.as_params())
 
-    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict]:
-        sql = f"SELECT * FROM conflicts WHERE {_SCOPE_WHERE}"
-        params: tuple = scope.as_params()
+    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict[str, Any]]:
+        sql = f"SELECT * FROM conflicts WHERE {scope_where()}"
+        params: tuple[Any, ...] = scope.as_params()
         if status:
             sql += " AND status = ?"
             params += (status,)
         return dict_rows(self.conn, sql + " ORDER BY id", params)
 
-    def conflict(self, scope: Scope, conflict_id: int) -> dict | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM conflicts WHERE id = ? AND {_SCOPE_WHERE}",
+    def conflict(self, scope: Scope, conflict_id: int) -> dict[str, Any] | None:
+        rows = dict_rows(self.conn, f"SELECT * FROM conflicts WHERE id = ? AND {scope_where()}",
                          (conflict_id, *scope.as_params()))
         return rows[0] if rows else None
 
-    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict]:
-        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE {_SCOPE_WHERE} ORDER BY id DESC LIMIT ?",
+    def conflict_record(self, scope: Scope, conflict_id: int) -> Conflict | None:
+        row = self.conflict(scope, conflict_id)
+        return from_dict(Conflict, row) if row is not None else None
+
+    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict[str, Any]]:
+        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
         for r in rows:
             r["before"] = json.loads(r["before"])
             r["after"] = json.loads(r["after"])
         return rows
 
-    def curation_entry(self, scope: Scope, log_id: int) -> dict | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE id = ? AND {_SCOPE_WHERE}",
+    def curation_entry(self, scope: Scope, log_id: int) -> dict[str, Any] | None:
+        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE id = ? AND {scope_where()}",
                          (log_id, *scope.as_params()))
         if not rows:
             return None
@@ -278,26 +280,26 @@ class FactReads:
         r["after"] = json.loads(r["after"])
         return r
 
-    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict]:
+    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict[str, Any]]:
         return dict_rows(self.conn,
-                         f"SELECT * FROM extraction_queue WHERE {_SCOPE_WHERE} AND status IN ('pending','failed')"
+                         f"SELECT * FROM extraction_queue WHERE {scope_where()} AND status IN ('pending','failed')"
                          " AND attempts < ? ORDER BY id", (*scope.as_params(), max_attempts))
 
     def queue_counts(self, scope: Scope) -> dict[str, int]:
         return {r[0]: r[1] for r in self.conn.execute(
-            f"SELECT status, count(*) FROM extraction_queue WHERE {_SCOPE_WHERE} GROUP BY status", scope.as_params())}
+            f"SELECT status, count(*) FROM extraction_queue WHERE {scope_where()} GROUP BY status", scope.as_params())}
 
-    def llm_calls(self, scope: Scope, *, limit: int = 100) -> list[dict]:
-        return dict_rows(self.conn, f"SELECT * FROM llm_calls WHERE {_SCOPE_WHERE} ORDER BY id DESC LIMIT ?",
+    def llm_calls(self, scope: Scope, *, limit: int = 100) -> list[dict[str, Any]]:
+        return dict_rows(self.conn, f"SELECT * FROM llm_calls WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
 
-    def due_for_expiry(self, scope: Scope, now: str) -> list[dict]:
+    def due_for_expiry(self, scope: Scope, now: str) -> list[dict[str, Any]]:
         return dict_rows(self.conn,
-                         f"SELECT id, memory_id, forget_after FROM facts WHERE {_SCOPE_WHERE}"
+                         f"SELECT id, memory_id, forget_after FROM facts WHERE {scope_where()}"
                          " AND status IN ('active','needs_review') AND forget_after IS NOT NULL AND forget_after <= ?",
                          (*scope.as_params(), now))
 
-    def document_support(self, scope: Scope, document_id: int) -> list[dict]:
+    def document_support(self, scope: Scope, document_id: int) -> list[dict[str, Any]]:
         """Memories with a source in this document, and how many sources they have in other documents
         that are not retracted."""
         return dict_rows(
@@ -307,7 +309,7 @@ class FactReads:
             " (SELECT count(*) FROM memory_sources o JOIN documents d ON d.id = o.document_id"
             "  WHERE o.memory_id = s.memory_id AND o.document_id != ? AND d.retracted_at IS NULL) AS elsewhere"
             " FROM memory_sources s JOIN memories m ON m.id = s.memory_id"
-            f" WHERE s.document_id = ? AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?"
+            f" WHERE s.document_id = ? AND {scope_where('s')}"
             " GROUP BY s.memory_id",
             (document_id, document_id, *scope.as_params()))
 

@@ -12,10 +12,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..scope import Scope
-from .facts import dict_rows
+from .sql import dict_rows, same_scope, scope_where
 
-_F = "f.user_id = ? AND f.agent_id = ? AND f.scope_type = ? AND f.scope_id = ?"
-_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
 _IN_CHUNK = 500
 
 GRAPH_FACT_COLUMNS = (
@@ -42,8 +40,7 @@ class GraphReads:
     # facts with their times --------------------------------------------------------------------
     def _fact_filter(self, scope: Scope, *, statuses: Sequence[str] | None, predicate_keys: Sequence[str] | None,
                      since: str | None, until: str | None) -> tuple[str, list[Any]]:
-        sql = f" WHERE {_F} AND m.user_id = f.user_id AND m.agent_id = f.agent_id AND m.scope_type = f.scope_type" \
-              " AND m.scope_id = f.scope_id"
+        sql = f" WHERE {scope_where('f')} AND {same_scope('m', 'f')}"
         params: list[Any] = [*scope.as_params()]
         if statuses:
             sql += f" AND f.status IN ({','.join('?' * len(statuses))})"
@@ -80,11 +77,9 @@ class GraphReads:
         """Live relations whose two memories are both in the scope (optionally: touching these memories)."""
         base = ("SELECT r.id, r.src_memory_id, r.dst_memory_id, r.type, r.confidence, r.created_by, r.rule"
                 " FROM memory_relations r"
-                " JOIN memories a ON a.id = r.src_memory_id AND a.user_id = r.user_id AND a.agent_id = r.agent_id"
-                "  AND a.scope_type = r.scope_type AND a.scope_id = r.scope_id"
-                " JOIN memories b ON b.id = r.dst_memory_id AND b.user_id = r.user_id AND b.agent_id = r.agent_id"
-                "  AND b.scope_type = r.scope_type AND b.scope_id = r.scope_id"
-                " WHERE r.user_id = ? AND r.agent_id = ? AND r.scope_type = ? AND r.scope_id = ?"
+                f" JOIN memories a ON a.id = r.src_memory_id AND {same_scope('a', 'r')}"
+                f" JOIN memories b ON b.id = r.dst_memory_id AND {same_scope('b', 'r')}"
+                f" WHERE {scope_where('r')}"
                 " AND r.removed_at IS NULL")
         if memory_ids is None:
             return dict_rows(self.conn, base + " ORDER BY r.id", scope.as_params())
@@ -175,13 +170,12 @@ class GraphReads:
         """Canonical names of the entities an (episode) memory mentions, for seeding a neighbourhood."""
         return [r[0] for r in self.conn.execute(
             "SELECT DISTINCT e.canonical FROM entity_mentions em JOIN entities e ON e.id = em.entity_id"
-            " WHERE em.memory_id = ? AND em.user_id = ? AND em.agent_id = ? AND em.scope_type = ? AND em.scope_id = ?"
-            " AND e.user_id = em.user_id AND e.agent_id = em.agent_id AND e.scope_type = em.scope_type"
-            " AND e.scope_id = em.scope_id ORDER BY e.canonical", (memory_id, *scope.as_params()))]
+            f" WHERE em.memory_id = ? AND {scope_where('em')} AND {same_scope('e', 'em')}"
+            " ORDER BY e.canonical", (memory_id, *scope.as_params()))]
 
     def entity_key(self, scope: Scope, entity_id: int) -> str | None:
         """The canonical name of an entity row (the key fact subjects and objects use)."""
-        row = self.conn.execute(f"SELECT canonical FROM entities WHERE id = ? AND {_SCOPE_WHERE}",
+        row = self.conn.execute(f"SELECT canonical FROM entities WHERE id = ? AND {scope_where()}",
                                 (entity_id, *scope.as_params())).fetchone()
         return row[0] if row else None
 
@@ -195,9 +189,8 @@ class GraphReads:
                 self.conn,
                 "SELECT DISTINCT e.canonical AS entity_key, m.id AS memory_id, m.text, m.trust, m.source_time,"
                 " m.forgotten_at FROM entities e JOIN entity_mentions em ON em.entity_id = e.id"
-                " JOIN memories m ON m.id = em.memory_id AND m.user_id = e.user_id AND m.agent_id = e.agent_id"
-                "  AND m.scope_type = e.scope_type AND m.scope_id = e.scope_id"
-                " WHERE e.user_id = ? AND e.agent_id = ? AND e.scope_type = ? AND e.scope_id = ?"
+                f" JOIN memories m ON m.id = em.memory_id AND {same_scope('m', 'e')}"
+                f" WHERE {scope_where('e')}"
                 f" AND e.canonical IN ({marks}) AND m.kind = 'episode' ORDER BY m.id LIMIT ?",
                 (*scope.as_params(), *part, limit))
         return out[:limit]
@@ -207,14 +200,13 @@ class GraphReads:
         """Every subject key with a display name (its most recent spelling) and how many fact versions it has."""
         return dict_rows(
             self.conn,
-            f"SELECT f.subject_key, (SELECT g.subject FROM facts g WHERE g.subject_key = f.subject_key AND"
-            " g.user_id = f.user_id AND g.agent_id = f.agent_id AND g.scope_type = f.scope_type AND"
-            " g.scope_id = f.scope_id ORDER BY g.id DESC LIMIT 1) AS subject, count(*) AS n"
-            f" FROM facts f WHERE {_F} GROUP BY f.subject_key ORDER BY n DESC, f.subject_key",
+            "SELECT f.subject_key, (SELECT g.subject FROM facts g WHERE g.subject_key = f.subject_key AND"
+            f" {same_scope('g', 'f')} ORDER BY g.id DESC LIMIT 1) AS subject, count(*) AS n"
+            f" FROM facts f WHERE {scope_where('f')} GROUP BY f.subject_key ORDER BY n DESC, f.subject_key",
             scope.as_params())
 
     def fact_predicates(self, scope: Scope, subject_key: str | None = None) -> list[dict[str, Any]]:
-        sql = (f"SELECT f.predicate_key, min(f.predicate) AS predicate, count(*) AS n FROM facts f WHERE {_F}")
+        sql = (f"SELECT f.predicate_key, min(f.predicate) AS predicate, count(*) AS n FROM facts f WHERE {scope_where('f')}")
         params: list[Any] = [*scope.as_params()]
         if subject_key is not None:
             sql += " AND f.subject_key = ?"
@@ -241,11 +233,11 @@ class GraphReads:
         lo, hi = [], []
         cols = ["valid_from", "valid_to"] + (["learned_at", "invalidated_at", "forget_after"] if belief else [])
         for col in cols:
-            row = self.conn.execute(f"SELECT min({col}), max({col}) FROM facts WHERE {_SCOPE_WHERE}", sp).fetchone()
+            row = self.conn.execute(f"SELECT min({col}), max({col}) FROM facts WHERE {scope_where()}", sp).fetchone()
             if row[0]:
                 lo.append(row[0])
                 hi.append(row[1])
-        row = self.conn.execute(f"SELECT min(source_time), max(source_time) FROM memories WHERE {_SCOPE_WHERE}",
+        row = self.conn.execute(f"SELECT min(source_time), max(source_time) FROM memories WHERE {scope_where()}",
                                 sp).fetchone()
         if row[0]:
             lo.append(row[0])
@@ -264,8 +256,7 @@ class GraphReads:
                     self.conn,
                     "SELECT m.id, m.kind, m.text, m.trust, m.source_time, f.id AS fact_id, f.status"
                     " FROM memories m LEFT JOIN facts f ON f.memory_id = m.id"
-                    f" WHERE m.id IN ({marks}) AND m.user_id = ? AND m.agent_id = ? AND m.scope_type = ?"
-                    " AND m.scope_id = ?", (*part, *scope.as_params())):
+                    f" WHERE m.id IN ({marks}) AND {scope_where('m')}", (*part, *scope.as_params())):
                 out[row["id"]] = row
         return out
 
@@ -282,9 +273,8 @@ class GraphReads:
             marks = ",".join("?" * len(part))
             out.update(r[0] for r in self.conn.execute(
                 "SELECT DISTINCT s.memory_id FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
-                f" WHERE c.message_id IN ({marks}) AND c.user_id = ? AND c.agent_id = ? AND c.scope_type = ?"
-                " AND c.scope_id = ? AND s.user_id = c.user_id AND s.agent_id = c.agent_id"
-                " AND s.scope_type = c.scope_type AND s.scope_id = c.scope_id", (*part, *scope.as_params())))
+                f" WHERE c.message_id IN ({marks}) AND {scope_where('c')} AND {same_scope('s', 'c')}",
+                (*part, *scope.as_params())))
         return sorted(out)
 
     def memories_for_sessions(self, scope: Scope, sessions: Sequence[str]) -> list[int]:
@@ -294,9 +284,7 @@ class GraphReads:
         for session in sorted(set(sessions)):
             out.update(r[0] for r in self.conn.execute(
                 "SELECT DISTINCT s.memory_id FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
-                " WHERE c.message_id >= ? AND c.message_id < ? AND c.user_id = ? AND c.agent_id = ?"
-                " AND c.scope_type = ? AND c.scope_id = ? AND s.user_id = c.user_id AND s.agent_id = c.agent_id"
-                " AND s.scope_type = c.scope_type AND s.scope_id = c.scope_id",
+                f" WHERE c.message_id >= ? AND c.message_id < ? AND {scope_where('c')} AND {same_scope('s', 'c')}",
                 (session + ":", session + ";", *scope.as_params())))  # ';' sorts right after ':'
         return sorted(out)
 

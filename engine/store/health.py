@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import apsw
@@ -18,14 +18,7 @@ import apsw.fts5
 import numpy as np
 
 from ..scope import Scope
-from .facts import dict_rows
-
-_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
-
-
-def _sw(alias: str) -> str:
-    return f"{alias}.user_id = ? AND {alias}.agent_id = ? AND {alias}.scope_type = ? AND {alias}.scope_id = ?"
-
+from .sql import dict_rows, scope_where
 
 _LIVE_M = "m.forgotten_at IS NULL AND m.retracted_at IS NULL"
 _CURRENT = "('active', 'needs_review')"
@@ -51,14 +44,14 @@ class HealthReads:
 
     # counts -----------------------------------------------------------------------------------
     def live_memory_count(self, scope: Scope) -> int:
-        return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {_sw('m')} AND {_LIVE_M}",
+        return self.conn.execute(f"SELECT count(*) FROM memories m WHERE {scope_where('m')} AND {_LIVE_M}",
                                  scope.as_params()).fetchone()[0]
 
     # duplicates -------------------------------------------------------------------------------
     def identical_memory_groups(self, scope: Scope, *, min_chars: int) -> list[list[int]]:
         """Ids of live non-fact memories sharing one content hash, in groups of two or more."""
         rows = self.conn.execute(
-            f"SELECT group_concat(m.id) FROM memories m WHERE {_sw('m')} AND {_LIVE_M} AND m.kind != 'fact'"
+            f"SELECT group_concat(m.id) FROM memories m WHERE {scope_where('m')} AND {_LIVE_M} AND m.kind != 'fact'"
             " AND length(m.text) >= ? GROUP BY m.content_hash HAVING count(*) > 1 ORDER BY min(m.id)",
             (*scope.as_params(), min_chars))
         return [sorted(int(x) for x in r[0].split(",")) for r in rows]
@@ -69,7 +62,7 @@ class HealthReads:
         usable vector of this model, a block at a time (a 1M store is never held twice in memory)."""
         cur = self.conn.execute(
             "SELECT m.id, m.kind = 'fact', e.vector FROM embeddings e JOIN memories m ON m.id = e.owner_id"
-            f" WHERE {_sw('e')} AND e.owner_type = 'memory' AND e.stale != 1 AND e.model = ? AND e.dims = ?"
+            f" WHERE {scope_where('e')} AND e.owner_type = 'memory' AND e.stale != 1 AND e.model = ? AND e.dims = ?"
             f" AND {_LIVE_M} AND length(m.text) >= ? ORDER BY e.id", (*scope.as_params(), model, dims, min_chars))
         while True:
             rows = list(itertools.islice(cur, block))
@@ -84,7 +77,7 @@ class HealthReads:
         out: dict[int, np.ndarray] = {}
         for part in _parts(memory_ids):
             for mid, blob in self.conn.execute(
-                    f"SELECT owner_id, vector FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory'"
+                    f"SELECT owner_id, vector FROM embeddings WHERE {scope_where()} AND owner_type = 'memory'"
                     f" AND model = ? AND dims = ? AND owner_id IN ({','.join('?' * len(part))})",
                     (*scope.as_params(), model, dims, *part)):
                 out[int(mid)] = np.frombuffer(blob, dtype=np.float32)
@@ -98,16 +91,16 @@ class HealthReads:
             "SELECT f.id, f.memory_id, f.subject, f.predicate, f.object, f.subject_key, f.predicate_key,"
             " f.object_key, f.status, f.relation, f.confidence, f.valid_from, f.valid_to, f.learned_at,"
             " f.evidence, f.evidence_unverified, m.text, m.trust FROM facts f JOIN memories m ON m.id = f.memory_id"
-            f" WHERE {_sw('f')} AND f.status IN {_CURRENT} AND {_LIVE_M} ORDER BY f.id", scope.as_params())
+            f" WHERE {scope_where('f')} AND f.status IN {_CURRENT} AND {_LIVE_M} ORDER BY f.id", scope.as_params())
 
     def open_conflict_pairs(self, scope: Scope) -> list[tuple[int, int | None]]:
         return [(r[0], r[1]) for r in self.conn.execute(
-            f"SELECT fact_a_id, fact_b_id FROM conflicts WHERE {_SCOPE_WHERE} AND status = 'open'", scope.as_params())]
+            f"SELECT fact_a_id, fact_b_id FROM conflicts WHERE {scope_where()} AND status = 'open'", scope.as_params())]
 
     def relation_pairs(self, scope: Scope, types: tuple[str, ...]) -> list[tuple[int, int, str]]:
         """(src memory, dst memory, type) of current relations of these types."""
         return [(r[0], r[1], r[2]) for r in self.conn.execute(
-            f"SELECT src_memory_id, dst_memory_id, type FROM memory_relations WHERE {_SCOPE_WHERE}"
+            f"SELECT src_memory_id, dst_memory_id, type FROM memory_relations WHERE {scope_where()}"
             f" AND removed_at IS NULL AND type IN ({','.join('?' * len(types))})", (*scope.as_params(), *types))]
 
     def fact_support(self, scope: Scope) -> list[dict[str, Any]]:
@@ -125,7 +118,7 @@ class HealthReads:
             "  JOIN memories e ON e.id = t.memory_id WHERE s.memory_id = f.memory_id AND e.kind != 'fact'"
             "  AND e.forgotten_at IS NULL AND e.retracted_at IS NULL) AS live_turns"
             " FROM facts f JOIN memories m ON m.id = f.memory_id"
-            f" WHERE {_sw('f')} AND f.status IN {_CURRENT} AND {_LIVE_M} ORDER BY f.id", scope.as_params())
+            f" WHERE {scope_where('f')} AND f.status IN {_CURRENT} AND {_LIVE_M} ORDER BY f.id", scope.as_params())
 
     def gone_turns(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         """memory id -> the forgotten or retracted episodes read from the same chunks as its sources."""
@@ -136,7 +129,7 @@ class HealthReads:
                     "SELECT DISTINCT s.memory_id, e.id AS episode_id, s.chunk_id, e.forgotten_at, e.forget_reason,"
                     " e.retracted_at FROM memory_sources s JOIN memory_sources t ON t.chunk_id = s.chunk_id"
                     " JOIN memories e ON e.id = t.memory_id"
-                    f" WHERE {_sw('s')} AND s.memory_id IN ({','.join('?' * len(part))}) AND e.kind != 'fact'"
+                    f" WHERE {scope_where('s')} AND s.memory_id IN ({','.join('?' * len(part))}) AND e.kind != 'fact'"
                     " AND (e.forgotten_at IS NOT NULL OR e.retracted_at IS NOT NULL) ORDER BY e.id",
                     (*scope.as_params(), *part)):
                 out.setdefault(r.pop("memory_id"), []).append(r)
@@ -152,10 +145,10 @@ class HealthReads:
             " pm.retracted_at AS premise_retracted_at, pf.id AS premise_fact_id, pf.status AS premise_status"
             " FROM facts f JOIN memories m ON m.id = f.memory_id"
             " LEFT JOIN memory_relations r ON r.src_memory_id = f.memory_id AND r.type = 'derives'"
-            f"  AND r.removed_at IS NULL AND {_sw('r')}"
+            f"  AND r.removed_at IS NULL AND {scope_where('r')}"
             " LEFT JOIN memories pm ON pm.id = r.dst_memory_id"
             " LEFT JOIN facts pf ON pf.memory_id = r.dst_memory_id"
-            f" WHERE {_sw('f')} AND f.status IN {_CURRENT} AND {_LIVE_M}"
+            f" WHERE {scope_where('f')} AND f.status IN {_CURRENT} AND {_LIVE_M}"
             " AND (f.relation = 'derives' OR r.id IS NOT NULL) ORDER BY f.id, r.id",
             (*scope.as_params(), *scope.as_params()))
 
@@ -163,7 +156,7 @@ class HealthReads:
     def external_memory_texts(self, scope: Scope) -> Iterator[tuple[int, str, str]]:
         """(id, kind, text) of every live memory read from external content."""
         for row in self.conn.execute(
-                f"SELECT m.id, m.kind, m.text FROM memories m WHERE {_sw('m')} AND m.trust = 'external'"
+                f"SELECT m.id, m.kind, m.text FROM memories m WHERE {scope_where('m')} AND m.trust = 'external'"
                 f" AND {_LIVE_M} ORDER BY m.id", scope.as_params()):
             yield row[0], row[1], row[2]
 
@@ -176,7 +169,7 @@ class HealthReads:
 
     def unsourced_memories(self, scope: Scope, *, limit: int, offset: int) -> tuple[int, list[dict[str, Any]]]:
         """Live memories with no source span, or with a span outside its chunk or on a missing chunk."""
-        where = self._UNSOURCED.format(sw=_sw("m"), live=_LIVE_M)
+        where = self._UNSOURCED.format(sw=scope_where("m"), live=_LIVE_M)
         total = self.conn.execute("SELECT count(*)" + where, scope.as_params()).fetchone()[0]
         rows = dict_rows(
             self.conn,
@@ -193,7 +186,7 @@ class HealthReads:
                         ) -> tuple[int, list[dict[str, Any]]]:
         """Live memories whose vector is missing, stale (1: another model, 2: an older text
         definition) or of a model/width other than the store's current one (None: not judged)."""
-        where = self._VECTORS.format(sw=_sw("m"), live=_LIVE_M)
+        where = self._VECTORS.format(sw=scope_where("m"), live=_LIVE_M)
         params = (*scope.as_params(), model, model, dims)
         total = self.conn.execute("SELECT count(*)" + where, params).fetchone()[0]
         rows = dict_rows(
@@ -203,7 +196,8 @@ class HealthReads:
         return total, rows
 
     # full text --------------------------------------------------------------------------------
-    def fts_rows_out_of_sync(self, scope: Scope, table: str, *, should_stop=None) -> dict[str, list[int]]:
+    def fts_rows_out_of_sync(self, scope: Scope, table: str, *,
+                             should_stop: Callable[[], bool] | None = None) -> dict[str, list[int]]:
         """Rows of `table` (memories or chunks) in this scope that its FTS5 index does not hold as
         they are: "missing" (no index row), "changed" (the index counts another number of tokens
         than the text has now), and index rows whose content row is gone ("orphaned", no scope:
@@ -215,13 +209,13 @@ class HealthReads:
         out: dict[str, list[int]] = {"missing": [], "changed": [], "orphaned": []}
         cur = self.conn.execute(
             f"SELECT t.id, t.text, d.sz FROM {table} t LEFT JOIN {table}_fts_docsize d ON d.id = t.id"
-            f" WHERE {_sw('t')} ORDER BY t.id", scope.as_params())
+            f" WHERE {scope_where('t')} ORDER BY t.id", scope.as_params())
         reason = apsw.FTS5_TOKENIZE_DOCUMENT
         for n, (rid, text, sz) in enumerate(cur):
             if sz is None:
                 if text:
                     out["missing"].append(rid)
-            elif _varint(sz) != len(tokenize(text.encode("utf-8"), reason, None, include_offsets=False)):
+            elif _varint(sz) != len(list(tokenize(text.encode("utf-8"), reason, None, include_offsets=False))):
                 out["changed"].append(rid)
             if should_stop is not None and n % 20000 == 0 and should_stop():
                 break
@@ -237,12 +231,12 @@ class HealthReads:
             self.conn,
             "SELECT e.id, e.name, e.kind, e.canonical, count(DISTINCT em.memory_id) AS memories, count(em.id) AS mentions"
             " FROM entities e JOIN entity_mentions em ON em.entity_id = e.id JOIN memories m ON m.id = em.memory_id"
-            f" WHERE {_sw('e')} AND {_LIVE_M} GROUP BY e.id ORDER BY e.id", scope.as_params())
+            f" WHERE {scope_where('e')} AND {_LIVE_M} GROUP BY e.id ORDER BY e.id", scope.as_params())
 
     def speakers(self, scope: Scope) -> set[str]:
         """Everyone who speaks in the scope's chunks, as written."""
         return {r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT speaker FROM chunks WHERE {_sw('chunks')} AND speaker IS NOT NULL", scope.as_params())}
+            f"SELECT DISTINCT speaker FROM chunks WHERE {scope_where('chunks')} AND speaker IS NOT NULL", scope.as_params())}
 
     def mention_contexts(self, scope: Scope, entity_ids: list[int], *, before: int = 8
                          ) -> dict[int, list[dict[str, Any]]]:
@@ -257,7 +251,7 @@ class HealthReads:
                     ' substr(c.text, em."end" - c.start + 1, 1) AS after,'
                     ' substr(c.text, max(1, em.start - c.start - 40 + 1), min(120, em."end" - c.start + 40)) AS context'
                     " FROM entity_mentions em JOIN chunks c ON c.id = em.chunk_id"
-                    f" WHERE {_sw('em')} AND em.entity_id IN ({','.join('?' * len(part))}) ORDER BY em.id",
+                    f" WHERE {scope_where('em')} AND em.entity_id IN ({','.join('?' * len(part))}) ORDER BY em.id",
                     (before, before, *scope.as_params(), *part)):
                 out.setdefault(r["entity_id"], []).append(r)
         return out
@@ -267,7 +261,7 @@ class HealthReads:
         """Live memories whose forget_after (the fact's, else the memory's) has passed and that are
         pinned, or are a fact still current, or are not a fact (nothing expires them)."""
         where = (" FROM memories m LEFT JOIN facts f ON f.memory_id = m.id"
-                 f" WHERE {_sw('m')} AND {_LIVE_M} AND coalesce(f.forget_after, m.forget_after) <= ?"
+                 f" WHERE {scope_where('m')} AND {_LIVE_M} AND coalesce(f.forget_after, m.forget_after) <= ?"
                  f" AND (m.pinned = 1 OR f.id IS NULL OR f.status IN {_CURRENT})")
         params = (*scope.as_params(), now)
         total = self.conn.execute("SELECT count(*)" + where, params).fetchone()[0]
@@ -281,7 +275,7 @@ class HealthReads:
     # trend ------------------------------------------------------------------------------------
     def health_trend(self, scope: Scope, *, limit: int = 50) -> list[dict[str, Any]]:
         """The latest recorded runs, oldest first: {taken_at, trigger, counts}."""
-        rows = dict_rows(self.conn, f"SELECT taken_at, occasion AS trigger, counts FROM health_counts WHERE {_SCOPE_WHERE}"
+        rows = dict_rows(self.conn, f"SELECT taken_at, occasion AS trigger, counts FROM health_counts WHERE {scope_where()}"
                          " ORDER BY id DESC LIMIT ?", (*scope.as_params(), limit))
         for r in rows:
             r["counts"] = json.loads(r["counts"])
@@ -291,7 +285,7 @@ class HealthReads:
         """Rebuild both full-text indexes from their content tables (derived data: nothing is lost)."""
         with self.db.write() as conn:  # type: ignore[attr-defined]
             for table in ("memories_fts", "chunks_fts"):
-                apsw.fts5.Table(conn, table).command_rebuild()
+                apsw.fts5.Table(conn, table).command_rebuild()  # type: ignore[no-untyped-call]  # apsw's own
 
 
 class HealthWrites:
@@ -307,13 +301,13 @@ class HealthWrites:
             " VALUES (?,?,?,?,?,?,?)", (*self._sp, self.now, trigger, json.dumps(counts, sort_keys=True)))
         rid = self.conn.last_insert_rowid()
         self.conn.execute(
-            f"DELETE FROM health_counts WHERE {_SCOPE_WHERE} AND id < (SELECT min(id) FROM (SELECT id FROM"
-            f" health_counts WHERE {_SCOPE_WHERE} ORDER BY id DESC LIMIT ?))", (*self._sp, *self._sp, TREND_KEEP))
+            f"DELETE FROM health_counts WHERE {scope_where()} AND id < (SELECT min(id) FROM (SELECT id FROM"
+            f" health_counts WHERE {scope_where()} ORDER BY id DESC LIMIT ?))", (*self._sp, *self._sp, TREND_KEEP))
         return rid
 
     def delete_entity(self, entity_id: int) -> None:
-        self.conn.execute(f"DELETE FROM entity_mentions WHERE entity_id = ? AND {_SCOPE_WHERE}", (entity_id, *self._sp))
-        self.conn.execute(f"DELETE FROM entities WHERE id = ? AND {_SCOPE_WHERE}", (entity_id, *self._sp))
+        self.conn.execute(f"DELETE FROM entity_mentions WHERE entity_id = ? AND {scope_where()}", (entity_id, *self._sp))
+        self.conn.execute(f"DELETE FROM entities WHERE id = ? AND {scope_where()}", (entity_id, *self._sp))
 
 
 def _parts(ids: list[int], size: int = 500) -> Iterator[list[int]]:

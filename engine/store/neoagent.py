@@ -28,13 +28,14 @@ from typing import Any
 import apsw
 import numpy as np
 
+from ..changes import ChangeSet
 from ..errors import BadInput
 from ..scope import Scope
-from .facts import FACT_COLUMNS, dict_rows
-from ..changes import ChangeSet
 from ..timeutil import now_iso
+from .facts import FACT_COLUMNS
 from .schema import APPLICATION_ID
 from .snapshot import Snapshot, private_copy
+from .sql import dict_rows
 from .store import Store, Writer
 
 # -- the NeoAgent side ---------------------------------------------------------------------------
@@ -98,15 +99,15 @@ class OwnerRows:
 
     user_id: int | str
     agent_id: str  # '' = no agent
-    memories: list[dict] = field(default_factory=list)
-    facts: list[dict] = field(default_factory=list)
-    documents: list[dict] = field(default_factory=list)
-    chunks: list[dict] = field(default_factory=list)
-    links: list[dict] = field(default_factory=list)
-    relations: list[dict] = field(default_factory=list)
-    entities: list[dict] = field(default_factory=list)
-    mentions: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
+    relations: list[dict[str, Any]] = field(default_factory=list)
+    entities: list[dict[str, Any]] = field(default_factory=list)
+    mentions: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def row_count(self) -> int:
@@ -132,7 +133,7 @@ class NeoAgentSource:
     def __init__(self, path: str | os.PathLike[str], *, wait: float = 5.0,
                  on_copied: Callable[[str, int], None] | None = None) -> None:
         self.path = Path(path)
-        self.conn = None
+        self.conn: apsw.Connection | None = None
         self.snapshot: Snapshot | None = None
         if not self.path.exists():
             raise BadInput(f"{self.path}: no such file")
@@ -181,22 +182,28 @@ class NeoAgentSource:
             except apsw.Error:
                 pass
             conn.close()
-            self.conn = None  # type: ignore[assignment]
-        if getattr(self, "snapshot", None) is not None:
+            self.conn = None
+        if self.snapshot is not None:
             self.snapshot.discard()
             self.snapshot = None
 
-    def __enter__(self) -> "NeoAgentSource":
+    @property
+    def _db(self) -> apsw.Connection:
+        if self.conn is None:
+            raise BadInput(f"{self.path}: the import source is closed")
+        return self.conn
+
+    def __enter__(self) -> NeoAgentSource:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # schema -------------------------------------------------------------------------------------
     def _columns(self) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
-        for (name,) in self.conn.execute("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"):
-            out[name] = {r[1] for r in self.conn.execute(f'PRAGMA table_info("{name}")')}
+        for (name,) in self._db.execute("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')"):
+            out[name] = {r[1] for r in self._db.execute(f'PRAGMA table_info("{name}")')}
         return out
 
     def has(self, table: str) -> bool:
@@ -211,8 +218,8 @@ class NeoAgentSource:
         pre = f"{alias}." if alias else ""
         return ", ".join(f'{pre}"{c}"' if c in have else f'NULL AS "{c}"' for c in wanted)
 
-    def _rows(self, sql: str, params: tuple = ()) -> list[dict]:
-        return dict_rows(self.conn, sql, params)
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        return dict_rows(self._db, sql, params)
 
     # owners ----------------------------------------------------------------------------------------
     def owners(self) -> list[tuple[Any, str]]:
@@ -221,8 +228,8 @@ class NeoAgentSource:
                  for t in ("memories", "memory_ingestion_documents", "memory_entities", "memory_retrieval_events",
                            "memory_relations")
                  if self.has(t) and "agent_id" in self.columns[t]]
-        rows = self.conn.execute(" UNION ".join(parts)).fetchall()
-        return sorted({(r[0], r[1]) for r in rows}, key=lambda o: (str(o[0]), o[1]))
+        rows = self._db.execute(" UNION ".join(parts)).fetchall()
+        return sorted({(r[0], str(r[1])) for r in rows}, key=lambda o: (str(o[0]), o[1]))
 
     def ownerless_counts(self) -> dict[str, int]:
         """Rows whose owner columns are NULL (they belong to nobody and cannot be scoped)."""
@@ -230,7 +237,7 @@ class NeoAgentSource:
         for t in ("memories", "memory_ingestion_documents", "memory_entities", "memory_retrieval_events",
                   "memory_relations"):
             if self.has(t):
-                n = self.conn.execute(f"SELECT count(*) FROM {t} WHERE coalesce(user_id, '') = ''").fetchone()[0]
+                (n,) = self._db.execute(f"SELECT count(*) FROM {t} WHERE coalesce(user_id, '') = ''").fetchone() or (0,)
                 if n:
                     out[t] = n
         return out
@@ -288,13 +295,13 @@ class NeoAgentSource:
                    " JOIN memory_ingestion_documents d ON d.id = c.document_id")
         else:
             sql = f"SELECT id, user_id, coalesce(agent_id, '') FROM {table}"
-        return {str(r[0]): (r[1], r[2]) for r in self.conn.execute(sql)}
+        return {str(r[0]): (r[1], r[2]) for r in self._db.execute(sql)}
 
     # rows that hang off nothing ------------------------------------------------------------------------
-    def orphans(self) -> dict[str, list[dict]]:
+    def orphans(self) -> dict[str, list[dict[str, Any]]]:
         """Rows whose parent is missing entirely: facts/links/mentions without their memory,
         chunks without their document."""
-        out: dict[str, list[dict]] = {}
+        out: dict[str, list[dict[str, Any]]] = {}
         if self.has("memory_facts"):
             out["memory_facts"] = self._rows(
                 f"SELECT {self._select('memory_facts', 'f')} FROM memory_facts f"
@@ -315,7 +322,7 @@ class NeoAgentSource:
         return {k: v for k, v in out.items() if v}
 
     def table_counts(self, tables: Iterable[str]) -> dict[str, int]:
-        return {t: self.conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+        return {t: (self._db.execute(f'SELECT count(*) FROM "{t}"').fetchone() or (0,))[0]
                 for t in tables if t in self.columns}
 
 
@@ -545,7 +552,9 @@ class OwnerWrite:
     # existing memlens rows of this owner ---------------------------------------------------------------
     def _load_existing(self) -> None:
         c, owner = self.conn, (self.plan.user_id, self.plan.agent_id)
-        scope_of = lambda r: Scope(r[0], r[1], r[2], r[3])  # noqa: E731
+        def scope_of(r: tuple[Any, ...]) -> Scope:
+            return Scope(r[0], r[1], r[2], r[3])
+
         self.docs: dict[tuple[str, str], tuple[int, str, int]] = {}  # (scope tag, key) -> (id, content_hash, version)
         for r in c.execute("SELECT user_id, agent_id, scope_type, scope_id, external_id, id, content_hash, version"
                            " FROM documents WHERE user_id = ? AND agent_id = ? AND external_id LIKE 'neoagent:%'"
@@ -773,7 +782,7 @@ class OwnerWrite:
             eid, created = self.w(e.scope).upsert_entity_created(e.name, e.canonical, e.kind)
             ids[(_scope_tag(e.scope), e.canonical, e.kind)] = eid
             self.counts.bump("imported" if created else "unchanged", "entities")
-        rows: dict[Scope, list[tuple]] = {}
+        rows: dict[Scope, list[tuple[Any, ...]]] = {}
         for m in self.plan.mentions:
             if m.memory_key in self.moved:
                 continue
@@ -958,7 +967,6 @@ def put_vectors(store: Store, rows: list[tuple[Scope, int, np.ndarray]], *, prov
         for scope, batch in by_scope.items():
             Writer(conn, scope).put_embeddings("memory", batch, provider=provider, model=model, dims=dims,
                                                embed_ms=embed_ms)
-
 
 
 __all__ = [

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import apsw
 import numpy as np
 
 from ..scope import Scope
-from .facts import dict_rows
 from .schema import FTS_TOKENIZER
+from .sql import dict_rows, scope_where
 
-_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
-_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
 _IN_CHUNK = 500  # SQLite variable limit is far higher; this keeps statements cacheable
 
 
-def _chunks(ids: list[int]):
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
     for i in range(0, len(ids), _IN_CHUNK):
         yield ids[i:i + _IN_CHUNK]
 
@@ -34,7 +33,7 @@ class RecallReads:
         """(max row id, rows, newest created_at, outdated rows) of the vectors search may use."""
         row = self.conn.execute(
             f"SELECT coalesce(max(id), 0), count(*), coalesce(max(created_at), ''), coalesce(sum(stale = 2), 0)"
-            f" FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1 AND model = ?",
+            f" FROM embeddings WHERE {scope_where()} AND owner_type = 'memory' AND stale != 1 AND model = ?",
             (*scope.as_params(), model)).fetchone()
         return int(row[0]), int(row[1]), row[2], int(row[3])
 
@@ -44,7 +43,7 @@ class RecallReads:
 
     def vector_count_after(self, scope: Scope, model: str, after_id: int) -> int:
         return self.conn.execute(
-            f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory' AND stale != 1"
+            f"SELECT count(*) FROM embeddings WHERE {scope_where()} AND owner_type = 'memory' AND stale != 1"
             " AND model = ? AND id > ?", (*scope.as_params(), model, after_id)).fetchone()[0]
 
     def load_vectors(self, scope: Scope, model: str, dims: int, after_id: int = 0
@@ -60,7 +59,7 @@ class RecallReads:
         last = after_id
         i = 0
         for rid, owner, blob in self.conn.execute(
-                f"SELECT id, owner_id, vector FROM embeddings WHERE {_SCOPE_WHERE} AND owner_type = 'memory'"
+                f"SELECT id, owner_id, vector FROM embeddings WHERE {scope_where()} AND owner_type = 'memory'"
                 " AND stale != 1 AND model = ? AND dims = ? AND id > ? ORDER BY id",
                 (*scope.as_params(), model, dims, after_id)):
             if i == n:  # a writer added rows since the count: the next refresh takes them
@@ -72,7 +71,7 @@ class RecallReads:
         return ids[:i], mat[:i], last
 
     # full text --------------------------------------------------------------------------------
-    def _fts_tokenizer(self):
+    def _fts_tokenizer(self) -> Any:  # apsw.FTS5Tokenizer, whose result type depends on the flags
         local = self.db._local  # the tokenizer belongs to this thread's connection
         tok = getattr(local, "fts_tokenizer", None)
         if tok is None:
@@ -124,7 +123,7 @@ class RecallReads:
             for row in dict_rows(
                     self.conn,
                     f'SELECT chunk_id, start, "end", text, kind, window_start, window_end FROM chunk_times'
-                    f" WHERE {_SCOPE_WHERE} AND chunk_id IN ({marks}) ORDER BY chunk_id, start",
+                    f" WHERE {scope_where()} AND chunk_id IN ({marks}) ORDER BY chunk_id, start",
                     (*scope.as_params(), *part)):
                 out.setdefault(row.pop("chunk_id"), []).append(row)
         return out
@@ -142,22 +141,24 @@ class RecallReads:
         return [tuple(r) for r in self.conn.execute(
             "SELECT em.memory_id, count(DISTINCT e.id) AS n FROM entities e"
             " JOIN entity_mentions em ON em.entity_id = e.id"
-            f" WHERE e.user_id = ? AND e.agent_id = ? AND e.scope_type = ? AND e.scope_id = ? AND e.canonical IN ({marks})"
+            f" WHERE {scope_where('e')} AND e.canonical IN ({marks})"
             " GROUP BY em.memory_id ORDER BY n DESC, em.memory_id DESC LIMIT ?",
             (*scope.as_params(), *canonicals, limit))]
 
     def entity_names(self, scope: Scope, canonicals: list[str]) -> dict[str, int]:
-        """Which of these canonical names are known entities (canonical -> mention count)."""
+        """Which of these canonical names are known entities (canonical -> mention count, over every
+        kind a name was filed as: "Ana" the speaker and "Ana" the name are one name here)."""
         if not canonicals:
             return {}
         marks = ",".join("?" * len(canonicals))
         return {r[0]: r[1] for r in self.conn.execute(
-            "SELECT e.canonical, (SELECT count(*) FROM entity_mentions em WHERE em.entity_id = e.id) FROM entities e"
-            f" WHERE {_SCOPE_WHERE} AND e.canonical IN ({marks})", (*scope.as_params(), *canonicals))}
+            "SELECT e.canonical, sum((SELECT count(*) FROM entity_mentions em WHERE em.entity_id = e.id))"
+            f" FROM entities e WHERE {scope_where()} AND e.canonical IN ({marks}) GROUP BY e.canonical",
+            (*scope.as_params(), *canonicals))}
 
-    def relation_edges(self, memory_ids: list[int]) -> list[dict]:
+    def relation_edges(self, memory_ids: list[int]) -> list[dict[str, Any]]:
         """Every live relation touching these memories, from any scope (the caller checks scope)."""
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             out += dict_rows(self.conn,
@@ -169,7 +170,7 @@ class RecallReads:
     def baseline_memories(self, scope: Scope, limit: int) -> list[tuple[int, float]]:
         """Pinned and most important fact memories: a small prior-only channel."""
         return [tuple(r) for r in self.conn.execute(
-            f"SELECT id, importance + pinned FROM memories WHERE {_SCOPE_WHERE} AND kind = 'fact'"
+            f"SELECT id, importance + pinned FROM memories WHERE {scope_where()} AND kind = 'fact'"
             " AND forgotten_at IS NULL AND retracted_at IS NULL ORDER BY pinned DESC, importance DESC, id DESC LIMIT ?",
             (*scope.as_params(), limit))]
 
@@ -186,13 +187,13 @@ class RecallReads:
                 "  AND c2.id != c.id"
                 " JOIN memory_sources s2 ON s2.chunk_id = c2.id"
                 " JOIN memories m2 ON m2.id = s2.memory_id AND m2.kind = 'episode'"
-                f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ? AND s.scope_id = ?",
+                f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')}",
                 (window, window, *part, *scope.as_params()))]
         return out
 
     # candidate metadata ------------------------------------------------------------------------
-    def candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:
-        out: dict[int, dict] = {}
+    def candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
+        out: dict[int, dict[str, Any]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -209,14 +210,14 @@ class RecallReads:
                     " LEFT JOIN memory_sources fs ON fs.id = (SELECT min(s.id) FROM memory_sources s"
                     "   WHERE s.memory_id = m.id)"
                     " LEFT JOIN chunks c ON c.id = fs.chunk_id"
-                    f" WHERE m.id IN ({marks}) AND {_M}",
+                    f" WHERE m.id IN ({marks}) AND {scope_where('m')}",
                     (*part, *scope.as_params())):
                 out[row["id"]] = row
         return out
 
-    def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict]]:
+    def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         """episode memory -> the facts read from its chunk (any status): the claims a turn carried."""
-        out: dict[int, list[dict]] = {}
+        out: dict[int, list[dict[str, Any]]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -225,8 +226,7 @@ class RecallReads:
                     " f.object, f.status, f.valid_from, f.valid_to FROM memory_sources s1"
                     " JOIN memory_sources s2 ON s2.chunk_id = s1.chunk_id AND s2.memory_id != s1.memory_id"
                     " JOIN facts f ON f.memory_id = s2.memory_id"
-                    f" WHERE s1.memory_id IN ({marks}) AND f.user_id = ? AND f.agent_id = ? AND f.scope_type = ?"
-                    " AND f.scope_id = ? ORDER BY f.id", (*part, *scope.as_params())):
+                    f" WHERE s1.memory_id IN ({marks}) AND {scope_where('f')} ORDER BY f.id", (*part, *scope.as_params())):
                 out.setdefault(row.pop("turn_id"), []).append(row)
         return out
 
@@ -237,14 +237,14 @@ class RecallReads:
             marks = ",".join("?" * len(part))
             for dst, src in self.conn.execute(
                     f"SELECT dst_memory_id, src_memory_id FROM memory_relations WHERE dst_memory_id IN ({marks})"
-                    f" AND type = 'updates' AND removed_at IS NULL AND {_SCOPE_WHERE} ORDER BY id",
+                    f" AND type = 'updates' AND removed_at IS NULL AND {scope_where()} ORDER BY id",
                     (*part, *scope.as_params())):
                 out.setdefault(dst, []).append(src)
         return out
 
-    def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict]:
+    def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
         """The first source span of each memory, with its document's title, type and chunk position."""
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Any]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -252,8 +252,7 @@ class RecallReads:
                     "SELECT s.memory_id, s.document_id, s.chunk_id, s.start, s.\"end\", d.title, d.source_type, d.uri,"
                     " d.external_id, c.message_id, c.ordinal, c.speaker FROM memory_sources s"
                     " JOIN documents d ON d.id = s.document_id JOIN chunks c ON c.id = s.chunk_id"
-                    f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ?"
-                    " AND s.scope_id = ? ORDER BY s.id", (*part, *scope.as_params())):
+                    f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')} ORDER BY s.id", (*part, *scope.as_params())):
                 out.setdefault(row["memory_id"], row)
         return out
 
@@ -264,15 +263,15 @@ class RecallReads:
             marks = ",".join("?" * len(part))
             for mid, msg in self.conn.execute(
                     "SELECT s.memory_id, c.message_id FROM memory_sources s JOIN chunks c ON c.id = s.chunk_id"
-                    f" WHERE s.memory_id IN ({marks}) AND s.user_id = ? AND s.agent_id = ? AND s.scope_type = ?"
-                    " AND s.scope_id = ? AND c.message_id IS NOT NULL ORDER BY s.id", (*part, *scope.as_params())):
+                    f" WHERE s.memory_id IN ({marks}) AND {scope_where('s')} AND c.message_id IS NOT NULL ORDER BY s.id",
+                    (*part, *scope.as_params())):
                 out.setdefault(mid, []).append(msg)
         return out
 
-    def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple]:
+    def embedding_context(self, memory_ids: list[int]) -> dict[int, tuple[Any, ...]]:
         """memory -> (memory kind, a fact's evidence, its first chunk's kind, the previous chunk's
-        text and kind): what engine.ingest.pipeline.vector_text needs to re-embed it."""
-        out: dict[int, tuple] = {}
+        text and kind): what engine.embed.text.vector_text needs to re-embed it."""
+        out: dict[int, tuple[Any, ...]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for mid, mkind, evidence, kind, prev_text, prev_kind in self.conn.execute(
@@ -286,27 +285,27 @@ class RecallReads:
                 out[mid] = (mkind, evidence, kind or "", prev_text, prev_kind)
         return out
 
-    def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict]:
+    def fact_versions(self, scope: Scope, subject_key: str, predicate_key: str) -> list[dict[str, Any]]:
         return dict_rows(
             self.conn,
             "SELECT f.id, f.memory_id, f.object, f.status, f.valid_from, f.valid_to, f.learned_at, f.invalidated_at,"
-            " f.supersedes_fact_id FROM facts f WHERE f.user_id = ? AND f.agent_id = ? AND f.scope_type = ?"
-            " AND f.scope_id = ? AND f.subject_key = ? AND f.predicate_key = ? ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
+            f" f.supersedes_fact_id FROM facts f WHERE {scope_where('f')} AND f.subject_key = ? AND f.predicate_key = ?"
+            " ORDER BY coalesce(f.valid_from, f.learned_at), f.id",
             (*scope.as_params(), subject_key, predicate_key))
 
     def document_memory_counts(self, scope: Scope) -> list[tuple[int, int]]:
         """(document id, memories sourced from it), in document id order."""
         return [tuple(r) for r in self.conn.execute(
-            f"SELECT document_id, count(DISTINCT memory_id) FROM memory_sources WHERE {_SCOPE_WHERE}"
+            f"SELECT document_id, count(DISTINCT memory_id) FROM memory_sources WHERE {scope_where()}"
             " GROUP BY document_id ORDER BY document_id", scope.as_params())]
 
     def latest_source_time(self, scope: Scope) -> str | None:
-        row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {_SCOPE_WHERE}", scope.as_params()).fetchone()
+        row = self.conn.execute(f"SELECT max(source_time) FROM memories WHERE {scope_where()}", scope.as_params()).fetchone()
         return row[0]
 
     # traces ------------------------------------------------------------------------------------
-    def trace(self, scope: Scope, trace_id: int) -> dict | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {_SCOPE_WHERE}",
+    def trace(self, scope: Scope, trace_id: int) -> dict[str, Any] | None:
+        rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {scope_where()}",
                          (trace_id, *scope.as_params()))
         if not rows:
             return None
@@ -321,9 +320,9 @@ class RecallReads:
             c["components"] = json.loads(c["components"])
         return t
 
-    def traces(self, scope: Scope, *, limit: int = 200) -> list[dict]:
+    def traces(self, scope: Scope, *, limit: int = 200) -> list[dict[str, Any]]:
         return dict_rows(self.conn, "SELECT id, origin, query_text, query_hash, recipe, k, as_of, result_count,"
-                         f" context_tokens, created_at FROM retrieval_traces WHERE {_SCOPE_WHERE} ORDER BY id DESC LIMIT ?",
+                         f" context_tokens, created_at FROM retrieval_traces WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
 
 
@@ -333,7 +332,8 @@ class RecallWrites:
     now: str
 
     def insert_trace(self, *, origin: str, query_text: str | None, query_hash: str, recipe: str, k: int,
-                     as_of: str | None, params: dict, plan: Any, rerank: Any, stages: list, timings: dict,
+                     as_of: str | None, params: dict[str, Any], plan: Any, rerank: Any, stages: list[Any],
+                     timings: dict[str, Any],
                      context_text: str, context_tokens: int, result_count: int) -> int:
         self.conn.execute(
             "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
@@ -344,7 +344,7 @@ class RecallWrites:
              json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now))
         return self.conn.last_insert_rowid()
 
-    def insert_trace_candidates(self, trace_id: int, rows: list[tuple]) -> None:
+    def insert_trace_candidates(self, trace_id: int, rows: list[tuple[Any, ...]]) -> None:
         """rows: (memory_id, channels json, components json, score, rank, dropped_stage, drop_reason, detail, tokens)."""
         self.conn.executemany(
             "INSERT INTO trace_candidates(user_id, agent_id, scope_type, scope_id, trace_id, memory_id, channels,"
@@ -353,7 +353,7 @@ class RecallWrites:
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         self.conn.executemany(
-            f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {scope_where()}",
             [(self.now, mid, *self._sp) for mid in memory_ids])
 
 
@@ -364,14 +364,14 @@ class BulkWrites:
     _sp: tuple[str, str, str, str]
     now: str
 
-    def bulk_memories(self, rows: list[tuple]) -> None:
+    def bulk_memories(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, kind, text, trust, importance, confidence, source_time, content_hash)."""
         self.conn.executemany(
             "INSERT INTO memories(id, user_id, agent_id, scope_type, scope_id, kind, text, trust, importance,"
             " confidence, source_time, created_at, updated_at, content_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(r[0], *self._sp, *r[1:7], self.now, self.now, r[7]) for r in rows])
 
-    def bulk_facts(self, rows: list[tuple]) -> None:
+    def bulk_facts(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, memory_id, subject, predicate, object, subject_key, predicate_key, object_key, status,
         confidence, valid_from, valid_to, learned_at, invalidated_at, supersedes_fact_id, relation)."""
         self.conn.executemany(
@@ -381,34 +381,34 @@ class BulkWrites:
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,'synthetic')",
             [(r[0], *self._sp, *r[1:]) for r in rows])
 
-    def bulk_relations(self, rows: list[tuple]) -> None:
+    def bulk_relations(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (src_memory_id, dst_memory_id, type)."""
         self.conn.executemany(
             "INSERT INTO memory_relations(user_id, agent_id, scope_type, scope_id, src_memory_id, dst_memory_id, type,"
             " confidence, created_by, rule, created_at) VALUES (?,?,?,?,?,?,?,1.0,'extractor','synthetic',?)",
             [(*self._sp, *r, self.now) for r in rows])
 
-    def bulk_documents(self, rows: list[tuple]) -> None:
+    def bulk_documents(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, source_type, uri, title, text, content_hash, trust, source_time)."""
         self.conn.executemany(
             "INSERT INTO documents(id, user_id, agent_id, scope_type, scope_id, source_type, uri, title, text,"
             " content_hash, trust, source_time, ingested_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(r[0], *self._sp, *r[1:], self.now) for r in rows])
 
-    def bulk_chunks(self, rows: list[tuple]) -> None:
+    def bulk_chunks(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, document_id, ordinal, start, end, text, content_hash, speaker, role, source_time, trust)."""
         self.conn.executemany(
             'INSERT INTO chunks(id, user_id, agent_id, scope_type, scope_id, document_id, ordinal, kind, start, "end",'
             " text, content_hash, speaker, role, source_time, trust) VALUES (?,?,?,?,?,?,?,'message',?,?,?,?,?,?,?,?)",
             [(r[0], *self._sp, *r[1:]) for r in rows])
 
-    def bulk_sources(self, rows: list[tuple]) -> None:
+    def bulk_sources(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (memory_id, chunk_id, document_id, start, end)."""
         self.conn.executemany(
             'INSERT INTO memory_sources(user_id, agent_id, scope_type, scope_id, memory_id, chunk_id, document_id,'
             ' start, "end", created_at) VALUES (?,?,?,?,?,?,?,?,?,?)', [(*self._sp, *r, self.now) for r in rows])
 
-    def bulk_entities(self, rows: list[tuple]) -> None:
+    def bulk_entities(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (id, name, canonical, kind)."""
         self.conn.executemany(
             "INSERT INTO entities(id, user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
@@ -432,7 +432,7 @@ class BulkWrites:
         """The largest id of each replicated table in this scope: the rows `replicate` copies.
         Only stores of sources (no facts, relations or curation) can be copied this way: a
         copied fact would be a second current value of itself, which ingestion never writes."""
-        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        where = scope_where()
         for table in ("facts", "memory_relations"):
             if self.conn.execute(f"SELECT 1 FROM {table} WHERE {where} LIMIT 1", self._sp).fetchone():
                 raise ValueError(f"this scope has {table}: only stores of sources can be replicated")
@@ -442,7 +442,7 @@ class BulkWrites:
     def replicate(self, base: dict[str, int], *, documents_upto: int, tag: str) -> int:
         """Copy the base rows (ids up to `base`) of documents up to id `documents_upto` once more;
         the copies' document uris end in '#<tag>'. Returns the memories added."""
-        where = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
+        where = scope_where()
         off = {t: int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0])
                for t, _ in self._REPLICATED}
         mems = (f"(SELECT memory_id FROM memory_sources WHERE {where} AND id <= {base['memory_sources']}"

@@ -7,6 +7,8 @@ and every index that serves reads leads with them so scoped queries stay index-o
 
 from __future__ import annotations
 
+from typing import Any
+
 import apsw
 import apsw.fts5
 
@@ -366,7 +368,7 @@ def _v1(conn: apsw.Connection) -> None:
     # memories.access_count on every agent recall, so narrow them to the indexed column.
     for table in ("memories", "chunks"):
         trigger = f"fts5sync_{table}_to_{table}_fts_update"
-        (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (trigger,)).fetchone()
+        (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE name = ?", (trigger,)).fetchone() or ("",)
         narrowed = sql.replace(f'after update on "{table}"', f'after update of "text" on "{table}"')
         assert narrowed != sql, "apsw changed its trigger text; revisit the FTS update trigger"
         conn.execute(f'DROP TRIGGER "{trigger}"')
@@ -395,7 +397,7 @@ def _v2_chunk_times(conn: apsw.Connection) -> None:
     from ..timeexpr import stored_rows
 
     conn.execute(_TIMES)
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for cid, u, a, st, si, text, source_time in conn.execute(
             "SELECT id, user_id, agent_id, scope_type, scope_id, text, source_time FROM chunks"):
         rows.extend((u, a, st, si, cid, *r) for r in stored_rows(text, source_time))
@@ -443,5 +445,30 @@ def _v5_vector_changes(conn: apsw.Connection) -> None:
     conn.execute(_VECTOR_CHANGES)
 
 
-MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes]
+def _v6_name_keys(conn: apsw.Connection) -> None:
+    """Entity keys by engine.names.name_key, the key facts and the speaker prior use (issue 20):
+    mentions were keyed by a second canonicaliser that kept curly quotes and mail addresses.
+    Entities whose new keys meet are merged into the oldest, their mentions moved to it."""
+    from ..names import name_key
+
+    groups: dict[tuple[Any, ...], list[tuple[int, str]]] = {}
+    for eid, u, a, st, si, name, canonical, kind in conn.execute(
+            "SELECT id, user_id, agent_id, scope_type, scope_id, name, canonical, kind FROM entities ORDER BY id"):
+        groups.setdefault((u, a, st, si, name_key(name) or canonical, kind), []).append((eid, canonical))
+    rekey = []
+    for slot, rows in groups.items():
+        key = slot[4]
+        keeper = next((eid for eid, canonical in rows if canonical == key), rows[0][0])
+        for eid, _ in rows:
+            if eid != keeper:
+                conn.execute("UPDATE entity_mentions SET entity_id = ? WHERE entity_id = ?", (keeper, eid))
+                conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
+        if dict(rows)[keeper] != key:
+            rekey.append((key, keeper))
+    # Through a key no name can have first: a row may take the key another row is about to give up.
+    conn.executemany("UPDATE entities SET canonical = char(1) || id WHERE id = ?", [(eid,) for _, eid in rekey])
+    conn.executemany("UPDATE entities SET canonical = ? WHERE id = ?", rekey)
+
+
+MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys]
 SCHEMA_VERSION = len(MIGRATIONS)

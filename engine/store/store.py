@@ -10,45 +10,45 @@ import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
+import apsw
 import numpy as np
 
 from ..records import Chunk, Document, Memory, Source, from_dict
 from ..scope import Scope
 from ..timeutil import now_iso
-from .db import Database
 from .browse import BrowseReads
-from .facts import FactReads, FactWrites, dict_rows
+from .db import Database
+from .facts import FactReads, FactWrites
 from .graph import GraphReads
 from .health import HealthReads, HealthWrites
 from .recall import BulkWrites, RecallReads, RecallWrites
+from .sql import SCOPE_COLUMNS, dict_rows, scope_where
 
-_SCOPE_WHERE = "user_id = ? AND agent_id = ? AND scope_type = ? AND scope_id = ?"
-_SCOPE_WHERE_M = "m.user_id = ? AND m.agent_id = ? AND m.scope_type = ? AND m.scope_id = ?"
-_SCOPE_KEY = "user_id || char(0) || agent_id || char(0) || scope_type || char(0) || scope_id"
-_SCOPE_BOUNDS = (f"SELECT (SELECT {_SCOPE_KEY} FROM memories ORDER BY user_id, agent_id, scope_type, scope_id LIMIT 1),"
-                 f" (SELECT {_SCOPE_KEY} FROM memories ORDER BY user_id DESC, agent_id DESC, scope_type DESC,"
-                 " scope_id DESC LIMIT 1)")
+T = TypeVar("T")
+
+# A row's scope as one string, and the first and last scope of the memories in index order
+# (sole_scope), built from the scope columns like every scope predicate (sql.py).
+_SCOPE_KEY = " || char(0) || ".join(SCOPE_COLUMNS)
+_SCOPE_BOUNDS = (f"SELECT (SELECT {_SCOPE_KEY} FROM memories ORDER BY {', '.join(SCOPE_COLUMNS)} LIMIT 1),"
+                 f" (SELECT {_SCOPE_KEY} FROM memories ORDER BY {' DESC, '.join(SCOPE_COLUMNS)} DESC LIMIT 1)")
 
 
-_dicts = dict_rows
-
-
-def _one(conn, cls, sql: str, params: tuple):
-    rows = _dicts(conn, sql, params)
+def _one(conn: apsw.Connection, cls: type[T], sql: str, params: tuple[Any, ...]) -> T | None:
+    rows = dict_rows(conn, sql, params)
     return from_dict(cls, rows[0]) if rows else None
 
 
-def _all(conn, cls, sql: str, params: tuple) -> list:
-    return [from_dict(cls, r) for r in _dicts(conn, sql, params)]
+def _all(conn: apsw.Connection, cls: type[T], sql: str, params: tuple[Any, ...]) -> list[T]:
+    return [from_dict(cls, r) for r in dict_rows(conn, sql, params)]
 
 
 class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     """Granular writes inside one open transaction, all stamped with one scope."""
 
-    def __init__(self, conn, scope: Scope) -> None:
+    def __init__(self, conn: apsw.Connection, scope: Scope) -> None:
         self.conn = conn
         self.scope = scope
         self._sp = scope.as_params()
@@ -58,7 +58,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     def insert_document(
         self, *, source_type: str, uri: str | None, external_id: str | None, title: str | None,
         text: str, content_hash: str, trust: str, source_time: str | None, version: int,
-        previous_id: int | None, meta: dict,
+        previous_id: int | None, meta: dict[str, Any],
     ) -> int:
         self.conn.execute(
             "INSERT INTO documents(user_id, agent_id, scope_type, scope_id, source_type, uri,"
@@ -71,7 +71,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
 
     def mark_document_replaced(self, document_id: int) -> None:
         self.conn.execute(
-            f"UPDATE documents SET replaced_at = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            f"UPDATE documents SET replaced_at = ? WHERE id = ? AND {scope_where()}",
             (self.now, document_id, *self._sp),
         )
 
@@ -79,7 +79,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
     def insert_chunk(
         self, *, document_id: int, ordinal: int, kind: str, start: int, end: int, text: str,
         content_hash: str, speaker: str | None, role: str | None, message_id: str | None,
-        source_time: str | None, trust: str, quotes_chunk_id: int | None, meta: dict,
+        source_time: str | None, trust: str, quotes_chunk_id: int | None, meta: dict[str, Any],
     ) -> int:
         self.conn.execute(
             'INSERT INTO chunks(user_id, agent_id, scope_type, scope_id, document_id, ordinal, kind,'
@@ -90,7 +90,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
         )
         return self.conn.last_insert_rowid()
 
-    def add_chunk_times(self, chunk_id: int, rows: list[tuple]) -> None:
+    def add_chunk_times(self, chunk_id: int, rows: list[tuple[Any, ...]]) -> None:
         """rows: (start, end, text, kind, window_start, window_end), offsets inside the chunk."""
         self.conn.executemany(
             'INSERT INTO chunk_times(user_id, agent_id, scope_type, scope_id, chunk_id, start, "end", text, kind,'
@@ -98,32 +98,32 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
             [(*self._sp, chunk_id, *r) for r in rows])
 
     def set_document_hash(self, document_id: int, content_hash: str) -> None:
-        self.conn.execute(f"UPDATE documents SET content_hash = ? WHERE id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE documents SET content_hash = ? WHERE id = ? AND {scope_where()}",
                           (content_hash, document_id, *self._sp))
 
     def discard_partial_documents(self, uri: str | None, external_id: str | None) -> int:
         """Remove versions of this source whose writing never finished (content hash 'partial:...'),
         with their chunks and the episodes only they supported. Returns how many went."""
         ids = [r[0] for r in self.conn.execute(
-            f"SELECT id FROM documents WHERE {_SCOPE_WHERE} AND uri IS ? AND external_id IS ?"
+            f"SELECT id FROM documents WHERE {scope_where()} AND uri IS ? AND external_id IS ?"
             " AND content_hash LIKE 'partial:%'", (*self._sp, uri, external_id))]
         for doc_id in ids:
             chunk_ids = [r[0] for r in self.conn.execute(
-                f"SELECT id FROM chunks WHERE document_id = ? AND {_SCOPE_WHERE}", (doc_id, *self._sp))]
+                f"SELECT id FROM chunks WHERE document_id = ? AND {scope_where()}", (doc_id, *self._sp))]
             for cid in chunk_ids:
                 for mid in self.delete_chunk(cid):
                     if self.source_count(mid) == 0:
                         self.delete_memory(mid)
-            self.conn.execute(f"DELETE FROM documents WHERE id = ? AND {_SCOPE_WHERE}", (doc_id, *self._sp))
+            self.conn.execute(f"DELETE FROM documents WHERE id = ? AND {scope_where()}", (doc_id, *self._sp))
         return len(ids)
 
     def move_chunk(self, chunk_id: int, *, document_id: int, ordinal: int, start: int, end: int,
-                   quotes_chunk_id: int | None, meta: dict, source_time: str | None) -> None:
+                   quotes_chunk_id: int | None, meta: dict[str, Any], source_time: str | None) -> None:
         (old_start,) = self.conn.execute(
-            f"SELECT start FROM chunks WHERE id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp)).fetchone()
+            f"SELECT start FROM chunks WHERE id = ? AND {scope_where()}", (chunk_id, *self._sp)).fetchone()
         self.move_chunks(document_id, [(chunk_id, old_start, ordinal, start, end, quotes_chunk_id, meta, source_time)])
 
-    def move_chunks(self, document_id: int, rows: list[tuple]) -> None:
+    def move_chunks(self, document_id: int, rows: list[tuple[Any, ...]]) -> None:
         """Chunks whose text survives into a new document version keep their ids and memories.
 
         rows: (chunk_id, old_start, ordinal, start, end, quotes_chunk_id, meta, source_time). The
@@ -132,32 +132,32 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
         sp = self._sp
         self.conn.executemany(
             'UPDATE chunks SET document_id = ?, ordinal = ?, start = ?, "end" = ?, quotes_chunk_id = ?,'
-            f" meta = ?, source_time = ? WHERE id = ? AND {_SCOPE_WHERE}",
+            f" meta = ?, source_time = ? WHERE id = ? AND {scope_where()}",
             [(document_id, ordinal, start, end, quotes, json.dumps(meta, sort_keys=True), when, cid, *sp)
              for cid, _old, ordinal, start, end, quotes, meta, when in rows])
         self.conn.executemany(
             'UPDATE memory_sources SET start = start + ?, "end" = "end" + ?, document_id = ?'
-            f" WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            f" WHERE chunk_id = ? AND {scope_where()}",
             [(start - old, start - old, document_id, cid, *sp) for cid, old, _o, start, *_ in rows])
         self.conn.executemany(
             'UPDATE entity_mentions SET start = start + ?, "end" = "end" + ?'
-            f" WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            f" WHERE chunk_id = ? AND {scope_where()}",
             [(start - old, start - old, cid, *sp) for cid, old, _o, start, *_ in rows if start != old])
 
     def delete_chunk(self, chunk_id: int) -> list[int]:
         """Remove a chunk and its source links; return the memories that lost a source."""
         mids = [r[0] for r in self.conn.execute(
-            f"SELECT DISTINCT memory_id FROM memory_sources WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            f"SELECT DISTINCT memory_id FROM memory_sources WHERE chunk_id = ? AND {scope_where()}",
             (chunk_id, *self._sp))]
-        self.conn.execute(f"DELETE FROM memory_sources WHERE chunk_id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp))
+        self.conn.execute(f"DELETE FROM memory_sources WHERE chunk_id = ? AND {scope_where()}", (chunk_id, *self._sp))
         self.conn.execute(
-            f"UPDATE entity_mentions SET chunk_id = NULL, start = NULL, \"end\" = NULL WHERE chunk_id = ? AND {_SCOPE_WHERE}",
+            f"UPDATE entity_mentions SET chunk_id = NULL, start = NULL, \"end\" = NULL WHERE chunk_id = ? AND {scope_where()}",
             (chunk_id, *self._sp))
-        self.conn.execute(f"UPDATE chunks SET quotes_chunk_id = NULL WHERE quotes_chunk_id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE chunks SET quotes_chunk_id = NULL WHERE quotes_chunk_id = ? AND {scope_where()}",
                           (chunk_id, *self._sp))
-        self.conn.execute(f"UPDATE memory_relations SET evidence_chunk_id = NULL WHERE evidence_chunk_id = ? AND {_SCOPE_WHERE}",
+        self.conn.execute(f"UPDATE memory_relations SET evidence_chunk_id = NULL WHERE evidence_chunk_id = ? AND {scope_where()}",
                           (chunk_id, *self._sp))
-        self.conn.execute(f"DELETE FROM chunks WHERE id = ? AND {_SCOPE_WHERE}", (chunk_id, *self._sp))
+        self.conn.execute(f"DELETE FROM chunks WHERE id = ? AND {scope_where()}", (chunk_id, *self._sp))
         return mids
 
     # memories ------------------------------------------------------------------------------
@@ -180,25 +180,25 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
 
     def source_count(self, memory_id: int) -> int:
         return self.conn.execute(
-            f"SELECT count(*) FROM memory_sources WHERE memory_id = ? AND {_SCOPE_WHERE}",
+            f"SELECT count(*) FROM memory_sources WHERE memory_id = ? AND {scope_where()}",
             (memory_id, *self._sp)).fetchone()[0]
 
     def memory_kind(self, memory_id: int) -> str | None:
-        row = self.conn.execute(f"SELECT kind FROM memories WHERE id = ? AND {_SCOPE_WHERE}",
+        row = self.conn.execute(f"SELECT kind FROM memories WHERE id = ? AND {scope_where()}",
                                 (memory_id, *self._sp)).fetchone()
         return row[0] if row else None
 
     def delete_memory(self, memory_id: int) -> None:
         """Hard delete of an unsupported episode (its text lives on in the older document)."""
         p = (memory_id, *self._sp)
-        self.conn.execute(f"DELETE FROM embeddings WHERE owner_type = 'memory' AND owner_id = ? AND {_SCOPE_WHERE}", p)
-        self.conn.execute(f"DELETE FROM entity_mentions WHERE memory_id = ? AND {_SCOPE_WHERE}", p)
-        self.conn.execute(f"DELETE FROM memory_sources WHERE memory_id = ? AND {_SCOPE_WHERE}", p)
-        self.conn.execute(f"DELETE FROM memories WHERE id = ? AND {_SCOPE_WHERE}", p)
+        self.conn.execute(f"DELETE FROM embeddings WHERE owner_type = 'memory' AND owner_id = ? AND {scope_where()}", p)
+        self.conn.execute(f"DELETE FROM entity_mentions WHERE memory_id = ? AND {scope_where()}", p)
+        self.conn.execute(f"DELETE FROM memory_sources WHERE memory_id = ? AND {scope_where()}", p)
+        self.conn.execute(f"DELETE FROM memories WHERE id = ? AND {scope_where()}", p)
 
     def forget_memory(self, memory_id: int, reason: str) -> None:
         self.conn.execute(
-            f"UPDATE memories SET forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE id = ? AND {_SCOPE_WHERE}"
+            f"UPDATE memories SET forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE id = ? AND {scope_where()}"
             " AND forgotten_at IS NULL",
             (self.now, reason, self.now, memory_id, *self._sp))
 
@@ -230,7 +230,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
 
     def upsert_entity_created(self, name: str, canonical: str, kind: str) -> tuple[int, bool]:
         row = self.conn.execute(
-            f"SELECT id FROM entities WHERE {_SCOPE_WHERE} AND canonical = ? AND kind = ?",
+            f"SELECT id FROM entities WHERE {scope_where()} AND canonical = ? AND kind = ?",
             (*self._sp, canonical, kind)).fetchone()
         if row:
             return row[0], False
@@ -260,14 +260,14 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
-    def conn(self):
+    def conn(self) -> apsw.Connection:  # the mixins' `conn`: this thread's connection
         return self.db.connection()
 
     @contextlib.contextmanager
@@ -277,11 +277,11 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         with self.db.write(durable=durable) as conn:  # durable=False: see Database.write
             yield Writer(conn, scope)
 
-    def llm_recorder(self, scope: Scope, *, redact: bool = False):
+    def llm_recorder(self, scope: Scope, *, redact: bool = False) -> Callable[[Any], None]:
         """A recorder for LLMClient: each model request becomes a row of llm_calls in `scope`.
         redact keeps no request or reply text (an agent's query is never stored), only the
         hash, the outcome, tokens and latency."""
-        def record(rec) -> None:
+        def record(rec: Any) -> None:  # an engine.llm.LLMCallRecord (llm/ sits beside store/)
             if redact:
                 rec = dataclasses.replace(rec, request_json=None, response_text=None)
             with self.writer(scope) as w:
@@ -302,59 +302,59 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def latest_document(self, scope: Scope, uri: str | None, external_id: str | None) -> Document | None:
         return _one(
             self.conn, Document,
-            f"SELECT * FROM documents WHERE {_SCOPE_WHERE} AND uri IS ? AND external_id IS ?"
+            f"SELECT * FROM documents WHERE {scope_where()} AND uri IS ? AND external_id IS ?"
             " AND replaced_at IS NULL AND content_hash NOT LIKE 'partial:%' ORDER BY version DESC LIMIT 1",
             (*scope.as_params(), uri, external_id))
 
     def document(self, scope: Scope, document_id: int) -> Document | None:
-        return _one(self.conn, Document, f"SELECT * FROM documents WHERE id = ? AND {_SCOPE_WHERE}",
+        return _one(self.conn, Document, f"SELECT * FROM documents WHERE id = ? AND {scope_where()}",
                     (document_id, *scope.as_params()))
 
     def documents(self, scope: Scope, *, limit: int = 1000, offset: int = 0) -> list[Document]:
         return _all(self.conn, Document,
-                    f"SELECT * FROM documents WHERE {_SCOPE_WHERE} ORDER BY id LIMIT ? OFFSET ?",
+                    f"SELECT * FROM documents WHERE {scope_where()} ORDER BY id LIMIT ? OFFSET ?",
                     (*scope.as_params(), limit, offset))
 
     def chunks_of(self, scope: Scope, document_id: int) -> list[Chunk]:
         return _all(self.conn, Chunk,
-                    f"SELECT * FROM chunks WHERE document_id = ? AND {_SCOPE_WHERE} ORDER BY ordinal",
+                    f"SELECT * FROM chunks WHERE document_id = ? AND {scope_where()} ORDER BY ordinal",
                     (document_id, *scope.as_params()))
 
     def chunks_between(self, scope: Scope, document_id: int, first: int, last: int) -> list[Chunk]:
         """The chunks with ordinals first..last: an extraction window reads its own turns only
         (reading the whole document per window made extraction quadratic in its length)."""
         return _all(self.conn, Chunk,
-                    f"SELECT * FROM chunks WHERE document_id = ? AND ordinal BETWEEN ? AND ? AND {_SCOPE_WHERE}"
+                    f"SELECT * FROM chunks WHERE document_id = ? AND ordinal BETWEEN ? AND ? AND {scope_where()}"
                     " ORDER BY ordinal", (document_id, first, last, *scope.as_params()))
 
     def chunk(self, scope: Scope, chunk_id: int) -> Chunk | None:
-        return _one(self.conn, Chunk, f"SELECT * FROM chunks WHERE id = ? AND {_SCOPE_WHERE}",
+        return _one(self.conn, Chunk, f"SELECT * FROM chunks WHERE id = ? AND {scope_where()}",
                     (chunk_id, *scope.as_params()))
 
     def memory(self, scope: Scope, memory_id: int) -> Memory | None:
-        return _one(self.conn, Memory, f"SELECT * FROM memories WHERE id = ? AND {_SCOPE_WHERE}",
+        return _one(self.conn, Memory, f"SELECT * FROM memories WHERE id = ? AND {scope_where()}",
                     (memory_id, *scope.as_params()))
 
     def memories_of_chunk(self, scope: Scope, chunk_id: int) -> list[int]:
         return [r[0] for r in self.conn.execute(
-            f"SELECT memory_id FROM memory_sources WHERE chunk_id = ? AND {_SCOPE_WHERE} ORDER BY memory_id",
+            f"SELECT memory_id FROM memory_sources WHERE chunk_id = ? AND {scope_where()} ORDER BY memory_id",
             (chunk_id, *scope.as_params()))]
 
     def sources_of(self, scope: Scope, memory_id: int) -> list[Source]:
         return _all(self.conn, Source,
-                    f"SELECT * FROM memory_sources WHERE memory_id = ? AND {_SCOPE_WHERE} ORDER BY id",
+                    f"SELECT * FROM memory_sources WHERE memory_id = ? AND {scope_where()} ORDER BY id",
                     (memory_id, *scope.as_params()))
 
     def mentions_of(self, scope: Scope, memory_id: int) -> list[dict[str, Any]]:
-        return _dicts(self.conn,
+        return dict_rows(self.conn,
                       'SELECT e.id AS entity_id, e.name, e.kind, m.chunk_id, m.start, m."end"'
                       " FROM entity_mentions m JOIN entities e ON e.id = m.entity_id"
-                      f" WHERE m.memory_id = ? AND {_SCOPE_WHERE_M} ORDER BY m.start", (memory_id, *scope.as_params()))
+                      f" WHERE m.memory_id = ? AND {scope_where('m')} ORDER BY m.start", (memory_id, *scope.as_params()))
 
     def embedding_of(self, scope: Scope, owner_type: str, owner_id: int) -> dict[str, Any] | None:
-        rows = _dicts(self.conn,
+        rows = dict_rows(self.conn,
                       "SELECT provider, model, dims, created_at, embed_ms, stale, vector FROM embeddings"
-                      f" WHERE owner_type = ? AND owner_id = ? AND {_SCOPE_WHERE}",
+                      f" WHERE owner_type = ? AND owner_id = ? AND {scope_where()}",
                       (owner_type, owner_id, *scope.as_params()))
         if not rows:
             return None
@@ -366,15 +366,15 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def sole_scope(self, scope: Scope) -> bool:
         """Is every memory of the store in `scope`? (The first and last scope in index order.)"""
         key = "\x00".join(scope.as_params())
-        first, last = self.conn.execute(_SCOPE_BOUNDS).fetchone()
-        return first == key and last == key
+        first, last = self.conn.execute(_SCOPE_BOUNDS).fetchone() or (None, None)
+        return bool(first == key and last == key)
 
     def fts_memories(self, scope: Scope, match: str, limit: int = 50, *, kind: str | None = None
                      ) -> list[tuple[int, float]]:
         """(memory_id, bm25) best first for an FTS5 MATCH expression, inside the scope."""
         sql = ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-               f" WHERE memories_fts MATCH ? AND {_SCOPE_WHERE_M}")
-        params: tuple = (match, *scope.as_params())
+               f" WHERE memories_fts MATCH ? AND {scope_where('m')}")
+        params: tuple[Any, ...] = (match, *scope.as_params())
         if kind is not None:
             sql += " AND m.kind = ?"
             params += (kind,)
@@ -384,16 +384,18 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
                 # scope check per match, a row lookup each and three quarters of this query's time
                 # at 100k memories, would keep every row. The matches reach the sort in the same
                 # order either way, so the result is the same, ties included.
-                return [tuple(r) for r in self.conn.execute(
+                rows: list[tuple[Any, ...]] = self.conn.execute(
                     "SELECT rowid, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ?"
-                    " ORDER BY score LIMIT ?", (match, limit))]
-            return [tuple(r) for r in self.conn.execute(sql + " ORDER BY score LIMIT ?", (*params, limit))]
+                    " ORDER BY score LIMIT ?", (match, limit)).fetchall()
+            else:
+                rows = self.conn.execute(sql + " ORDER BY score LIMIT ?", (*params, limit)).fetchall()
+        return [(r[0], r[1]) for r in rows]
 
     def fts_matches(self, scope: Scope, match: str, memory_id: int) -> bool:
         """Does this one memory match the FTS expression? (No ranking of every other match.)"""
         return self.conn.execute(
             "SELECT 1 FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ? AND memories_fts.rowid = ? AND {_SCOPE_WHERE_M}",
+            f" WHERE memories_fts MATCH ? AND memories_fts.rowid = ? AND {scope_where('m')}",
             (match, memory_id, *scope.as_params())).fetchone() is not None
 
     # accounting ----------------------------------------------------------------------------
@@ -401,15 +403,15 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         sp = scope.as_params()
         out = {}
         for key, sql in (
-            ("documents", f"SELECT count(*) FROM documents WHERE {_SCOPE_WHERE} AND replaced_at IS NULL"),
-            ("chunks", f"SELECT count(*) FROM chunks WHERE {_SCOPE_WHERE}"),
-            ("memories", f"SELECT count(*) FROM memories WHERE {_SCOPE_WHERE}"),
-            ("facts", f"SELECT count(*) FROM facts WHERE {_SCOPE_WHERE}"),
-            ("open_conflicts", f"SELECT count(*) FROM conflicts WHERE {_SCOPE_WHERE} AND status = 'open'"),
-            ("embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE}"),
-            ("stale_embeddings", f"SELECT count(*) FROM embeddings WHERE {_SCOPE_WHERE} AND stale != 0"),
+            ("documents", f"SELECT count(*) FROM documents WHERE {scope_where()} AND replaced_at IS NULL"),
+            ("chunks", f"SELECT count(*) FROM chunks WHERE {scope_where()}"),
+            ("memories", f"SELECT count(*) FROM memories WHERE {scope_where()}"),
+            ("facts", f"SELECT count(*) FROM facts WHERE {scope_where()}"),
+            ("open_conflicts", f"SELECT count(*) FROM conflicts WHERE {scope_where()} AND status = 'open'"),
+            ("embeddings", f"SELECT count(*) FROM embeddings WHERE {scope_where()}"),
+            ("stale_embeddings", f"SELECT count(*) FROM embeddings WHERE {scope_where()} AND stale != 0"),
         ):
-            out[key] = self.conn.execute(sql, sp).fetchone()[0]
+            (out[key],) = self.conn.execute(sql, sp).fetchone() or (0,)
         return out
 
     def scopes(self) -> list[Scope]:
@@ -437,7 +439,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
 
     def has_facts(self) -> bool:
         """Any fact in any scope."""
-        return self.conn.execute("SELECT EXISTS (SELECT 1 FROM facts)").fetchone()[0] == 1
+        return self.conn.execute("SELECT EXISTS (SELECT 1 FROM facts)").fetchone() == (1,)
 
     def mark_fact_embeddings_outdated(self) -> int:
         """Every fact's vector is outdated (stale = 2): what a fact is embedded from changed. Search
@@ -478,13 +480,13 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         sp = scope.as_params()
         c = self.conn
         out = {
-            "documents": _dicts(c, f"SELECT * FROM documents WHERE {_SCOPE_WHERE} ORDER BY id", sp),
-            "chunks": _dicts(c, f"SELECT * FROM chunks WHERE {_SCOPE_WHERE} ORDER BY id", sp),
-            "memories": _dicts(c, f"SELECT * FROM memories WHERE {_SCOPE_WHERE} ORDER BY id", sp),
-            "facts": _dicts(c, f"SELECT * FROM facts WHERE {_SCOPE_WHERE} ORDER BY id", sp),
-            "relations": _dicts(c, f"SELECT * FROM memory_relations WHERE {_SCOPE_WHERE} ORDER BY id", sp),
-            "sources": _dicts(c, f"SELECT * FROM memory_sources WHERE {_SCOPE_WHERE} ORDER BY id", sp),
-            "entities": _dicts(c, f"SELECT * FROM entities WHERE {_SCOPE_WHERE} ORDER BY id", sp),
+            "documents": dict_rows(c, f"SELECT * FROM documents WHERE {scope_where()} ORDER BY id", sp),
+            "chunks": dict_rows(c, f"SELECT * FROM chunks WHERE {scope_where()} ORDER BY id", sp),
+            "memories": dict_rows(c, f"SELECT * FROM memories WHERE {scope_where()} ORDER BY id", sp),
+            "facts": dict_rows(c, f"SELECT * FROM facts WHERE {scope_where()} ORDER BY id", sp),
+            "relations": dict_rows(c, f"SELECT * FROM memory_relations WHERE {scope_where()} ORDER BY id", sp),
+            "sources": dict_rows(c, f"SELECT * FROM memory_sources WHERE {scope_where()} ORDER BY id", sp),
+            "entities": dict_rows(c, f"SELECT * FROM entities WHERE {scope_where()} ORDER BY id", sp),
         }
         for key in ("documents", "chunks"):
             for row in out[key]:

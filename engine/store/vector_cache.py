@@ -66,8 +66,10 @@ class VectorCacheFile:
 
     def count(self, embedder: str | None = None) -> int:
         if embedder is None:
-            return self.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-        return self.conn.execute("SELECT count(*) FROM vectors WHERE embedder = ?", (embedder,)).fetchone()[0]
+            (n,) = self.conn.execute("SELECT count(*) FROM vectors").fetchone() or (0,)
+        else:
+            (n,) = self.conn.execute("SELECT count(*) FROM vectors WHERE embedder = ?", (embedder,)).fetchone() or (0,)
+        return int(n)
 
     def close(self) -> None:
         self.conn.close()

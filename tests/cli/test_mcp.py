@@ -375,10 +375,11 @@ def test_startup_errors_exit_2_with_one_line(tmp_path, case):
 # -- a database another process holds -----------------------------------------------------------
 def test_a_held_write_lock_is_busy_retry_and_reads_still_answer(tmp_path, monkeypatch):
     """In process (the SDK's server object, the real tool code): another process holds the lock."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
     import engine.store.db as db_module
     from app.mcp_server import MemoryTools, build_server, open_workers
     from engine.embed.hashing import HashingEmbedder
-    from mcp.server.mcpserver.exceptions import ToolError
     from tests.fixtures.lock_holder import hold_write_lock
 
     monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 300)

@@ -153,7 +153,8 @@ NEGATIVES: list[tuple[str, str]] = [
     ("luhn_invalid_16", "The number 4358791617918219 fails the check."),
     ("luhn_invalid_grouped", "4358 7916 1791 8219 is not a valid card"),
     ("data_uri",
-     "icon key: data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="),
+     "icon key: data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kg"
+     "AAAABJRU5ErkJggg=="),
     ("version_strings", "Upgraded to v2.14.3-rc.1+build.20240611 and Python 3.11.9."),
     ("forgot_password", "I forgot my password again."),
     ("password_rules", "Password must be at least 12 characters."),

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.consolidate import consolidate
 from engine.embed.hashing import HashingEmbedder
 from engine.errors import BadInput
 from engine.extract.model import Candidate, SourceChunk
-from engine.consolidate import consolidate
 from engine.ingest.model import ParsedChunk, ParsedDocument
 from engine.memory import MemoryEngine
 from engine.scope import Scope

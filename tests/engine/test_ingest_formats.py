@@ -9,9 +9,11 @@ import pytest
 
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.detect import FORMATS, iter_source_files, parse_bytes, parse_path
-from engine.ingest.formats import chat, code, email as email_format, locomo, longmemeval, text
+from engine.ingest.formats import chat, code, locomo, longmemeval, text
+from engine.ingest.formats import email as email_format
 from engine.ingest.model import CHUNK_KINDS, TRUST_LABELS, ParsedDocument
-from engine.ingest.normalize import decode, iso_utc, normalize, to_utc_iso
+from engine.ingest.normalize import decode, normalize
+from engine.timeutil import to_iso, to_utc_iso
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
@@ -193,7 +195,7 @@ def test_locomo_sessions():
 )
 def test_locomo_dates(raw, expected):
     parsed = locomo.parse_session_date(raw)
-    assert (iso_utc(parsed) if parsed else None) == expected
+    assert (to_iso(parsed) if parsed else None) == expected
 
 
 # --- LongMemEval ----------------------------------------------------------------------------

@@ -21,8 +21,8 @@ import apsw
 import pytest
 
 from engine.embed.hashing import HashingEmbedder
-from engine.ingest.entities import find_mentions
 from engine.memory import MemoryEngine
+from engine.names import find_mentions
 from engine.scope import Scope
 from engine.store.db import Database
 

@@ -146,7 +146,7 @@ def test_a_raw_newline_inside_a_string_is_read(server, wrap):
 
 def test_a_caller_with_a_deadline_gets_no_transport_retries(server):
     """The planner and the reranker have a fallback: a retried timeout would multiply their deadline."""
-    from engine.retrieve import plan_v1, rerank_v1
+    from engine.prompts import plan_v1, rerank_v1
 
     busy = Reply.error(503, "busy", headers={"retry-after-ms": "10"})
     server.queue_chat(busy, busy, busy, GOOD)

@@ -13,7 +13,12 @@ import pytest
 from app.cli import main
 from engine.errors import BadInput, Cancelled
 from engine.importers.neoagent import (
-    NO_AGENT, import_neoagent, map_category, norm_time, parse_object, row_scope,
+    NO_AGENT,
+    import_neoagent,
+    map_category,
+    norm_time,
+    parse_object,
+    row_scope,
 )
 from engine.importers.neoagent_spans import locate_chunk, utf16_to_index
 from engine.scope import Scope

@@ -242,7 +242,7 @@ def test_reembedding_uses_the_same_contextual_text_as_ingestion(tmp_path):
 
 
 def test_a_fact_is_embedded_with_its_evidence_and_reembedding_reproduces_it(tmp_path):
-    from engine.ingest.pipeline import fact_vector_text
+    from engine.embed.text import fact_vector_text
 
     path = tmp_path / "m.db"
     doc = chat_doc([("Ana", "Honestly, I love hiking."), ("Ben", "Same here!")])
@@ -263,7 +263,7 @@ def test_a_fact_is_embedded_with_its_evidence_and_reembedding_reproduces_it(tmp_
 
 
 def test_fact_vector_text():
-    from engine.ingest.pipeline import fact_vector_text
+    from engine.embed.text import fact_vector_text
 
     assert fact_vector_text("Ana likes tea.", None) == "Ana likes tea."
     assert fact_vector_text("Ana likes tea.", "  ") == "Ana likes tea."
@@ -277,7 +277,7 @@ def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
     the old ones in use."""
     import apsw
 
-    from engine.ingest.pipeline import VECTOR_TEXT_VERSION, fact_vector_text
+    from engine.embed.text import VECTOR_TEXT_VERSION, fact_vector_text
 
     path = tmp_path / "m.db"
     emb = HashingEmbedder(384)
@@ -315,8 +315,8 @@ def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
 
 
 def test_outdated_fact_vectors_stay_searchable_until_redone(tmp_path):
+    from engine.embed.text import fact_vector_text
     from engine.index.vectors import VectorIndex
-    from engine.ingest.pipeline import fact_vector_text
 
     emb = HashingEmbedder(384)
     with MemoryEngine(tmp_path / "m.db", embedder=emb, background_reembed=False) as eng:
@@ -363,7 +363,7 @@ def test_outdated_fact_vectors_are_handed_out_once_each_in_order(tmp_path):
 
 def test_a_name_never_runs_across_a_sentence_break():
     """'Ana. Kreuzberg is lovely' names two things; only a title's dot is part of a name."""
-    from engine.ingest.entities import find_mentions
+    from engine.names import find_mentions
 
     assert [m.name for m in find_mentions("I met Ana. Kreuzberg is lovely.")] == ["Ana", "Kreuzberg"]
     assert [m.name for m in find_mentions("We saw Rex. He barked.")] == ["Rex"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -10,14 +10,15 @@ from engine.embed.hashing import HashingEmbedder
 from engine.ingest.model import ParsedChunk, ParsedDocument
 from engine.memory import MemoryEngine
 from engine.retrieve import timeframe
+from engine.retrieve.recipes import get_recipe
 from engine.scope import Scope
 
 SCOPE = Scope.default("ana", "bot")
-NOW = datetime(2024, 1, 20, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2024, 1, 20, 12, 0, tzinfo=UTC)
 
 
 def day(y, m, d):
-    return datetime(y, m, d, tzinfo=timezone.utc)
+    return datetime(y, m, d, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("query, start, end", [
@@ -153,8 +154,10 @@ def test_an_event_a_week_beyond_two_weeks_ago_still_outranks_an_unrelated_one_in
                        now="2023-02-01T08:00:00Z")
     found = by_message(empty, res)
     weight = {m: c.components["timeframe"] for m, c in found.items()}
-    assert weight["D1:1"] == weight["D3:1"] == pytest.approx(0.3)  # 17 and 16 days back: inside
-    assert 0.0 < weight["D2:1"] < 0.3  # 24 days back: fading
+    full = get_recipe(res.trace.recipe).timeframe_weight  # fitted (resources/recipes/fitted.json)
+    assert full > 0
+    assert weight["D1:1"] == weight["D3:1"] == pytest.approx(full)  # 17 and 16 days back: inside
+    assert 0.0 < weight["D2:1"] < full  # 24 days back: fading
     assert weight["D4:1"] == 0.0  # 10 weeks back: nothing
     assert res.trace.params["timeframe_fade_days"] == 14
     assert list(found).index("D2:1") < list(found).index("D3:1")

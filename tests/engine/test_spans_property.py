@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import BadInput
 from engine.ingest.detect import parse_bytes
-from engine.ingest.formats import chat, code, email as email_format, locomo, longmemeval, text
+from engine.ingest.formats import chat, code, locomo, longmemeval, text
+from engine.ingest.formats import email as email_format
 from engine.ingest.model import CHUNK_KINDS, TRUST_LABELS, ParsedDocument
 from engine.ingest.normalize import label, normalize
 
@@ -98,7 +99,7 @@ def test_normalize_is_idempotent(value):
 
 times = st.one_of(
     st.none(),
-    st.datetimes(timezones=st.just(timezone.utc)).map(lambda d: d.isoformat()),
+    st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat()),
     st.integers(min_value=0, max_value=4_000_000_000),
     nasty,
 )

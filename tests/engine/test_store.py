@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sqlite3
 
 import apsw
 import pytest
 
+from engine.embed.hashing import HashingEmbedder
 from engine.errors import DatabaseTooNew, NotAMemlensDatabase
+from engine.memory import MemoryEngine
 from engine.scope import Scope
 from engine.store.db import Database
 from engine.store.schema import APPLICATION_ID, SCHEMA_VERSION
@@ -202,3 +205,54 @@ def test_term_counts_bounded_by_at_most_agree_with_the_full_counts(tmp_path):
         for at_most in (0, 1, 5, 12, 13, 50):  # exact up to at_most, at_most + 1 above it
             bounded = store.fts_term_frequencies(terms, at_most=at_most)
             assert bounded == {t: min(n, at_most + 1) for t, n in full.items()}
+
+
+def test_entity_keys_move_to_the_one_name_key(tmp_path):
+    """Mentions keyed by the old second canonicaliser (curly quotes, mail addresses) are re-keyed by
+    engine.names.name_key; two entities that now share a key become one, with all their mentions;
+    a row may take the key another row gives up in the same step."""
+    from engine.store.schema import MIGRATIONS
+
+    # by name, not number: the steps of branches merged in the same round may be renumbered
+    (name_keys,) = [step for step in MIGRATIONS if step.__name__.endswith("_name_keys")]
+    store = Store(tmp_path / "m.db")
+    with store.writer(Scope("u", "a", "agent", "a")) as w:
+        mid = w.insert_memory(kind="episode", text="x", trust="user", content_hash="h", source_time=None)
+    conn = store.conn
+    rows = [(1, "O’Brien", "o’brien"), (2, "O'Brien", "o'brien"), (3, "Ana Lima <ana@x.org>", "ana lima <ana@x.org>"),
+            (4, "Tom’s", "tom"), (5, "Tom", "tom’s"), (6, "Bob", "rob"), (7, "Rob", "bob")]  # 6 and 7 trade keys
+    for eid, name, canonical in rows:
+        conn.execute("INSERT INTO entities(id, user_id, agent_id, scope_type, scope_id, name, canonical, kind, created_at)"
+                     " VALUES (?, 'u', 'a', 'agent', 'a', ?, ?, 'name', '2026-01-01T00:00:00Z')", (eid, name, canonical))
+        conn.execute("INSERT INTO entity_mentions(user_id, agent_id, scope_type, scope_id, entity_id, memory_id)"
+                     " VALUES ('u', 'a', 'agent', 'a', ?, ?)", (eid, mid))
+    with conn:
+        name_keys(conn)
+    keys = dict(conn.execute("SELECT id, canonical FROM entities ORDER BY id").fetchall())
+    assert keys == {2: "o'brien", 3: "ana lima", 4: "tom", 6: "bob", 7: "rob"}
+    assert conn.execute("SELECT entity_id, count(*) FROM entity_mentions GROUP BY entity_id ORDER BY 1").fetchall() == [
+        (2, 2), (3, 1), (4, 2), (6, 1), (7, 1)]
+    store.close()
+
+
+def test_typed_fact_and_conflict_rows_hold_every_column(tmp_path):
+    """Fact and Conflict declare exactly the columns their reads return: a column added to the
+    schema (or the query) fails here until the record learns it, so no value is silently dropped."""
+    from engine.records import Conflict, Fact
+
+    scope = Scope.default("ana", "bot")
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(64), llm=False,
+                      background_reembed=False) as eng:
+        eng.add_turns([{"role": "user", "name": "Ana", "content": "I live in Lisbon. I work at Acme as a nurse.",
+                        "timestamp": "2024-03-01T09:00:00Z"}], scope=scope, extract="heuristic")
+        fact_id = eng.store.facts(scope)[0]["id"]
+        conflict_id = eng.curator(scope).open_conflict(fact_id, None, reason="checked").details["conflict_id"]
+        row, record = eng.store.fact(scope, fact_id), eng.store.fact_record(scope, fact_id)
+        assert row is not None and record is not None
+        assert [f.name for f in dataclasses.fields(Fact)] == list(row) and record.as_dict() == row
+        by_memory = eng.store.fact_record_by_memory(scope, row["memory_id"])
+        assert by_memory == record
+        crow, crecord = eng.store.conflict(scope, conflict_id), eng.store.conflict_record(scope, conflict_id)
+        assert crow is not None and crecord is not None
+        assert [f.name for f in dataclasses.fields(Conflict)] == list(crow) and crecord.as_dict() == crow
+        assert eng.store.fact_record(scope, 10_000) is None and eng.store.conflict_record(scope, 10_000) is None

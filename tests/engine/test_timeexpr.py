@@ -1,12 +1,12 @@
 """The one date grammar: times a turn names, resolved against the time it was said."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from engine.timeexpr import mentions, stored_rows
 
-MONDAY = datetime(2023, 5, 15, 13, 0, tzinfo=timezone.utc)  # Monday 15 May 2023
+MONDAY = datetime(2023, 5, 15, 13, 0, tzinfo=UTC)  # Monday 15 May 2023
 
 
 def resolved(text, ref=MONDAY):
@@ -64,3 +64,19 @@ def test_a_count_past_any_calendar_is_not_a_time_and_breaks_nothing_else():
     # found in LongMemEval S dev60: a turn saying this stopped its whole benchmark run
     found = mentions("That was 10000 years ago; in 9000 years, who knows. Two weeks ago I moved.", MONDAY)
     assert [m.text for m in found] == ["Two weeks ago"]
+
+
+def test_month_names_are_read_by_the_one_table():
+    from engine.timeexpr import month_number
+
+    assert [month_number(w) for w in ("May", "may", "Sept.", "sep", "DECEMBER", "Febr")] == [5, 5, 9, 9, 12, 2]
+    assert month_number("Ju") is None and month_number("Smarch") is None
+
+
+def test_one_iso_format_with_a_four_digit_year():
+    from datetime import datetime, timedelta, timezone
+
+    from engine.timeutil import to_iso
+
+    assert to_iso(datetime(999, 1, 2, 3, 4, 5)) == "0999-01-02T03:04:05Z"
+    assert to_iso(datetime(2024, 3, 1, 10, 0, tzinfo=timezone(timedelta(hours=2)))) == "2024-03-01T08:00:00Z"

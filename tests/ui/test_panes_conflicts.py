@@ -28,7 +28,7 @@ def test_models_and_the_side_by_side_view(qtbot, qtmodeltester, ctx, engine):
     qtmodeltester.check(pane.log_model)
     assert pane.queue_label.text() == "2 open conflicts in the review queue"
     nurse, teacher = fact_by(engine, "has_role", "nurse"), fact_by(engine, "has_role", "teacher")
-    assert pane.current_conflict["fact_a_id"] == nurse["id"]
+    assert (pane.current_conflict["fact_a_id"], pane.current_conflict["fact_b_id"]) == (nurse["id"], teacher["id"])
     assert "confident_disagreement" in pane.reason.text() and "neither states a change" in pane.reason.text()
     assert pane.card_a.claim.text() == "Ana · has role → nurse"
     assert pane.card_b.claim.text() == "Ana · has role → teacher"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from app.snapshot import SAMPLE_SCOPE
 from PySide6.QtCore import Qt
 
+from app.snapshot import SAMPLE_SCOPE
 from ui.models.profile_tree import FACT_ROLE
 from ui.panes.profile import ProfilePane
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app import settings as app_settings
-from app.settings import SETTINGS, SettingsStore
+from engine import settings as app_settings
+from engine.settings import SETTINGS, SettingsStore
 from tests.fixtures.openai_server import LLAMA_CPP_FORMATS, Reply, ScriptedOpenAIServer
 from ui.panes.settings import SettingsPane
 from ui.tasks import InlineRunner

@@ -149,15 +149,14 @@ def test_shutdown_stops_the_flash(qtbot, ctx, engine):
 @pytest.fixture
 def imported_ctx(tmp_path):
     """A memlens database imported from a NeoAgent one (message headers, emoji, CRLF, compacted offsets)."""
+    from engine.embed.hashing import HashingEmbedder
     from engine.importers.neoagent import import_neoagent
+    from engine.memory import MemoryEngine
+    from engine.scope import Scope
     from tests.fixtures.neoagent_db import MAIN, build_neoagent_db
     from ui.context import AppContext
     from ui.selection import SelectionBus
     from ui.tasks import InlineRunner
-
-    from engine.embed.hashing import HashingEmbedder
-    from engine.memory import MemoryEngine
-    from engine.scope import Scope
 
     neo = build_neoagent_db(tmp_path / "neoagent.db")
     eng = MemoryEngine(tmp_path / "memlens.db", embedder=HashingEmbedder(), llm=None, background_reembed=False)

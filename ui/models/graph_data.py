@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.graph_layout import force_layout
+from ui.models.graph_layout import force_layout
 
 NODE_KINDS = ("entity", "fact", "episode")
 EDGE_KINDS = ("subject", "object", "updates", "extends", "derives", "mention")

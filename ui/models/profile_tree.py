@@ -42,13 +42,13 @@ def evidence_tooltip(spans: list[dict[str, Any]]) -> str:
 class Node:
     kind: str
     cells: tuple[str, ...]
-    parent: "Node | None" = None
-    children: list["Node"] = field(default_factory=list)
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
     fact_id: int | None = None
     tooltips: dict[int, str] = field(default_factory=dict)
     status: str | None = None
 
-    def add(self, child: "Node") -> "Node":
+    def add(self, child: Node) -> Node:
         child.parent = self
         self.children.append(child)
         return child

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 import numpy as np
@@ -29,9 +30,9 @@ def ts(iso: str | None) -> float:
 
 
 def iso(t: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return to_iso(datetime.fromtimestamp(float(t), tz=timezone.utc))
+    return to_iso(datetime.fromtimestamp(float(t), tz=UTC))
 
 
 @dataclass(slots=True)

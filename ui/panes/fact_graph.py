@@ -2,7 +2,7 @@
 
 The pane shows either the neighbourhood of the current selection (k fact-to-fact hops) or the
 whole scope, filtered by predicate, status and time. Reading, graph assembly and the force
-layout (engine/graph_layout.py) run in one runner task; the GUI thread only calls `setData`
+layout (ui/models/graph_layout.py) run in one runner task; the GUI thread only calls `setData`
 with numpy arrays. Positions carry over by node key between requests, so growing the
 neighbourhood moves what the operator was looking at as little as possible.
 

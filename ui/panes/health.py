@@ -55,6 +55,10 @@ def _e(text: Any) -> str:
     return html.escape("" if text is None else str(text)).replace("\n", "<br>")
 
 
+def _premise_colour(theme: Any, state: str) -> str:
+    return theme.status["active"] if state == "current" else theme.status.get(state, theme.muted)
+
+
 def evidence_html(item: HealthItem) -> str:
     """The evidence of one item as readable HTML (every value shown; known shapes laid out)."""
     theme = current_theme()
@@ -99,7 +103,7 @@ def evidence_html(item: HealthItem) -> str:
     if "premises" in ev and isinstance(ev["premises"], list):
         record_list("Premises", ev.pop("premises"), lambda p: (
             f"#{p.get('fact_id') or p['memory_id']} “{_e(p.get('text'))}” — "
-            f"<span style='color:{theme.status.get(p['state'], theme.muted) if p['state'] != 'current' else theme.status['active']}'>"
+            f"<span style='color:{_premise_colour(theme, p['state'])}'>"
             f"{_e(p['state'])}</span>"))
     if "phrase" in ev:
         out.append(f"<p>…{_e(ev.pop('before', ''))}<span style='background:{theme.span_fact}; color:#111'>"

@@ -1,6 +1,6 @@
 """Settings: the model endpoint, a model per task, the API key's whereabouts, budget and recipe.
 
-Values are stored with QSettings (app/settings.py); a value set in the environment wins and
+Values are stored with QSettings (engine/settings.py lists them); a value set in the environment wins and
 is shown read-only with the variable's name. The API key is never shown and never written to a
 file: the pane says whether one is set (environment or OS keychain) and can store one in the
 keychain when the optional `keyring` package is installed. "Test connection" makes one tiny call
@@ -10,7 +10,7 @@ task's model) off the GUI thread, and shows which structured-output mode the end
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
 from engine.memory import MemoryEngine
 from engine.retrieve.recipes import RECIPES
+from engine.settings import BY_NAME, TASK_MODELS, SettingsStore, keychain_available, keychain_set
 from ui.panes.base import PaneBase
 
 # what each structured-output mode means for the operator
@@ -204,14 +204,16 @@ class SettingsPane(PaneBase):
             widget.setEnabled(not from_env)
             widget.setToolTip(f"{setting.help}. Set by ${setting.env} in the environment." if from_env
                               else f"{setting.help} (${setting.env} overrides it)")
-        from_env = [f"${BY_NAME[n].env}" for n in self.fields if st.source(n) == "environment"]
-        self.env_note.setText("Set in the environment (read-only here): " + ", ".join(from_env) if from_env else "")
-        self.env_note.setVisible(bool(from_env))
+        env_set = [f"${BY_NAME[n].env}" for n in self.fields if st.source(n) == "environment"]
+        self.env_note.setText("Set in the environment (read-only here): " + ", ".join(env_set) if env_set else "")
+        self.env_note.setVisible(bool(env_set))
         self._show_key_state()
         self.saved_label.setText("")
 
     def _show_key_state(self) -> None:
         st = self.store
+        if st is None:
+            return
         source = st.source("llm_api_key")
         if source == "environment":
             text = "set (environment: $MEMLENS_LLM_API_KEY)"
@@ -242,7 +244,7 @@ class SettingsPane(PaneBase):
                 elif isinstance(widget, QComboBox):
                     value = widget.currentData()
                 else:
-                    value = str(widget.value())
+                    value = str(cast(QSpinBox, widget).value())
                 if value == BY_NAME[name].default:
                     value = None  # keep following the default
                 st.set(name, value)

@@ -15,8 +15,6 @@ benchmark container's) is opened read-only.
 
 from __future__ import annotations
 
-import html
-
 import contextlib
 import html
 from pathlib import Path

@@ -80,10 +80,12 @@ class NoticeBanner(QFrame):
         for b in self._buttons:
             b.deleteLater()
         self._buttons = []
+        layout = self.layout()
+        assert layout is not None  # set in __init__
         for title, callback in actions:
             button = QPushButton(title, self)
             button.clicked.connect(lambda _=False, cb=callback: cb())
-            self.layout().addWidget(button)
+            layout.addWidget(button)
             self._buttons.append(button)
         self.style().unpolish(self)
         self.style().polish(self)

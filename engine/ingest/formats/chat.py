@@ -18,7 +18,8 @@ from typing import Any
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.limits import check_turn
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import DocumentBuilder, decode, label, normalize, to_utc_iso
+from engine.ingest.normalize import DocumentBuilder, decode, label, normalize
+from engine.timeutil import to_utc_iso
 
 ROLE_TRUST = {
     "user": "user",
@@ -98,7 +99,7 @@ def _conversations(data: Any, name: str) -> list[tuple[dict[str, Any], list[Any]
     if not data:
         raise BadInput(f"{name}: empty JSON list: nothing to ingest")
     if isinstance(data[0], dict) and "messages" in data[0]:
-        out = []
+        out: list[tuple[dict[str, Any], list[Any], int | None]] = []
         for i, conv in enumerate(data):
             if not isinstance(conv, dict) or not isinstance(conv.get("messages"), list):
                 raise UnknownFormat(

@@ -128,7 +128,7 @@ def _add_blocks(builder: DocumentBuilder, lines: _Lines, first: int, last: int,
         _add(builder, lines, *lines.span(*group), "paragraph", {}, max_chars)
 
 
-def _python_symbols(text: str) -> tuple[list[ast.stmt], str | None]:
+def _python_symbols(text: str) -> tuple[list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef], str | None]:
     """Top-level defs and classes, or ([], reason) if the file does not parse."""
     try:
         with warnings.catch_warnings():

@@ -22,7 +22,8 @@ from pathlib import PurePath
 
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import DocumentBuilder, label, line_spans, normalize, to_utc_iso
+from engine.ingest.normalize import DocumentBuilder, label, line_spans, normalize
+from engine.timeutil import to_utc_iso
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
 _IDENTIFYING = ("from", "to", "subject", "date", "message-id")
@@ -266,7 +267,7 @@ def parse_eml(raw: bytes, *, name: str) -> list[ParsedDocument]:
     if not _has_headers(raw):
         raise UnknownFormat(f"{name}: not an e-mail message: no From/To/Subject/Date/Message-ID header")
     msg = email.message_from_bytes(raw, policy=email.policy.default)
-    return [parse_message(msg, name=name)]  # type: ignore[arg-type]
+    return [parse_message(msg, name=name)]
 
 
 def split_mbox(raw: bytes) -> list[bytes]:

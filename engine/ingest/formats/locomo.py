@@ -16,19 +16,15 @@ from typing import Any
 
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import DocumentBuilder, iso_utc, label, normalize, to_utc_iso
+from engine.ingest.normalize import DocumentBuilder, label, normalize
+from engine.timeexpr import month_number
+from engine.timeutil import to_iso, to_utc_iso
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _DATE = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$",
     re.IGNORECASE,
 )
-_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-    )
-}
 
 
 def parse_session_date(raw: Any) -> datetime | None:
@@ -44,7 +40,7 @@ def parse_session_date(raw: Any) -> datetime | None:
         iso = to_utc_iso(raw)
         return datetime.fromisoformat(iso[:-1]) if iso else None
     hour, minute, ampm, day, month_name, year = match.groups()
-    month = _MONTHS.get(month_name[:3].lower())
+    month = month_number(month_name)
     hour_i = int(hour) % 12 + (12 if ampm.lower() == "p" else 0)
     if month is None:
         return None
@@ -87,7 +83,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
             else:
                 header = f"Session {n}"
             builder.add(header + "\n\n")
-            source_time = iso_utc(when) if when else None
+            source_time = to_iso(when) if when else None
             skipped = 0
             for t, turn in enumerate(turns):
                 if not isinstance(turn, dict):

@@ -24,7 +24,8 @@ from typing import Any
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.formats.chat import content_text, role_label, trust_for_role
 from engine.ingest.model import ParsedDocument
-from engine.ingest.normalize import DocumentBuilder, iso_utc, label, normalize, to_utc_iso
+from engine.ingest.normalize import DocumentBuilder, label, normalize
+from engine.timeutil import to_iso, to_utc_iso
 
 _DATE = re.compile(r"^\s*(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\(\w+\))?(?:\s+(\d{1,2}):(\d{2}))?\s*$")
 _KEYS = ("haystack_session_ids", "haystack_sessions")
@@ -39,7 +40,7 @@ def parse_haystack_date(raw: Any) -> str | None:
         return to_utc_iso(raw)
     year, month, day, hour, minute = match.groups()
     try:
-        return iso_utc(datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0)))
+        return to_iso(datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0)))
     except ValueError:
         return None
 

@@ -71,7 +71,7 @@ def split_span(
     alone exceeds max_chars. The pieces cover every non-whitespace character, in order."""
     if max_chars < 1:
         raise ValueError("max_chars must be positive")
-    pieces = []
+    pieces: list[tuple[int, int]] = []
     pos = start
     while True:
         while pos < end and text[pos].isspace():

@@ -1,12 +1,12 @@
-"""engine/graph_layout.py: deterministic, finite, structure-revealing, incremental and cancellable."""
+"""ui/models/graph_layout.py (pure numpy, no Qt): deterministic, finite, structure-revealing, incremental and cancellable."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import engine.graph_layout as gl
-from engine.graph_layout import bounds, components, force_layout, pack_components
+import ui.models.graph_layout as gl
+from ui.models.graph_layout import bounds, components, force_layout, pack_components
 
 
 def tree(n: int, seed: int = 3) -> np.ndarray:

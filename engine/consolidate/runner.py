@@ -1,5 +1,8 @@
 """Running extraction over stored documents: turn windows, a durable queue, LLM or heuristic.
 
+It sits above extract/ (pure rules: heuristic, canonical keys, grounding) and hands every
+window's candidates to consolidate(), so it lives beside it here rather than in extract/.
+
 Windows are enqueued in the same run that ingests their document and processed afterwards;
 a window whose model call fails (timeout, HTTP error, malformed JSON) stays in the queue with
 its error and is retried on the next run, so a flaky endpoint never blocks ingestion and
@@ -12,19 +15,21 @@ first window: the rest stay queued, untouched, and the report says why in one li
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..consolidate import ConsolidationReport, consolidate
 from ..embed.base import Embedder
 from ..errors import BadInput, Cancelled
+from ..extract import heuristic
+from ..extract.model import Candidate, SourceChunk
 from ..llm import FATAL_ERRORS, LLMClient, describe_failure
+from ..prompts import extract_v2
 from ..records import Chunk, Document
 from ..scope import Scope
-from ..store.store import Store
-from . import heuristic
-from .model import SourceChunk
-from .prompts import extract_v2
+from ..store.store import Store, Writer
+from . import ConsolidationReport, consolidate
 
 WINDOW_TURNS = 8  # turns per model call
 WINDOW_CHARS = 6000  # and no more text than this
@@ -42,7 +47,7 @@ class ExtractReport:
     errors: list[str] = field(default_factory=list)
     stopped: str | None = None  # why the run stopped before the last window (a fatal endpoint error)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         f = self.facts
         return {"windows": self.windows, "failed_windows": self.failed_windows, "llm_calls": self.llm_calls,
                 "facts_inserted": f.inserted, "facts_reinforced": f.reinforced, "facts_superseded": f.superseded,
@@ -53,10 +58,10 @@ class ExtractReport:
 def windows(chunks: list[Chunk]) -> list[tuple[int, int]]:
     """Consecutive chunk ordinals grouped into windows of at most WINDOW_TURNS / WINDOW_CHARS."""
     out: list[tuple[int, int]] = []
-    start = None
+    start: int | None = None
     size = 0
     count = 0
-    last = None
+    last = 0  # set with start
     for ch in chunks:
         if ch.kind == "heading":
             continue
@@ -72,6 +77,11 @@ def windows(chunks: list[Chunk]) -> list[tuple[int, int]]:
     if start is not None:
         out.append((start, last))
     return out
+
+
+def _finish_window(window_id: int, w: Writer) -> None:
+    """consolidate's `then`: the window is done in the transaction that stored its facts."""
+    w.finish_window(window_id, ok=True, error=None)
 
 
 def resolve_mode(mode: str, llm: LLMClient | None) -> str:
@@ -103,7 +113,7 @@ class Extractor:
                     n += w.enqueue_window(doc_id, first, last)
         return n
 
-    def _views(self, window: dict, documents: dict[int, Document | None]) -> list[SourceChunk]:
+    def _views(self, window: dict[str, Any], documents: dict[int, Document | None]) -> list[SourceChunk]:
         # One read per document and run: reading it (its whole text) for each of its windows made
         # a long file's extraction quadratic (10 MB of text: 3,600 windows, 36 GB copied).
         doc_id = window["document_id"]
@@ -154,7 +164,7 @@ class Extractor:
                     mark()
                     facts = consolidate(self.store, self.scope, self.embedder, pairs,
                                         note=f"window {window['id']} ({self.mode})",
-                                        then=lambda w, wid=window["id"]: w.finish_window(wid, ok=True, error=None))
+                                        then=functools.partial(_finish_window, window["id"]))
                     report.facts.merge(facts)
                 else:
                     unmarked.append((window["id"], error))
@@ -176,7 +186,8 @@ class Extractor:
         mark()
         return report
 
-    def _llm(self, views: list[SourceChunk], report: ExtractReport):
+    def _llm(self, views: list[SourceChunk], report: ExtractReport
+             ) -> tuple[list[tuple[SourceChunk, Candidate]], str | None, bool]:
         """-> (pairs, error line or None, whether the error is fatal to the run)"""
         assert self.llm is not None
         result = self.llm.complete_json(extract_v2.TASK, extract_v2.build_messages(views), extract_v2.SCHEMA_NAME,
@@ -184,4 +195,4 @@ class Extractor:
         report.llm_calls += 1
         if not result.ok:
             return [], describe_failure(result.error, result.detail), result.error in FATAL_ERRORS
-        return extract_v2.parse(result.data, views, model=result.model), None, False
+        return extract_v2.parse(result.data or {}, views, model=result.model), None, False

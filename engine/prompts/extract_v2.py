@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..model import Candidate, SourceChunk
+from ..extract.model import Candidate, SourceChunk
 from . import extract_v1
 
 VERSION = "extract-v2"

@@ -12,18 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .changes import ChangeSet
-from .embed.base import Embedder
-from .extract import canonical
-from .extract.ground import ground
-from .extract.model import Candidate, SourceChunk
-from .extract.secrets import scrub
-from .ingest.entities import find_mentions
-from .ingest.pipeline import fact_vector_text
-from .reconcile import Decision, FactView, ReconcileConfig, reconcile
-from .scope import Scope
-from .store.store import Store, Writer
-from .timeutil import now_iso
+import numpy as np
+
+from ..changes import ChangeSet
+from ..embed.base import Embedder
+from ..embed.text import fact_vector_text
+from ..extract import canonical
+from ..extract.ground import ground
+from ..extract.model import Candidate, SourceChunk
+from ..extract.secrets import scrub
+from ..names import find_mentions
+from ..reconcile import Decision, FactView, ReconcileConfig, reconcile
+from ..scope import Scope
+from ..store.store import Store, Writer
+from ..timeutil import now_iso
 
 
 @dataclass(slots=True)
@@ -40,7 +42,7 @@ class ConsolidationReport:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     log_id: int | None = None
 
-    def merge(self, other: "ConsolidationReport") -> None:
+    def merge(self, other: ConsolidationReport) -> None:
         for name in ("candidates", "inserted", "reinforced", "superseded", "conflicts", "reviews", "skipped",
                      "unverified"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -48,7 +50,7 @@ class ConsolidationReport:
         self.decisions += other.decisions
 
 
-def _view(row: dict) -> FactView:
+def _view(row: dict[str, Any]) -> FactView:
     return FactView(id=row["id"], memory_id=row["memory_id"], subject_key=row["subject_key"],
                     predicate_key=row["predicate_key"], object_key=row["object_key"], object=row["object"],
                     confidence=row["confidence"], status=row["status"], valid_from=row["valid_from"],
@@ -78,7 +80,7 @@ def prepare(candidates: list[tuple[SourceChunk, Candidate]]) -> tuple[list[Candi
     return kept, dropped
 
 
-def lend_predicates(stored: list[dict], cands: list[Candidate]) -> None:
+def lend_predicates(stored: list[dict[str, Any]], cands: list[Candidate]) -> None:
     """A change whose predicate the extractor only guessed from its verb takes the predicate of
     the fact holding the value it replaced: "I sold the Golf and bought a Tesla" continues "my car
     is a 2012 VW Golf" (car), "I'm not vegetarian anymore" ends has_diet. Facts earlier in the
@@ -120,17 +122,18 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
     existing = [_view(r) for r in store.facts_for_keys(scope, [(c.subject_key, c.predicate_key) for c in cands])]
     decisions = reconcile(existing, cands, config=config)
     inserts = [d for d in decisions if d.action == "insert"]
-    vectors = embedder.embed([fact_vector_text(cands[d.index].text, cands[d.index].evidence) for d in inserts],
-                             kind="passage") if inserts else []
+    texts = [fact_vector_text(cands[d.index].text, cands[d.index].evidence) for d in inserts]
+    vectors: np.ndarray | list[np.ndarray] = embedder.embed(texts, kind="passage") if inserts else []
     vec_of = {d.index: v for d, v in zip(inserts, vectors)}
     now = now_iso()
     memory_of: dict[int | str, int] = {f.id: f.memory_id for f in existing}
     fact_of: dict[str, int] = {}
     valid_from_of: dict[int | str, str | None] = {f.id: f.valid_from for f in existing}
 
-    def resolve(ref: int | str | None) -> int | None:
+    def resolve(ref: int | str | None) -> int:
+        """A decision's fact: a stored id, or this batch's "new:<i>" placeholder (inserted by now)."""
         if ref is None:
-            return None
+            raise ValueError("reconcile named no fact where its decision needs one")
         return fact_of[ref] if isinstance(ref, str) else ref
 
     changes = ChangeSet()
@@ -150,16 +153,17 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
             if d.action == "reinforce":
                 fid = resolve(d.target)
                 changes.touch(w, "facts", fid)
-                row = w.row_image("facts", fid)
+                row = _image(w, fid)
                 changes.touch(w, "memories", row["memory_id"])
                 w.update_fact(fid, confidence=d.confidence, source_count=row["source_count"] + 1)
                 w.update_memory(row["memory_id"], confidence=d.confidence)
                 if cand.chunk_id is not None:
                     # Only the row this adds: a fact confirmed a thousand times has a thousand sources,
                     # and collecting them all on each confirmation made repetition quadratic.
-                    sid = w.add_source(memory_id=row["memory_id"], chunk_id=cand.chunk_id,
-                                       document_id=cand.document_id, start=cand.evidence_start,
-                                       end=cand.evidence_end, relevance=0.5 if cand.evidence_unverified else 1.0)
+                    span = _span(cand)
+                    assert span is not None  # it has a chunk
+                    sid = w.add_source(memory_id=row["memory_id"], chunk_id=span[0], document_id=span[1],
+                                       start=span[2], end=span[3], relevance=0.5 if cand.evidence_unverified else 1.0)
                     if sid is not None:
                         changes.created("memory_sources", sid)
                 report.reinforced += 1
@@ -167,7 +171,7 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                 report.decisions.append(entry)
                 continue
             fid = _insert_fact(w, changes, cand, d, now, vec_of[d.index], embedder)
-            row = w.row_image("facts", fid)
+            row = _image(w, fid)
             fact_of[d.ref] = fid
             memory_of[d.ref] = row["memory_id"]
             valid_from_of[d.ref] = row["valid_from"]
@@ -177,7 +181,7 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
             for old_ref in d.supersedes:
                 old = resolve(old_ref)
                 changes.touch(w, "facts", old)
-                old_row = w.row_image("facts", old)
+                old_row = _image(w, old)
                 w.update_fact(old, status="superseded", invalidated_at=now,
                               valid_to=old_row["valid_to"] or row["valid_from"] or now)
                 report.superseded += 1
@@ -193,7 +197,7 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                     [fact_vector_text(former.text, former.evidence)], kind="passage")[0], embedder)
                 w.update_fact(old_fid, invalidated_at=now)
                 w.update_fact(fid, supersedes_fact_id=old_fid)
-                old_row = w.row_image("facts", old_fid)
+                old_row = _image(w, old_fid)
                 rid = w.add_relation(src_memory_id=row["memory_id"], dst_memory_id=old_row["memory_id"], type="updates",
                                      confidence=d.confidence, created_by="extractor" if actor == "extractor" else "operator",
                                      rule=d.rule, reason=hd.reason, evidence_chunk_id=cand.chunk_id)
@@ -204,7 +208,7 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
                 newer = resolve(d.superseded_by)
                 w.update_fact(fid, invalidated_at=now, valid_to=valid_from_of.get(d.superseded_by) or now)
                 changes.touch(w, "facts", newer)
-                if w.row_image("facts", newer)["supersedes_fact_id"] is None:
+                if _image(w, newer)["supersedes_fact_id"] is None:
                     w.update_fact(newer, supersedes_fact_id=fid)
             for rel_type, other_ref in d.links:
                 src, dst = row["memory_id"], memory_of[other_ref]
@@ -242,7 +246,23 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
     return report
 
 
-def _insert_fact(w, changes: ChangeSet, cand: Candidate, d: Decision, now: str, vector, embedder: Embedder) -> int:
+def _image(w: Writer, fact_id: int) -> dict[str, Any]:
+    """A fact row this transaction has read or written (so it exists)."""
+    row = w.row_image("facts", fact_id)
+    assert row is not None
+    return row
+
+
+def _span(cand: Candidate) -> tuple[int, int, int, int] | None:
+    """(chunk, document, start, end) of a grounded candidate's evidence; None without a chunk."""
+    if cand.chunk_id is None:
+        return None
+    assert cand.document_id is not None and cand.evidence_start is not None and cand.evidence_end is not None
+    return cand.chunk_id, cand.document_id, cand.evidence_start, cand.evidence_end
+
+
+def _insert_fact(w: Writer, changes: ChangeSet, cand: Candidate, d: Decision, now: str, vector: np.ndarray,
+                 embedder: Embedder) -> int:
     import hashlib
 
     mid = w.insert_memory(
@@ -259,15 +279,15 @@ def _insert_fact(w, changes: ChangeSet, cand: Candidate, d: Decision, now: str, 
         evidence_unverified=int(cand.evidence_unverified), extraction_method=cand.extraction_method,
         extractor_model=cand.extractor_model, prompt_version=cand.prompt_version, rule=d.rule, reason=d.reason)
     changes.created("facts", fid)
-    if cand.chunk_id is not None:
-        w.add_source(memory_id=mid, chunk_id=cand.chunk_id, document_id=cand.document_id,
-                     start=cand.evidence_start, end=cand.evidence_end,
+    span = _span(cand)
+    if span is not None:
+        w.add_source(memory_id=mid, chunk_id=span[0], document_id=span[1], start=span[2], end=span[3],
                      relevance=0.5 if cand.evidence_unverified else 1.0)
         changes.created_where(w, "memory_sources", "memory_id", mid)
     w.put_embeddings("memory", [(mid, vector)], provider=embedder.provider, model=embedder.model,
                      dims=embedder.dims, embed_ms=None)
     changes.created_where(w, "embeddings", "owner_id", mid)
-    rows = []
+    rows: list[tuple[int, int, int | None, int | None, int | None]] = []
     for m in find_mentions(cand.text):
         eid, created = w.upsert_entity_created(m.name, m.canonical, m.kind)
         if created:
@@ -281,7 +301,7 @@ def _insert_fact(w, changes: ChangeSet, cand: Candidate, d: Decision, now: str, 
 
 def _premise_memories(store: Store, scope: Scope, premises: list[str], *, exclude: int) -> list[int]:
     """The fact memories a derivation names as premises (best full-text match each)."""
-    from .retrieve.query import fts_query
+    from ..retrieve.query import fts_query
 
     out: list[int] = []
     for premise in premises:

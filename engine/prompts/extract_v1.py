@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...timeutil import normalise_iso
-from ..model import CATEGORIES, RELATIONS, Candidate, SourceChunk
+from ..extract.model import CATEGORIES, RELATIONS, Candidate, SourceChunk
+from ..timeutil import normalise_iso
 
 VERSION = "extract-v1"
 TASK = "EXTRACT"

@@ -1,27 +1,32 @@
 """Settings: one typed, documented list. Environment variables win over stored values.
 
-The inspector stores values with QSettings (organisation "memlens"); the CLI and the engine read
+The inspector stores values with QSettings (ui/qsettings.py opens it); the CLI and the engine read
 the environment. API keys are never written to a settings file: they come from the environment
 or, when the optional `keyring` package is installed, from the OS keychain.
 
-`SettingsStore` is the one reader/writer the UI uses; it takes any QSettings-like object (tests
-pass one backed by a temporary INI file) and imports Qt only when it has to make one.
+The list lives in the engine, below every reader of it (the engine's own configuration, the CLI,
+the inspector). `SettingsStore` is the one reader/writer the UI uses; it is handed any
+QSettings-like object (value / setValue / remove / sync), so this module never imports Qt.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import platformdirs
+
+from .retrieve.recipes import RECIPES
+
+if TYPE_CHECKING:
+    from .embed.base import Embedder
+    from .llm import LLMConfig
 
 KEYRING_SERVICE = "memlens"
-ORGANISATION = "memlens"
-APPLICATION = "memlens"
-SETTINGS_FILE_ENV = "MEMLENS_SETTINGS_FILE"  # an INI file instead of the platform store (tests, portable use)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +63,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("token_budget", "MEMLENS_TOKEN_BUDGET", "800", "context token budget for queries run from the inspector",
             kind="int"),
     Setting("recipe", "MEMLENS_RECIPE", "default", "retrieval recipe for queries run from the inspector",
-            kind="choice", choices=("default", "offline", "lexical", "vector", "rrf")),
+            kind="choice", choices=tuple(RECIPES)),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}
@@ -71,13 +76,9 @@ def default_db_path(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("MEMLENS_DB"):
         return Path(env["MEMLENS_DB"]).expanduser()
-    if sys.platform == "win32":
-        base = Path(env.get("APPDATA") or Path.home() / "AppData" / "Roaming")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "memlens" / "memlens.db"
+    # The platform's per-user data folder: $XDG_DATA_HOME (~/.local/share) on Linux, Application
+    # Support on macOS, the roaming AppData on Windows.
+    return Path(platformdirs.user_data_dir("memlens", appauthor=False, roaming=True)) / "memlens.db"
 
 
 def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -89,19 +90,8 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     return env.get(s.env) or s.default
 
 
-def open_qsettings(path: str | os.PathLike[str] | None = None):
-    """The QSettings the inspector uses: an INI file at `path` or $MEMLENS_SETTINGS_FILE, else the
-    platform store under organisation "memlens"."""
-    from PySide6.QtCore import QSettings
-
-    path = path or os.environ.get(SETTINGS_FILE_ENV)
-    if path:
-        return QSettings(str(path), QSettings.Format.IniFormat)
-    return QSettings(ORGANISATION, APPLICATION)
-
-
 # keychain ----------------------------------------------------------------------------------------
-def _keyring():
+def _keyring() -> Any:  # the keyring module, or None
     try:
         import keyring  # optional dependency
     except Exception:  # noqa: BLE001 - absent or broken: there is no keychain
@@ -141,7 +131,7 @@ def keychain_set(name: str, secret: str | None) -> bool:
     return True
 
 
-_SHARED_LOCAL = None  # the bundled embedder, shared by every database the app opens
+_SHARED_LOCAL: Embedder | None = None  # the bundled embedder, shared by every database the app opens
 _SHARED_LOCK = threading.Lock()
 
 
@@ -150,8 +140,8 @@ class SettingsStore:
 
     GROUP = "settings/"
 
-    def __init__(self, qsettings: Any = None, environ: Mapping[str, str] | None = None) -> None:
-        self.qs = qsettings if qsettings is not None else open_qsettings()
+    def __init__(self, qsettings: Any, environ: Mapping[str, str] | None = None) -> None:
+        self.qs = qsettings
         self._env = environ
 
     @property
@@ -199,7 +189,8 @@ class SettingsStore:
         try:
             return int(raw) if raw is not None else None
         except ValueError:
-            return int(self._setting(name).default) if self._setting(name).default else None
+            default = self._setting(name).default
+            return int(default) if default else None
 
     def set(self, name: str, value: str | None) -> None:
         """Store a value (None or "" clears it). Secrets go to the keychain or nowhere."""
@@ -235,7 +226,7 @@ class SettingsStore:
                 out[s.env] = v
         return out
 
-    def llm_config(self):
+    def llm_config(self) -> LLMConfig | None:
         """The engine's LLMConfig for these settings, or None when no endpoint is set."""
         from engine.llm import LLMConfig
 
@@ -248,7 +239,7 @@ class SettingsStore:
             return bool(config.api_key)
         return bool(self.get("llm_api_key"))
 
-    def make_embedder(self):
+    def make_embedder(self) -> Embedder:
         """The embedder the settings name. The bundled model is one instance for the whole app:
         opening another database does not load it again (its load holds the GIL ~30 ms)."""
         from engine.embed import make_embedder

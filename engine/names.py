@@ -1,7 +1,12 @@
-"""Cheap entity mentions for episodic memories: speakers, proper names, emails, handles, symbols.
+"""Names: the one key a name is compared by, and the cheap grammar that finds names in text.
 
-This is a recall aid (the entity channel matches query names against these), not NER: it
-prefers a few honest mentions over many guesses. Offsets are relative to the text given.
+`name_key` is how every part of the engine compares names: facts are keyed by it (subject keys),
+entity mentions are stored under it, and the retrieval channels and the speaker prior match query
+names with it, so "Ana Lima <ana@x.org>", "ana lima" and "Ana Lima's" meet.
+
+`find_mentions` finds speakers, proper names, emails and handles for episodic memories. It is a
+recall aid (the entity channel matches query names against these), not NER: it prefers a few
+honest mentions over many guesses. Offsets are relative to the text given.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
+from email.utils import parseaddr
 
 # Capitalised words in a row ("New York", "Dr. Ana Lima"), allowing an inner "of"/"de"/"van".
 # The only dot inside a name is a title's ("Dr. Ana Lima"): "Ana. Kreuzberg" is two sentences.
@@ -42,11 +48,25 @@ class Mention:
     end: int
 
 
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'", "“": '"', "”": '"', "‐": "-", "–": "-", "—": "-"})
+_POSSESSIVE = re.compile(r"(?<=\w)'s?$")
+
+
+def normalize(text: str) -> str:
+    """NFKC, casefold, plain quotes, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold()
+    return " ".join(text.split())
+
+
 @functools.lru_cache(maxsize=8192)  # a long text names the same few entities thousands of times
-def canonical_name(name: str) -> str:
-    text = unicodedata.normalize("NFKC", name).casefold().strip()
-    text = re.sub(r"[’']s$", "", text)
-    return re.sub(r"\s+", " ", text)
+def name_key(name: str) -> str:
+    """A person's or thing's name as a key: "Ana Lima <ana@x.org>" -> "ana lima", "Tom's" -> "tom"."""
+    if "<" in name and name.rstrip().endswith(">"):
+        display, _address = parseaddr(name)  # a mail header's display name, quoted or not
+        if display.strip():
+            name = display
+    text = normalize(name).strip(" \t\"'.,;:!?()[]{}")
+    return _POSSESSIVE.sub("", text).strip()
 
 
 def find_mentions(text: str, *, speaker: str | None = None, speaker_span: tuple[int, int] | None = None) -> list[Mention]:
@@ -59,7 +79,7 @@ def find_mentions(text: str, *, speaker: str | None = None, speaker_span: tuple[
     def add(name: str, kind: str, start: int, end: int) -> None:
         if taken.find(1, start, end) != -1:
             return
-        canon = canonical_name(name)
+        canon = name_key(name)
         if not canon:
             return
         taken[start:end] = b"\x01" * (end - start)

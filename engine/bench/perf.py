@@ -16,11 +16,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .scope import Scope
+from ..scope import Scope
+
+if TYPE_CHECKING:
+    from ..store.store import Store, Writer
 
 NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Grace", "Hugo", "Ines", "Jonas", "Kira", "Luca", "Maya",
          "Nils", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tara", "Umar", "Vera", "Wen", "Xavi", "Yara", "Zoe"]
@@ -79,7 +82,7 @@ class SyntheticStore:
             out.append((" ".join(parts) + ".", content))
         return out
 
-    def build(self, store, embedder_model: str, progress: Callable[[float, str], None] | None = None, *,
+    def build(self, store: Store, embedder_model: str, progress: Callable[[float, str], None] | None = None, *,
               provenance: bool = False) -> np.ndarray:
         """Fill the store; return the float32 matrix of vectors in memory-id order (for ground truth).
 
@@ -97,7 +100,10 @@ class SyntheticStore:
         base_day = np.datetime64("2020-01-01")
         for start in range(0, self.n, batch):
             stop = min(self.n, start + batch)
-            mems, facts, rels, embs = [], [], [], []
+            mems: list[tuple[Any, ...]] = []
+            facts: list[tuple[Any, ...]] = []
+            rels: list[tuple[int, int, str]] = []
+            embs: list[tuple[int, np.ndarray]] = []
             chain: dict[tuple[str, str], tuple[int, int, str]] = {}
             position: dict[int, int] = {}  # fact id -> index in `facts`
             texts = self._texts(stop - start)
@@ -128,8 +134,8 @@ class SyntheticStore:
                     chain[key] = (fact_id, mid, when)
                 if provenance and i % PLANT_EVERY["duplicate"] == PLANT_EVERY["duplicate"] - 1 \
                         and len(mems) > 1 and mems[-2][1] == mems[-1][1] == "episode":
-                    prev = mems[-2]  # the same turn again, verbatim: its text, hash and vector
-                    mems[-1] = (mid, "episode", prev[2], *mems[-1][3:7], prev[7])
+                    twin = mems[-2]  # the same turn again, verbatim: its text, hash and vector
+                    mems[-1] = (mid, "episode", twin[2], *mems[-1][3:7], twin[7])
                     vectors[i] = vectors[i - 1]
                 if not (provenance and i % PLANT_EVERY["no_vector"] == 0):
                     embs.append((mid, vectors[i]))
@@ -145,9 +151,12 @@ class SyntheticStore:
                 progress(stop / self.n, f"built {stop:,} memories")
         return vectors
 
-    def _provenance(self, w, mems: list[tuple]) -> None:
+    def _provenance(self, w: Writer, mems: list[tuple[Any, ...]]) -> None:
         """Documents, chunks, source spans and name mentions for one batch of memories (see build)."""
-        docs, chunks, sources, mentions = [], [], [], []
+        docs: list[tuple[Any, ...]] = []
+        chunks: list[tuple[Any, ...]] = []
+        sources: list[tuple[Any, ...]] = []
+        mentions: list[tuple[Any, ...]] = []
         for c in range(0, len(mems), CONVERSATION):
             conv = mems[c:c + CONVERSATION]
             doc_id = conv[0][0]  # ids of the conversation's first memory: unique, no counter needed
@@ -206,7 +215,7 @@ class _FixedEmbedder:
         self.model = model
         self.dims = dims
 
-    def embed(self, texts, *, kind="passage"):
+    def embed(self, texts: list[str], *, kind: str = "passage") -> np.ndarray:
         raise AssertionError("perf passes query vectors; nothing should embed")
 
 
@@ -219,10 +228,10 @@ def _pcts(values: list[float]) -> dict[str, float]:
 
 def run_perf(memories: int = 100_000, queries: int = 200, *, dims: int = 384, workdir: str | None = None,
              recipe: str = "offline", progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
-    from .retrieve.pipeline import Recall
-    from .retrieve.recipes import get_recipe
-    from .index.vectors import VectorIndex
-    from .store.store import Store
+    from ..index.vectors import VectorIndex
+    from ..retrieve.pipeline import Recall
+    from ..retrieve.recipes import get_recipe
+    from ..store.store import Store
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(tmp) / "perf.db"
@@ -265,7 +274,7 @@ def run_perf(memories: int = 100_000, queries: int = 200, *, dims: int = 384, wo
                 if progress is not None and n % 20 == 0:
                     progress(n / max(1, len(qs)), f"query {n}/{len(qs)}")
             # Ground truth after the timed loop, so the brute force does not disturb the timings.
-            for (target, text, qvec), ids in zip(qs, vector_ids):
+            for (_target, _text, qvec), ids in zip(qs, vector_ids):
                 exact = np.argpartition(-(vectors @ qvec), 10)[:10] + 1
                 recall_hits += len(set(ids.tolist()) & set(exact.tolist()))
             db_bytes = sum(p.stat().st_size for p in Path(tmp).glob("perf.db*"))
@@ -288,13 +297,13 @@ def run_health_perf(memories: int = 100_000, *, dims: int = 384, workdir: str | 
                     progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
     """Build a synthetic store with provenance (SyntheticStore.build(provenance=True)), reopen it as
     the CLI would, and time every health check over it twice (first read, then warm caches)."""
-    from .health import run_checks
-    from .store.store import Store
+    from ..health import run_checks
+    from ..store.store import Store
 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(keep) if keep else Path(tmp) / "health.db"
         if path.exists():
-            from .errors import BadInput
+            from ..errors import BadInput
 
             raise BadInput(f"{path}: already exists; the synthetic store is only built into a new file")
         model = f"synthetic-{dims}"

@@ -28,7 +28,9 @@ JUDGE_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False,
 
 
 def prompt_hashes() -> dict[str, str]:
-    h = lambda text: hashlib.sha256(f"{VERSION}\n{text}".encode()).hexdigest()  # noqa: E731
+    def h(text: str) -> str:
+        return hashlib.sha256(f"{VERSION}\n{text}".encode()).hexdigest()
+
     return {"answer": h(ANSWER_SYSTEM), "judge": h(JUDGE_SYSTEM)}
 
 
@@ -45,12 +47,14 @@ def judge_messages(question: str, gold: str, given: str) -> list[dict[str, str]]
 
 def answer(llm: LLMClient, question: str, context: str, when: str | None) -> dict[str, Any]:
     result = llm.complete_json("ANSWER", answer_messages(question, context, when), "answer", ANSWER_SCHEMA)
-    return {"ok": result.ok, "answer": result.data["answer"] if result.ok else None, "error": result.error,
+    data = result.data or {}
+    return {"ok": result.ok, "answer": data["answer"] if result.ok else None, "error": result.error,
             "detail": result.detail, "model": result.model, "latency_ms": result.latency_ms}
 
 
 def judge(llm: LLMClient, question: str, gold: str, given: str) -> dict[str, Any]:
     result = llm.complete_json("JUDGE", judge_messages(question, gold, given), "judgement", JUDGE_SCHEMA)
-    return {"ok": result.ok, "correct": bool(result.data["correct"]) if result.ok else None,
-            "reason": result.data["reason"] if result.ok else None, "error": result.error, "detail": result.detail,
+    data = result.data or {}
+    return {"ok": result.ok, "correct": bool(data["correct"]) if result.ok else None,
+            "reason": data["reason"] if result.ok else None, "error": result.error, "detail": result.detail,
             "model": result.model}
