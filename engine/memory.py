@@ -313,7 +313,7 @@ class MemoryEngine:
         window stays queued with its error, retried by the next call (result.extraction says
         what happened). Bad messages raise BadInput before anything is written.
         """
-        from .ingest.formats.chat import ROLE_TRUST, content_text, parse_json
+        from .ingest.formats.chat import checked_role, content_text, parse_json
         from .ingest.limits import check_turn
         from .timeutil import to_utc_iso
 
@@ -328,9 +328,7 @@ class MemoryEngine:
             where = f"message {i}" if len(messages) > 1 else "the message"
             if not isinstance(msg, dict):
                 raise BadInput(f"{where} is not an object with role and content")
-            role = msg.get("role")
-            if not isinstance(role, str) or role.strip().lower() not in ROLE_TRUST:
-                raise BadInput(f"{where}: role must be user, assistant, system or tool, got {role!r}")
+            role = checked_role(msg.get("role"), where, required=True)
             name = msg.get("name")
             if name is not None and (not isinstance(name, str) or not name.strip()):
                 raise BadInput(f"{where}: name must be a non-empty string")
@@ -342,7 +340,7 @@ class MemoryEngine:
             if not text.strip():
                 skipped += 1
                 continue
-            clean.append({"role": role.strip().lower(), "content": msg.get("content"),
+            clean.append({"role": role, "content": msg.get("content"),
                           **({"name": name.strip()} if name is not None else {}),
                           "timestamp": when if when is not None else now})
         if not clean:
