@@ -11,13 +11,8 @@ from PySide6.QtWidgets import QApplication
 
 from tests.ui.memdb_scenarios import ANA, BOB, build, mounted, open_engine
 from ui.context import AppContext
-from ui.models.trace_models import (
-    MEMORY_ID_ROLE,
-    STAGE_ROLE,
-    TraceCandidatesModel,
-    TraceContextModel,
-    split_context,
-)
+from ui.models.rows import MEMORY_ID_ROLE, STAGE_ROLE
+from ui.models.trace_models import TraceCandidatesModel, TraceContextModel, split_context
 from ui.panes.traces import TracesPane, parse_extra, window_text
 from ui.tasks import InlineRunner, TaskRunner
 
@@ -228,7 +223,7 @@ def test_models_on_their_own(qtmodeltester):
                   "rank": None, "tokens": None, "dropped": {"stage": "filters", "reason": "expired", "detail": "x"}}],
                 {5: {"kind": "fact", "text": "a", "trust": "user", "status": "active"}}, {6})
     qtmodeltester.check(m)
-    assert m.columns[4:6] == (("ch:vector", "vector"), ("ch:fts", "fts"))
+    assert [(c.key, c.title) for c in m.columns[4:6]] == [("ch:vector", "vector"), ("ch:fts", "fts")]
     assert m.index(1, 0).data() == "★" and m.index(1, 3).data() == "(not in this scope / deleted)"
     c = TraceContextModel()
     c.set_context("[m5 · x] a", m.rows)
@@ -243,7 +238,7 @@ def test_a_memory_sharing_a_place_says_with_which(pane):
     assert shared, "the scenario's facts and turns rank together"
     mid, other = next(iter(shared.items()))
     i = pane.candidates.row_of_memory(int(mid))
-    fate = pane.candidates.columns.index(("fate", "Rank / dropped at"))
+    fate = pane.candidates.column_index("fate")
     assert pane.candidates.index(i, fate).data().endswith(f" · with m{other}")
     assert f"memory {other}" in pane.candidates.index(i, fate).data(Qt.ItemDataRole.ToolTipRole)
     pane.target_memory = int(mid)

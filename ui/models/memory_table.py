@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor
 
 from engine.store.browse import MemoryFilter
 from ui.context import AppContext
+from ui.models.rows import FACT_ID_ROLE, MEMORY_ID_ROLE, ROW_ROLE
 from ui.theme import current_theme
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -22,9 +23,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("replaced_by", "Replaced by"),
 )
 COLUMN_INDEX = {key: i for i, (key, _) in enumerate(COLUMNS)}
-MEMORY_ID_ROLE = Qt.ItemDataRole.UserRole + 1
-FACT_ID_ROLE = Qt.ItemDataRole.UserRole + 2
-ROW_ROLE = Qt.ItemDataRole.UserRole + 3  # the whole row dict
 TEXT_CHARS = 200
 
 
@@ -190,7 +188,7 @@ class MemoryTableModel(QAbstractTableModel):
     def row_of(self, memory_id: int) -> int | None:
         return self._row_of.get(memory_id)
 
-    def row_dict(self, row: int) -> dict[str, Any] | None:
+    def row(self, row: int) -> dict[str, Any] | None:
         return self.rows[row] if 0 <= row < len(self.rows) else None
 
     # Qt model ------------------------------------------------------------------------------------------

@@ -408,7 +408,7 @@ class HealthPane(PaneBase):
                 index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
 
     def _check_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        row = self.checks_model.row_dict(current.row()) if current.isValid() else None
+        row = self.checks_model.row(current.row()) if current.isValid() else None
         if row is not None:
             self._show_check(row["name"])
 

@@ -270,13 +270,13 @@ class MemoryBrowserPane(PaneBase):
     # selection ---------------------------------------------------------------------------------------
     def selected_memory_id(self) -> int | None:
         index = self.table.currentIndex()
-        row = self.model.row_dict(index.row()) if index.isValid() else None
+        row = self.model.row(index.row()) if index.isValid() else None
         return row["id"] if row else None
 
     def _row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if self._syncing or not current.isValid():
             return
-        row = self.model.row_dict(current.row())
+        row = self.model.row(current.row())
         if row is None:
             return
         self._pending = None

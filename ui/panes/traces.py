@@ -390,7 +390,7 @@ class TracesPane(PaneBase):
                                   shared=(trace.get("params") or {}).get("shared_places"),
                                   outdated=(trace.get("params") or {}).get("outdated"))
         self.filter_stage(None)
-        self.candidate_view.sortByColumn(self.candidates.columns.index(("fate", "Rank / dropped at")),
+        self.candidate_view.sortByColumn(self.candidates.column_index("fate"),
                                          Qt.SortOrder.AscendingOrder)
         self.candidate_view.resizeColumnsToContents()
         self.candidate_view.setColumnWidth(3, 320)
