@@ -116,8 +116,10 @@ def _fact(d: dict[str, Any]) -> list[str]:
 def _document(d: dict[str, Any]) -> list[str]:
     doc = d["document"]
     chunks = d.get("chunks") or []
+    prev = doc.get("previous_id")
+    previous = f" · version {doc['version']} (replaces document {prev})" if prev else ""
     lines = [f"document {doc['id']} {_title(doc.get('title'))} · {doc['source_type']} · trust {doc['trust']}"
-             + (f" · version {doc['version']} (replaces document {doc['previous_id']})" if doc.get("previous_id") else ""),
+             + previous,
              "  " + _join(_when("source time", doc.get("source_time")), _when("ingested", doc.get("ingested_at")),
                           _when("RETRACTED", doc.get("retracted_at")), _when("replaced", doc.get("replaced_at")),
                           f"{len(doc.get('text') or ''):,} characters")]
@@ -133,8 +135,8 @@ def _document(d: dict[str, Any]) -> list[str]:
 
 def _chunk(d: dict[str, Any]) -> list[str]:
     c, doc = d["chunk"], d["document"]
-    lines = [f"chunk {c['id']} · {c['kind']} · document {doc['id']} {_title(doc.get('title'))} ({doc['source_type']}) "
-             f"[{c['start']}, {c['end']})",
+    lines = [f"chunk {c['id']} · {c['kind']} · document {doc['id']} {_title(doc.get('title'))} "
+             f"({doc['source_type']}) [{c['start']}, {c['end']})",
              "  " + _join(_when("speaker", c.get("speaker")), _when("role", c.get("role")),
                           _when("trust", c.get("trust")), _when("time", c.get("source_time")),
                           _when("message", c.get("message_id"))),
