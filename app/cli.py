@@ -388,7 +388,7 @@ def _note_scope(args: argparse.Namespace, engine) -> None:
     if _given_scope(args):
         return
     scope = _scope(args)
-    others = [(s, n) for s, n in engine.store.scope_sizes() if s != scope]
+    others = [(s, n) for s, n in engine.scope_sizes() if s != scope]
     if others:
         sys.stderr.write(f"memlens: scope {_scope_label(scope)} (the default; choose with --user/--agent/--scope); "
                          "this file also holds " + ", ".join(f"{_scope_label(s)} ({n} memories)"
@@ -487,8 +487,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         scope = _scope(args)
         counts = engine.counts(scope)
         size = engine.path.stat().st_size
-        sizes = engine.store.scope_sizes()
-        exposed = engine.store.db.exposure()
+        sizes = engine.scope_sizes()
+        exposed = engine.exposure()
     payload = {"db": str(engine.path), "bytes": size, "scope": scope.as_dict(), "counts": counts,
                "scopes": [s.as_dict() | {"memories": n} for s, n in sizes], "readable_by_others": exposed}
     chosen = "" if _given_scope(args) else " (the default: no --user/--agent/--scope given)"
@@ -555,7 +555,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         scope = _scope(args)
         keep = args.keep
         if keep.isdigit():
-            conflict = engine.store.conflict(scope, args.id)
+            conflict = engine.conflict(scope, args.id)
             if conflict is None:
                 raise BadInput(f"no conflict {args.id} in this scope")
             ids = {conflict["fact_a_id"]: "a", conflict["fact_b_id"]: "b"}
@@ -577,7 +577,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         scope = _scope(args)
         mid = args.id
         if args.fact:
-            fact = engine.store.fact(scope, args.id)
+            fact = engine.fact(scope, args.id)
             if fact is None:
                 raise BadInput(f"no fact {args.id} in this scope")
             mid = fact["memory_id"]
@@ -623,7 +623,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
         scope = _scope(args)
         if args.id is None:
-            rows = engine.store.traces(scope)
+            rows = engine.traces(scope)
             _emit(args, {"traces": rows}, "\n".join(
                 f"{r['id']:>6} {r['created_at']} {r['origin']:<8} {r['result_count']:>3} results  "
                 f"{_one_line(r['query_text'] or '(hashed)', 80)}" for r in rows) or "no traces")
@@ -795,7 +795,7 @@ def _bench_text(out: dict) -> str:
 
 def cmd_log(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
-        rows = engine.store.curation_log(_scope(args), limit=args.limit)
+        rows = engine.curation_log(_scope(args), limit=args.limit)
     out = [{k: r[k] for k in ("id", "command", "target_type", "target_id", "actor", "note", "created_at", "undone_at",
                               "undo_of")} | {"rows": {t: len(v) for t, v in r["before"].get("rows", {}).items()}}
            for r in rows]

@@ -289,13 +289,13 @@ class MainWindow(QMainWindow):
         """Another process wrote into a scope this window has not listed yet: offer it in the picker."""
         if self.engine is None or self.ctx is None:
             return
-        store, ctx = self.engine.store, self.ctx
+        engine, ctx = self.engine, self.ctx
 
         def done(scopes: list[Scope]) -> None:
             if ctx is self.ctx:
                 self._fill_scopes(scopes, ctx.scope)
 
-        self.runner.run(lambda _p, _s: store.scopes(), done, lambda _exc: None)
+        self.runner.run(lambda _p, _s: engine.scopes(), done, lambda _exc: None)
 
     def refresh_status(self) -> None:
         if self.engine is None or self.ctx is None:
@@ -307,8 +307,7 @@ class MainWindow(QMainWindow):
 
         def work() -> dict[str, Any]:
             size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
-            meta = engine.store.get_meta("embedder")
-            return {"size": size, "counts": engine.store.counts(scope), "embedder": json.loads(meta) if meta else None}
+            return {"size": size, "counts": engine.counts(scope), "embedder": engine.embedder_record()}
 
         ctx = self.ctx
 
@@ -505,7 +504,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"memlens — {path.name}")
         self.path_label.setText(str(path))
         self.path_label.setToolTip(str(path))
-        scopes = engine.store.scopes()
+        scopes = engine.scopes()
         scope = self._remembered_scope(path, scopes) or (scopes[0] if scopes else Scope.default())
         self._fill_scopes(scopes, scope)
         self._set_context(AppContext(engine=engine, scope=scope, bus=self.bus, runner=self.runner))
@@ -519,7 +518,7 @@ class MainWindow(QMainWindow):
         if not scopes:
             self.show_notice(f"{path.name} holds no memories yet. Ingest something: memlens ingest PATH --db {path}",
                              "info", [("Open another…", self.open_dialog)])
-        exposed = engine.store.db.exposure()
+        exposed = engine.exposure()
         if exposed:  # said once per opening; `memlens status` says it too
             self.statusBar().showMessage(f"Warning: {exposed}", EXPOSURE_MESSAGE_MS)
         return True

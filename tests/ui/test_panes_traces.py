@@ -174,15 +174,15 @@ def test_a_trace_selected_on_the_bus_opens_with_gold_marked(pane):
 def test_a_trace_in_another_database_opens_read_only(pane, tmp_path, engine):
     other = build(tmp_path / "container.db", recalls=("Where does Ana work?",))
     with open_engine(other) as e2:
-        trace_id = e2.store.traces(ANA)[0]["id"]
+        trace_id = e2.traces(ANA)[0]["id"]
         gold = [c["memory_id"] for c in e2.trace(trace_id, scope=ANA)["candidates"] if c["rank"] == 1]
     pane.ctx.bus.select("trace", trace_id, source="bench", extra=("gold", tuple(gold), "trace_db", str(other)))
     assert pane.trace_db == str(other)
     assert pane.trace["query"] == "Where does Ana work?"
     assert len(pane.candidates.gold_rows()) == 1
     assert "from " + str(other) in pane.header.text()
-    eng = pane._external[str(other)]
-    assert eng.store.db.readonly
+    eng = pane.ctx.engine.trace_db(other)  # the container, opened once by the pane's read
+    assert eng is not pane.ctx.engine and eng.store.db.readonly and pane.ctx.engine.trace_db(str(other)) is eng
     # candidates of a foreign DB are not published on this DB's bus, and why-not stays off
     before = pane.ctx.bus.current
     pane.candidate_view.setCurrentIndex(pane.proxy.index(0, 0))

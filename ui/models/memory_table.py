@@ -12,7 +12,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 
-from engine.store.browse import MemoryFilter
+from engine.memory import MemoryFilter
 from ui.context import AppContext
 from ui.models.rows import FACT_ID_ROLE, MEMORY_ID_ROLE, ROW_ROLE
 from ui.theme import current_theme
@@ -68,9 +68,9 @@ class MemoryTableModel(QAbstractTableModel):
         if ctx is None:
             return
         gen = self._generation
-        store, scope, flt_now = ctx.engine.store, ctx.scope, self.filter
+        engine, scope, flt_now = ctx.engine, ctx.scope, self.filter
         self.fetchMore(QModelIndex())  # the first page first: a count can take a full scan
-        ctx.runner.run(lambda _p, _s: store.count_memories(scope, flt_now),
+        ctx.runner.run(lambda _p, _s: engine.count_memories(scope, flt_now),
                        lambda n, g=gen: self._counted(g, n), lambda e, g=gen: self._failed(g, e))
 
     def reload(self) -> None:
@@ -85,10 +85,10 @@ class MemoryTableModel(QAbstractTableModel):
             return
         gen, n = self._generation, len(self.rows)
         limit = n + (self.page_size if self._exhausted else 0)
-        store, scope, flt = self.ctx.engine.store, self.ctx.scope, self.filter
+        engine, scope, flt = self.ctx.engine, self.ctx.scope, self.filter
 
         def work(_p, _s):
-            return store.browse_memories(scope, flt, after_id=None, limit=limit), store.count_memories(scope, flt)
+            return engine.browse_memories(scope, flt, after_id=None, limit=limit), engine.count_memories(scope, flt)
 
         self.ctx.runner.run(work, lambda res, g=gen: self._merge(g, n, limit, *res),
                             lambda e, g=gen: self._failed(g, e))
@@ -156,8 +156,8 @@ class MemoryTableModel(QAbstractTableModel):
         self._loading = True
         gen = self._generation
         after = self.rows[-1]["id"] if self.rows else None
-        store, scope, flt, limit = self.ctx.engine.store, self.ctx.scope, self.filter, self.page_size
-        self.ctx.runner.run(lambda _p, _s: store.browse_memories(scope, flt, after_id=after, limit=limit),
+        engine, scope, flt, limit = self.ctx.engine, self.ctx.scope, self.filter, self.page_size
+        self.ctx.runner.run(lambda _p, _s: engine.browse_memories(scope, flt, after_id=after, limit=limit),
                             lambda page, g=gen: self._page(g, page), lambda e, g=gen: self._failed(g, e))
 
     def _page(self, gen: int, page: list[dict[str, Any]]) -> None:

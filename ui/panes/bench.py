@@ -43,7 +43,6 @@ from engine.bench.metrics import AT_K_METRICS
 from engine.bench.runner import describe_differences, run_scores, run_scoring, setup_differences
 from engine.bench.scoring import definition
 from engine.retrieve.recipes import RECIPES
-from engine.store import bench as bench_sql
 from ui.models.bench_models import (
     BenchCompareModel,
     BenchItemsModel,
@@ -85,23 +84,8 @@ def load_runner():
 
 def resolve_gold(engine, item: dict[str, Any]) -> tuple[int, ...]:
     """Gold turn (or session) ids of a question -> memory ids in the DB and scope holding its trace."""
-    from engine.memory import MemoryEngine
-
     turns, sessions = gold_ids(item)
-    trace_db = item.get("trace_db")
-    own = not trace_db or Path(trace_db).resolve() == Path(engine.path).resolve()
-    eng = engine if own else MemoryEngine(trace_db, create=False, readonly=True, llm=False, background_reembed=False)
-    try:
-        scope = eng.store.trace_scope(int(item["trace_id"]))
-        if scope is None:
-            return ()
-        ids = eng.store.memories_for_messages(scope, turns) if turns else []
-        if not ids and sessions:
-            ids = eng.store.memories_for_sessions(scope, sessions)
-        return tuple(ids)
-    finally:
-        if not own:
-            eng.close()
+    return engine.trace_db(item.get("trace_db")).gold_memory_ids(int(item["trace_id"]), turns, sessions)
 
 
 class BenchPane(PaneBase):
@@ -300,8 +284,8 @@ class BenchPane(PaneBase):
             self.runs_model.set_rows([])
             self._show_run(None, [])
             return
-        store = self.ctx.engine.store
-        self.read(lambda: bench_sql.runs(store, limit=500), self._runs_loaded)
+        engine = self.ctx.engine
+        self.read(lambda: engine.bench_runs(limit=500), self._runs_loaded)
 
     def on_data_changed(self, tables: set[str]) -> None:
         """A running benchmark writes bench_items after every container: re-reading and redrawing the
@@ -359,10 +343,10 @@ class BenchPane(PaneBase):
     def _load_run(self, run_id: int) -> None:
         if self.ctx is None:
             return
-        store = self.ctx.engine.store
+        engine = self.ctx.engine
         self._load_id += 1
         lid = self._load_id
-        self.read(lambda: (bench_sql.run(store, run_id), bench_sql.items(store, run_id)),
+        self.read(lambda: (engine.bench_run(run_id), engine.bench_items(run_id)),
                   lambda res: self._show_run(*res) if lid == self._load_id else None)
 
     def _show_run(self, run: dict[str, Any] | None, items: list[dict[str, Any]]) -> None:
@@ -414,8 +398,8 @@ class BenchPane(PaneBase):
             self.other = None
             self._draw()
             return
-        store = self.ctx.engine.store
-        self.read(lambda: bench_sql.run(store, int(other_id)), self._other_loaded)
+        engine = self.ctx.engine
+        self.read(lambda: engine.bench_run(int(other_id)), self._other_loaded)
 
     def _other_loaded(self, other: dict[str, Any] | None) -> None:
         self.other = other

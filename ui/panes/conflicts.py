@@ -260,14 +260,14 @@ class ConflictsPane(PaneBase):
             self.queue_label.setText("No database open.")
             self._show_conflict(None)
             return
-        store, scope, status = self.ctx.engine.store, self.ctx.scope, self.show_combo.currentData()
+        engine, scope, status = self.ctx.engine, self.ctx.scope, self.show_combo.currentData()
 
         def work() -> dict[str, Any]:
-            conflicts = store.conflicts(scope, status=status)
+            conflicts = engine.conflicts(scope, status=status)
             ids = sorted({c["fact_a_id"] for c in conflicts} | {c["fact_b_id"] for c in conflicts if c["fact_b_id"]})
-            facts = store.facts_by_ids(scope, ids)
-            evidence = store.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
-            log = store.curation_log(scope, limit=300)
+            facts = engine.facts_by_ids(scope, ids)
+            evidence = engine.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
+            log = engine.curation_log(scope, limit=300)
             open_count = len(conflicts) if status == "open" else sum(c["status"] == "open" for c in conflicts)
             return {"conflicts": conflicts, "facts": facts, "evidence": evidence, "log": log, "open": open_count}
 

@@ -190,27 +190,27 @@ class FactGraphPane(PaneBase):
         if self.ctx is None:
             self._clear()
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
-        self.read(lambda: (store.fact_predicates(scope), store.time_span(scope)), self._filters_loaded)
+        engine, scope = self.ctx.engine, self.ctx.scope
+        self.read(lambda: (engine.fact_predicates(scope), engine.time_span(scope)), self._filters_loaded)
 
     def on_selected(self, sel: Selection) -> None:
         if self.ctx is None or sel.kind not in ("fact", "memory", "entity", "conflict"):
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
 
         def seeds() -> dict[str, Any]:
             if sel.kind == "fact":
                 return {"fact_ids": [sel.id], "entity_keys": [], "label": f"fact {sel.id}"}
             if sel.kind == "memory":
-                fact = store.fact_by_memory(scope, sel.id)
+                fact = engine.fact_by_memory(scope, sel.id)
                 if fact is not None:
                     return {"fact_ids": [fact["id"]], "entity_keys": [], "label": f"fact {fact['id']}"}
-                return {"fact_ids": [], "entity_keys": store.entity_keys_of_memory(scope, sel.id),
+                return {"fact_ids": [], "entity_keys": engine.entity_keys_of_memory(scope, sel.id),
                         "label": f"memory {sel.id}"}
             if sel.kind == "entity":
-                key = store.entity_key(scope, sel.id)
+                key = engine.entity_key(scope, sel.id)
                 return {"fact_ids": [], "entity_keys": [key] if key else [], "label": f"entity {key}"}
-            c = store.conflict(scope, sel.id)
+            c = engine.conflict(scope, sel.id)
             ids = [] if c is None else [x for x in (c["fact_a_id"], c["fact_b_id"]) if x]
             return {"fact_ids": ids, "entity_keys": [], "label": f"conflict {sel.id}"}
 
@@ -280,7 +280,7 @@ class FactGraphPane(PaneBase):
         self._request_id += 1
         rid = self._request_id
         p = self.params()
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
         previous = dict(self._positions)
         size = self.plot.size()
         aspect = size.width() / max(1, size.height())
@@ -290,22 +290,22 @@ class FactGraphPane(PaneBase):
             statuses = p["statuses"] or ["__none__"]
             seed = p["seed"]
             if p["mode"] == "neighbourhood" and (seed.get("fact_ids") or seed.get("entity_keys")):
-                hood = store.graph_neighbourhood(scope, fact_ids=seed.get("fact_ids", ()),
-                                                 entity_keys=seed.get("entity_keys", ()), hops=p["hops"],
-                                                 statuses=statuses, predicate_keys=p["predicate_keys"],
-                                                 since=p["since"], until=p["until"], max_facts=MAX_FACTS)
+                hood = engine.graph_neighbourhood(scope, fact_ids=seed.get("fact_ids", ()),
+                                                  entity_keys=seed.get("entity_keys", ()), hops=p["hops"],
+                                                  statuses=statuses, predicate_keys=p["predicate_keys"],
+                                                  since=p["since"], until=p["until"], max_facts=MAX_FACTS)
                 facts, relations, truncated = hood["facts"], hood["relations"], hood["truncated"]
             else:
-                facts = store.graph_facts(scope, statuses=statuses, predicate_keys=p["predicate_keys"],
-                                          since=p["since"], until=p["until"], limit=MAX_FACTS + 1)
+                facts = engine.graph_facts(scope, statuses=statuses, predicate_keys=p["predicate_keys"],
+                                           since=p["since"], until=p["until"], limit=MAX_FACTS + 1)
                 truncated = len(facts) > MAX_FACTS
                 facts = facts[:MAX_FACTS]
-                relations = store.graph_relations(scope)
+                relations = engine.graph_relations(scope)
             episodes = []
             if p["episodes"]:
                 keys = sorted({f["subject_key"] for f in facts} | {f["object_key"] for f in facts}
                               | set(seed.get("entity_keys", ())))
-                episodes = store.episodes_mentioning(scope, keys, limit=EPISODE_LIMIT)
+                episodes = engine.episodes_mentioning(scope, keys, limit=EPISODE_LIMIT)
             read_ms = (time.perf_counter() - t0) * 1000
             progress(0.05, "building graph")
             graph = build_graph(facts, relations, episodes, seed_fact_ids=seed.get("fact_ids", ()),

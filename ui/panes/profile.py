@@ -75,8 +75,8 @@ class ProfilePane(PaneBase):
         def work() -> dict[str, Any]:
             profile = engine.profile(scope, budget=budget)
             ids = sorted({fid for line in profile.lines() + profile.cut for fid in line.fact_ids})
-            facts = engine.store.facts_by_ids(scope, ids)
-            evidence = engine.store.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
+            facts = engine.facts_by_ids(scope, ids)
+            evidence = engine.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
             return {"profile": profile, "facts": facts, "evidence": evidence}
 
         self.read(work, self._show)

@@ -155,17 +155,17 @@ class SourceSpansPane(PaneBase):
     # loading --------------------------------------------------------------------------------------------
     def _load(self, kind: str, record_id: int, *, focus_memory: int | None = None, focus_chunk: int | None = None,
               flash: bool = True) -> None:
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
         self._request += 1
         request = self._request
         current = self.document_id if self.view is not None else None
 
         def work():
-            where = store.document_of(scope, kind, record_id)
+            where = engine.document_of(scope, kind, record_id)
             if where is None:
                 return None
             document_id, memory_id = where
-            view = None if document_id == current else store.span_view(scope, document_id)
+            view = None if document_id == current else engine.span_view(scope, document_id)
             return document_id, memory_id, view
 
         def done(result) -> None:
