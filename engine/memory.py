@@ -180,6 +180,14 @@ class MemoryEngine(InspectorReads):
 
         return check_endpoint(config)
 
+    def interrupt(self) -> None:
+        """Stop the reads running on this engine in other threads (they raise apsw.InterruptError),
+        so that a caller which has cancelled its work can close the engine soon; writes in progress
+        finish (Database.interrupt). For an inspector switching to another database."""
+        self.store.db.interrupt()
+        for engine in list(self._trace_dbs.values()):
+            engine.interrupt()
+
     def trace_db(self, path: str | os.PathLike[str] | None) -> MemoryEngine:
         """The engine of the file holding a benchmark question's trace: this one when `path` is
         None or this file, else the run's container DB, opened read-only once and closed with
