@@ -24,9 +24,9 @@ def build_demo_then_open(window, path: Path) -> None:
 
     def done(info) -> None:
         window.clear_notice()
-        window.open_database(path)
-        window.show_notice(f"Demo ready: {info['memories']} memories, {info['facts']} facts, "
-                           f"{info['open_conflicts']} conflict waiting in the queue.", "info")
+        window.open_database(path, on_opened=lambda: window.show_notice(
+            f"Demo ready: {info['memories']} memories, {info['facts']} facts, "
+            f"{info['open_conflicts']} conflict waiting in the queue.", "info"))
 
     def failed(exc: BaseException) -> None:
         window.show_error(exc, "Building the demo database failed")

@@ -103,6 +103,7 @@ class BenchPane(PaneBase):
         self.other: dict[str, Any] | None = None
         self.items: list[dict[str, Any]] = []
         self._task = None
+        self._run_token = 0  # which start_run the controls are locked for
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(REFRESH_COALESCE_MS)
@@ -708,7 +709,14 @@ class BenchPane(PaneBase):
             return fn(engine, dataset, path, limit=limit, recipe=recipe, progress=progress, should_stop=should_stop,
                       **({"extract": "heuristic"} if dataset == "updates" else {}))  # as `memlens bench updates`
 
-        self._task = self.run_task(work, self._run_done, on_error=self._run_failed, on_progress=self._run_progress)
+        self._run_token += 1
+        token = self._run_token
+        # A scope or database change drops the result (run_task), never the unlocking (on_settled).
+        task = self.run_task(work, self._run_done, on_error=self._run_failed, on_progress=self._run_progress,
+                             on_settled=lambda: self._run_settled(token))
+        self._task = task if task is not None and not task.settled else None
+        if task is None:
+            self._run_settled(token)
 
     def stop_run(self) -> None:
         if self._task is not None:
@@ -719,14 +727,15 @@ class BenchPane(PaneBase):
         self.progress.setValue(int(fraction * 100))
         self.progress.setToolTip(message)
 
-    def _run_finished(self) -> None:
+    def _run_settled(self, token: int) -> None:
+        if token != self._run_token:
+            return  # an older run
         self._task = None
         self.start.setEnabled(self.run_benchmark is not None)
         self.stop.setEnabled(False)
         self.progress.hide()
 
     def _run_done(self, result: dict[str, Any]) -> None:
-        self._run_finished()
         self.sigRunFinished.emit(result)
         if result.get("status") == "cancelled":
             self.banner.show_notice(f"Run {result['run_id']} stopped; its finished questions are kept.",
@@ -736,7 +745,6 @@ class BenchPane(PaneBase):
         self.refresh()
 
     def _run_failed(self, exc: BaseException) -> None:
-        self._run_finished()
         self.banner.show_error(exc)
 
 
