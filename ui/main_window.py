@@ -776,6 +776,7 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self._closing = True
             self.save_window()
+            self.statusBar().clearMessage()  # and its timeout's timer
             self.live.shutdown()
             self.clear_arrived()
             for pane in self.panes.values():

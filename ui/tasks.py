@@ -31,6 +31,7 @@ import gc
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -135,6 +136,7 @@ class Task(QRunnable):
 
 class TaskRunner(QObject):
     sigIdle = Signal()  # the last running task has delivered its result
+    _instances: weakref.WeakSet[TaskRunner] = weakref.WeakSet()
 
     def __init__(self, max_threads: int = 2) -> None:
         super().__init__()
@@ -148,6 +150,14 @@ class TaskRunner(QObject):
         self._live: set[Task] = set()
         self._when_idle: list[Callable[[], None]] = []
         self._settle_waiters: list[tuple[set[Task], Callable[[], None]]] = []
+        TaskRunner._instances.add(self)
+
+    @classmethod
+    def working(cls) -> list[TaskRunner]:
+        """The runners, of this process, whose workers are running a task now (the test harness
+        fails a test that leaves one behind)."""
+        return [r for r in list(cls._instances)
+                if r.pool.activeThreadCount() > 0 or r.foreground_pool.activeThreadCount() > 0]
 
     @staticmethod
     def _task(work: Work, on_done: Callable[[Any], None] | None, on_error: Callable[[BaseException], None] | None,

@@ -67,7 +67,8 @@ def test_another_process_ingest_appears_with_the_selection_and_scroll_kept(qtbot
     runner = TaskRunner()
     win = _window(qtbot, tmp_path, runner)
     win.show()
-    assert win.open_database(live_db)
+    with qtbot.waitSignal(win.sigContextChanged, timeout=20000):  # the open runs in the runner
+        win.open_database(live_db)
     pane = win.show_pane("memories")
     qtbot.waitUntil(lambda: pane.model.rowCount() == INITIAL and pane.model.total == INITIAL, timeout=5000)
     assert win.live.active

@@ -139,7 +139,7 @@ class FactGraphPane(PaneBase):
         self._relabel.setSingleShot(True)
         self._relabel.setInterval(120)
         self._relabel.timeout.connect(self._draw_labels)
-        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._relabel.start())
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: None if self._closed else self._relabel.start())
         self.graph_item = pg.GraphItem()
         self.graph_item.scatter.opts["hoverable"] = True
         self.graph_item.scatter.opts["tip"] = self._tip
@@ -221,6 +221,7 @@ class FactGraphPane(PaneBase):
             self.request()
 
     def shutdown(self) -> None:
+        self._relabel.stop()
         if self._task is not None:
             self._task.cancel()
         super().shutdown()
