@@ -27,6 +27,7 @@ from engine.errors import BadInput, Busy, MemlensError
 from engine.ingest.model import FORMATS
 from engine.scope import SCOPE_TYPES, Scope
 from engine.settings import default_db_path
+from engine.settings import value as setting_value
 
 INGEST_FORMATS = ("auto", *FORMATS)
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
@@ -960,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, apsw.BusyError):  # a lock met outside Database.write(), e.g. by a read
             sys.stderr.write(f"memlens: busy: the database is locked by another process ({exc}); retry\n")
             return EX_TEMPFAIL
-        if os.environ.get("MEMLENS_DEBUG"):
+        if setting_value("debug"):
             raise
         sys.stderr.write(f"memlens: internal error: {exc.__class__.__name__}: {exc} (set MEMLENS_DEBUG=1 for details)\n")
         return 1

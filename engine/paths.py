@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 
 
+RESOURCES_ENV = "MEMLENS_RESOURCES"  # declared in the settings list; read here, below it
+
+
 def resources_dir() -> Path:
-    env = os.environ.get("MEMLENS_RESOURCES")
+    env = os.environ.get(RESOURCES_ENV)
     if env:
         return Path(env)
     frozen = getattr(sys, "_MEIPASS", None)
