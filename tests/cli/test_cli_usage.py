@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
 from app.display import display_problem
+from tests.cli.helpers import run
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = [
@@ -23,17 +23,6 @@ TURNS = [
          "timestamp": "2024-03-02T10:00:00Z"},
         {"role": "assistant", "content": "Lisbon in March: noted.", "timestamp": "2024-03-02T10:00:05Z"}]},
 ]
-
-
-@pytest.fixture(autouse=True)
-def hashing(monkeypatch):
-    monkeypatch.setenv("MEMLENS_EMBEDDER", "hashing")
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
