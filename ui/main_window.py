@@ -91,6 +91,13 @@ class _Opened:
     warnings: list[str]
 
 
+def _close_engine(engine: Any, llm: Any) -> None:
+    if engine is not None:
+        engine.close()
+    if llm is not None:
+        llm.close()
+
+
 def _human_size(n: int) -> str:
     size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -522,14 +529,10 @@ class MainWindow(QMainWindow):
 
         def work(_progress, _stop) -> _Opened:
             llm = LLMClient(config) if config is not None else None  # imports the client library: not here
+            engine = None
             try:
                 # Re-embedding runs in the task runner (_after_open), not in a thread of the engine's own.
                 engine = MemoryEngine(path, embedder=embedder, llm=llm, create=True, background_reembed=False)
-            except BaseException:
-                if llm is not None:
-                    llm.close()
-                raise
-            try:
                 problems = []
                 try:
                     _ = engine.embedder  # records the model; vectors of another model become stale
@@ -537,15 +540,16 @@ class MainWindow(QMainWindow):
                     problems.append(f"Embedder: {exc}. Recall and corrections will fail until this is fixed.")
                 return _Opened(engine, llm, engine.scopes(), engine.exposure(), problems)
             except BaseException:
-                engine.close()
-                if llm is not None:
-                    llm.close()
+                _close_engine(engine, llm)
                 raise
 
         outcome: list[bool] = []
 
         def done(opened: _Opened) -> None:
-            if token != self._open_token or self._closing:
+            if self._closing:  # the window has shut its runner down: close it here
+                _close_engine(opened.engine, opened.llm)
+                return
+            if token != self._open_token:
                 self._close_later([], opened.engine, opened.llm)  # superseded by a newer open
                 return
             self._switch_to(path, opened, warnings + opened.warnings)
@@ -645,9 +649,7 @@ class MainWindow(QMainWindow):
         self._retiring.append((engine, llm))
 
         def close(_progress=None, _stop=None) -> None:
-            engine.close()
-            if llm is not None:
-                llm.close()
+            _close_engine(engine, llm)
 
         def closed(_result=None) -> None:
             if (engine, llm) in self._retiring:
@@ -789,8 +791,5 @@ class MainWindow(QMainWindow):
             retiring, self._retiring = [(self.engine, self._llm), *self._retiring], []
             self.engine, self._llm = None, None
             for engine, llm in retiring:
-                if engine is not None:
-                    engine.close()
-                if llm is not None:
-                    llm.close()
+                _close_engine(engine, llm)
         super().closeEvent(event)
