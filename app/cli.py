@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: one BLAS thread (PERF.md)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -41,7 +41,7 @@ GLOBAL_OPTIONS = (("db", "--db"), ("json", "--json"), ("user", "--user"), ("agen
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + exits 2; keep it one line
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + exits 2; keep it one line
         # main() prefixes "memlens: "; a sub-command's parser names the command once
         command = self.prog.removeprefix("memlens").strip()
         raise BadInput(f"{command}: {message}" if command else message)

@@ -55,13 +55,13 @@ from .llm import LLMClient, LLMConfig
 from .profile import Profile, build_profile
 from .records import Document
 from .reads import InspectorReads
-from .store.browse import MEMORY_STATUSES as MEMORY_STATUSES  # the browser's filter, for browse_memories callers
-from .store.browse import MemoryFilter as MemoryFilter
-from .store.changes_probe import ChangeSignal as ChangeSignal  # what change_signal() returns
 from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
 from .scope import Scope
+from .store.browse import MEMORY_STATUSES as MEMORY_STATUSES  # the browser's filter, for browse_memories callers
+from .store.browse import MemoryFilter as MemoryFilter
+from .store.changes_probe import ChangeSignal as ChangeSignal  # what change_signal() returns
 from .store.store import Store
 from .timeutil import normalise_iso, now_iso
 

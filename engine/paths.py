@@ -6,7 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-
 RESOURCES_ENV = "MEMLENS_RESOURCES"  # declared in the settings list; read here, below it
 
 

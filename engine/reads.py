@@ -40,7 +40,8 @@ class InspectorReads:
 
     def exposure(self) -> str | None:
         """Why other users can read this database file, or None when only its owner can."""
-        return self.store.db.exposure()
+        exposed: str | None = self.store.db.exposure()
+        return exposed
 
     def embedder_record(self) -> dict[str, Any] | None:
         """{"provider", "model", "dims"} of the model that wrote the stored vectors (None: none yet)."""

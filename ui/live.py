@@ -11,6 +11,7 @@ arrived in the scope, for the status-bar indicator; `sigScopesChanged` says othe
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -105,8 +106,7 @@ class LiveRefresh(QObject):
         self._inflight = True
         gen, engine, scope, previous = self._generation, ctx.engine, ctx.scope, self._probe
         ctx.runner.run(lambda _p, _s: engine.probe_changes(scope, previous),
-                       lambda result, g=gen: self._probed(g, result),
-                       lambda exc, g=gen: self._failed(g, exc))
+                       functools.partial(self._probed, gen), functools.partial(self._failed, gen))
 
     def _probed(self, gen: int, result) -> None:
         if gen != self._generation or self._closed:

@@ -9,6 +9,7 @@ are shown in place (a banner under the menu, or inside the pane), never as trace
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -17,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6 import __version__ as PYSIDE_VERSION
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal, qVersion
@@ -53,6 +54,9 @@ from ui.tasks import TaskRunner
 from ui.theme import apply_theme, register_fonts, theme_watcher
 from ui.widgets.banner import NoticeBanner, describe_error
 from ui.widgets.curation import describe_result, run_curation
+
+if TYPE_CHECKING:
+    from engine.memory import MemoryEngine
 
 __all__ = ["MainWindow", "ask_database_path", "register_fonts", "show_about"]
 
@@ -120,7 +124,7 @@ class _FailedPane(PaneBase):
 
 def load_panes(panes=PANES) -> list[tuple[str, str, str, type[PaneBase] | None, BaseException | None]]:
     """(key, title, shortcut, class or None, error or None) for every registered pane that exists."""
-    out = []
+    out: list[tuple[str, str, str, type[PaneBase] | None, BaseException | None]] = []
     for key, title, module, class_name, shortcut in panes:
         try:
             mod = importlib.import_module(module)
@@ -145,6 +149,8 @@ class MainWindow(QMainWindow):
                  panes=PANES, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         app = QApplication.instance()
+        if not isinstance(app, QApplication):
+            raise RuntimeError("the window needs a QApplication")
         register_fonts()
         apply_theme(app)
         theme_watcher(app).sigThemeChanged.connect(self._on_theme)
@@ -157,8 +163,8 @@ class MainWindow(QMainWindow):
         self.runner = runner if runner is not None else TaskRunner()
         self.bus = SelectionBus()
         self.live = LiveRefresh(self.bus, self)  # other processes' writes (MCP agent, CLI ingest) show up live
-        self.engine = None
-        self._llm = None
+        self.engine: MemoryEngine | None = None
+        self._llm: Any = None  # engine.llm.LLMClient
         self._open_token = 0  # the latest open_database call; an older one's result is dropped
         self._retiring: list[tuple[Any, Any]] = []  # (engine, llm) let go of, closed once their tasks end
         self.ctx: AppContext | None = None
@@ -193,6 +199,7 @@ class MainWindow(QMainWindow):
         for key, title, shortcut, cls, error in load_panes(panes):
             pane: PaneBase
             if cls is None:
+                assert error is not None  # load_panes says why a class is missing
                 pane = _FailedPane(key, title, error)
             else:
                 try:
@@ -219,10 +226,10 @@ class MainWindow(QMainWindow):
 
     def _default_layout(self) -> None:
         """Browser (tabbed with traces and benchmarks) on the left; spans above the review panes on the right."""
-        left_top = [k for k in ("memories", "traces", "bench", "health") if k in self.docks]
+        left_top: list[str] = [k for k in ("memories", "traces", "bench", "health") if k in self.docks]
         left_bottom: list[str] = []
-        right_top = [k for k in ("spans",) if k in self.docks]
-        right_bottom = [k for k in ("conflicts", "profile", "graph", "timeline", "settings") if k in self.docks]
+        right_top: list[str] = [k for k in ("spans",) if k in self.docks]
+        right_bottom: list[str] = [k for k in ("conflicts", "profile", "graph", "timeline", "settings") if k in self.docks]
         placed = set(left_top + left_bottom + right_top + right_bottom)
         right_bottom += [k for k in self.docks if k not in placed]
         for dock in self.docks.values():
@@ -382,7 +389,7 @@ class MainWindow(QMainWindow):
         self.redo_action.triggered.connect(self.redo)
         self.find_action = QAction("&Find memories", self)
         self.find_action.setShortcut(QKeySequence("Ctrl+F"))
-        self.find_action.triggered.connect(self.find)
+        self.find_action.triggered.connect(self.find_memory)
         for a in (self.undo_action, self.redo_action, self.find_action):
             edit_menu.addAction(a)
 
@@ -426,7 +433,7 @@ class MainWindow(QMainWindow):
         if pane is not None:
             pane.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
-    def find(self) -> None:
+    def find_memory(self) -> None:
         pane = self.show_pane("memories")
         if pane is not None and hasattr(pane, "focus_search"):
             pane.focus_search()
@@ -444,8 +451,8 @@ class MainWindow(QMainWindow):
             field = pane.findChild(QLineEdit)
         if field is None:
             pane.setFocus(Qt.FocusReason.ShortcutFocusReason)
-        elif field.hasFocus() and field.text().strip() and callable(getattr(pane, "run_what_if", None)):
-            pane.run_what_if()
+        elif field.hasFocus() and field.text().strip() and callable(run := getattr(pane, "run_what_if", None)):
+            run()
         else:
             field.setFocus(Qt.FocusReason.ShortcutFocusReason)
             field.selectAll()
@@ -495,7 +502,7 @@ class MainWindow(QMainWindow):
         self.notice_bar.hide()
 
     # databases ---------------------------------------------------------------------------------------------
-    def open_dialog(self) -> bool:
+    def open_dialog(self) -> bool | None:
         start = str(Path(self.engine.path).parent) if self.engine is not None else str(Path.home())
         path = ask_database_path(self, start)
         if path is None:
@@ -589,7 +596,7 @@ class MainWindow(QMainWindow):
         if opened.exposure:  # said once per opening; `memlens status` says it too
             self.statusBar().showMessage(f"Warning: {opened.exposure}", EXPOSURE_MESSAGE_MS)
 
-    def _after_open(self, engine) -> None:
+    def _after_open(self, engine: MemoryEngine) -> None:
         """Background work an opened database needs, through the task runner, once the panes have
         their first page: load the embedding model (creating its session holds the GIL for ~30 ms,
         which would otherwise land at the start of the first ingestion or query, and loading it
@@ -622,10 +629,10 @@ class MainWindow(QMainWindow):
     def _open_failed(self, path: Path, exc: BaseException) -> None:
         what, todo = describe_error(exc)
         still = f" {Path(self.engine.path).name} is still open." if self.engine is not None else ""
-        actions = [("Open another…", self.open_dialog)]
+        actions: list[tuple[str, Callable[[], object]]] = [("Open another…", self.open_dialog)]
         recent = [p for p in self.recent_paths() if Path(p) != path and Path(p).exists()]
         if recent:
-            actions.append((f"Open {Path(recent[0]).name}", lambda p=recent[0]: self.open_database(p)))
+            actions.append((f"Open {Path(recent[0]).name}", functools.partial(self.open_database, recent[0])))
         self.show_notice(f"Cannot open {path}.\n{what}\n{todo}{still}", "error", actions)
         self.sigOpenFailed.emit((path, exc))
 

@@ -149,7 +149,7 @@ class TaskRunner(QObject):
         self.foreground_pool.setMaxThreadCount(1)
         self._live: set[Task] = set()
         self._when_idle: list[Callable[[], None]] = []
-        self._settle_waiters: list[tuple[set[Task], Callable[[], None]]] = []
+        self._settle_waiters: list[tuple[set[Task], Callable[[], object]]] = []
         TaskRunner._instances.add(self)
 
     @classmethod
@@ -218,7 +218,7 @@ class TaskRunner(QObject):
             task.cancel()
         return tasks
 
-    def when_settled(self, tasks: list[Task], fn: Callable[[], None]) -> None:
+    def when_settled(self, tasks: list[Task], fn: Callable[[], object]) -> None:
         """Call `fn` on the GUI thread once every task in `tasks` has delivered (at once if they have)."""
         pending = {t for t in tasks if not t.settled}
         if pending:

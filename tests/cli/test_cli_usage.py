@@ -75,7 +75,7 @@ def test_show_prints_a_readable_record_and_json_only_when_asked(db, capsys):
     assert lines[0] == f"memory {mid} · episode"
     # every line of the memory quoted, the source named with its span
     assert "    | The flat is near the river." in lines and "    | It has a balcony." in lines
-    assert any(re.match(rf"  document \d+ \"Trip\" \(chat\) \[\d+, \d+\), chunk \d+", line) for line in lines)
+    assert any(re.match(r"  document \d+ \"Trip\" \(chat\) \[\d+, \d+\), chunk \d+", line) for line in lines)
     assert lines[-1] == "embedding: hashing/hashing-v1-384 (384d)"
     fact = data["facts"][0]
     code, out, _ = run(capsys, "show", "fact", fact["id"], "--db", db, "--user", "ana", "--agent", "bot")

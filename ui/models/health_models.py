@@ -53,7 +53,7 @@ class ChecksModel(RowTableModel):
 class TrendDelegate(QStyledItemDelegate):
     """A sparkline of TREND_ROLE inside the cell (the last point marked)."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
         opt.text = ""

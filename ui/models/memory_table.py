@@ -7,6 +7,7 @@ reads go through the task runner; results of a superseded filter are dropped by 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -71,7 +72,7 @@ class MemoryTableModel(QAbstractTableModel):
         engine, scope, flt_now = ctx.engine, ctx.scope, self.filter
         self.fetchMore(QModelIndex())  # the first page first: a count can take a full scan
         ctx.runner.run(lambda _p, _s: engine.count_memories(scope, flt_now),
-                       lambda n, g=gen: self._counted(g, n), lambda e, g=gen: self._failed(g, e))
+                       functools.partial(self._counted, gen), functools.partial(self._failed, gen))
 
     def reload(self) -> None:
         self.set_source(self.ctx, self.filter)
@@ -90,8 +91,7 @@ class MemoryTableModel(QAbstractTableModel):
         def work(_p, _s):
             return engine.browse_memories(scope, flt, after_id=None, limit=limit), engine.count_memories(scope, flt)
 
-        self.ctx.runner.run(work, lambda res, g=gen: self._merge(g, n, limit, *res),
-                            lambda e, g=gen: self._failed(g, e))
+        self.ctx.runner.run(work, lambda res: self._merge(gen, n, limit, *res), functools.partial(self._failed, gen))
 
     def _merge(self, gen: int, n_before: int, limit: int, fresh: list[dict[str, Any]], total: int) -> None:
         if gen != self._generation:
@@ -158,7 +158,7 @@ class MemoryTableModel(QAbstractTableModel):
         after = self.rows[-1]["id"] if self.rows else None
         engine, scope, flt, limit = self.ctx.engine, self.ctx.scope, self.filter, self.page_size
         self.ctx.runner.run(lambda _p, _s: engine.browse_memories(scope, flt, after_id=after, limit=limit),
-                            lambda page, g=gen: self._page(g, page), lambda e, g=gen: self._failed(g, e))
+                            functools.partial(self._page, gen), functools.partial(self._failed, gen))
 
     def _page(self, gen: int, page: list[dict[str, Any]]) -> None:
         if gen != self._generation:

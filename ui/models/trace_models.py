@@ -91,8 +91,8 @@ class TraceCandidatesModel(RowTableModel):
         outdated: its params["outdated"] (memory -> {"by", "on", "text", "rule", "reason"}: what recall
         judged replaced it for this question)."""
         briefs = briefs or {}
-        shared = {int(m): int(o) for m, o in (shared or {}).items()}
-        outdated = {int(m): v for m, v in (outdated or {}).items()}
+        shares = {int(m): int(o) for m, o in (shared or {}).items()}
+        outdated_of = {int(m): v for m, v in (outdated or {}).items()}
         present = {ch for c in candidates for ch in c.get("channels", {})}
         channels = [c for c in CHANNEL_ORDER if c in present] + sorted(present - set(CHANNEL_ORDER))
         rows = []
@@ -100,8 +100,8 @@ class TraceCandidatesModel(RowTableModel):
             b = briefs.get(int(c["memory_id"]), {})
             rows.append({**c, "kind": b.get("kind") or "?", "text": b.get("text"), "trust": b.get("trust"),
                          "fact_status": b.get("status"), "in_scope": bool(b),
-                         "shares_place_with": shared.get(int(c["memory_id"])),
-                         "updated_by": outdated.get(int(c["memory_id"]))})
+                         "shares_place_with": shares.get(int(c["memory_id"])),
+                         "updated_by": outdated_of.get(int(c["memory_id"]))})
         self.beginResetModel()
         self.channels = channels
         self.columns = self._columns()
@@ -172,8 +172,8 @@ class TraceCandidatesModel(RowTableModel):
         if key == "fate":
             if row.get("rank") is not None:
                 return int(row["rank"])
-            return 10**6 + ({"filters": 1, "score": 2, "rank": 3, "budget": 4}.get(
-                (row.get("dropped") or {}).get("stage"), 9))
+            stage = str((row.get("dropped") or {}).get("stage"))
+            return 10**6 + {"filters": 1, "score": 2, "rank": 3, "budget": 4}.get(stage, 9)
         if key == "score":
             return float(row.get("score") or 0.0)
         if key == "gold":

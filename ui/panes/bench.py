@@ -56,6 +56,7 @@ from ui.models.bench_models import (
 )
 from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.panes.base import PaneBase
+from ui.tasks import Task
 from ui.widgets.tables import row_table
 
 # Current truth (engine/bench/update_metrics.py): drawn per half of memlens bench updates, or overall.
@@ -102,7 +103,7 @@ class BenchPane(PaneBase):
         self.run: dict[str, Any] | None = None
         self.other: dict[str, Any] | None = None
         self.items: list[dict[str, Any]] = []
-        self._task = None
+        self._task: Task | None = None
         self._run_token = 0  # which start_run the controls are locked for
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
@@ -485,7 +486,8 @@ class BenchPane(PaneBase):
         level = self.level.currentText()
         shown, other_shown = self.scheme_summary(run), self.scheme_summary(self.other)
         mine = curves(shown.get("metrics") or {}, level)
-        theirs = curves(other_shown.get("metrics") or {}, level) if self.other else {}
+        other_id = self.other["id"] if self.other else None
+        theirs = curves(other_shown.get("metrics") or {}, level) if other_id is not None else {}
         for i, name in enumerate(sorted(mine)):
             ks, values = mine[name]
             color = series_color(i)
@@ -498,7 +500,7 @@ class BenchPane(PaneBase):
                 other = pg.PlotDataItem(np.array(ks_b, float), np.array(values_b, float),
                                         pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
                 self.curve_plot.addItem(other)
-                self.curve_items[f"{name} (run {self.other['id']})"] = other
+                self.curve_items[f"{name} (run {other_id})"] = other
         self.curve_plot.setTitle(f"metric@k, {self.scheme_name()}" + (f" (dashed: run {self.other['id']})"
                                                                         if self.other else ""))
         ks_all = ks_of(shown.get("metrics") or {})
@@ -608,7 +610,7 @@ class BenchPane(PaneBase):
     def _set_bars(bars: pg.BarGraphItem, x: np.ndarray, values: list[float | None]) -> None:
         """Bars for the scored categories only (None: the metric scores none of its questions)."""
         keep = [i for i, v in enumerate(values) if v is not None]
-        bars.setOpts(x=x[keep], height=np.array([float(values[i]) for i in keep]), width=0.38)
+        bars.setOpts(x=x[keep], height=np.array([values[i] for i in keep], float), width=0.38)
 
     def _fit_curve_ticks(self, *_args) -> None:
         """Ticks every 0.2 when the plot is tall enough for six labels, else 0, 0.5 and 1."""

@@ -351,7 +351,7 @@ class ConflictsPane(PaneBase):
     def _update_buttons(self) -> None:
         c = self.current_conflict
         open_ = c is not None and c["status"] == "open"
-        pair = open_ and c["fact_b"] is not None
+        pair = c is not None and open_ and c["fact_b"] is not None
         self.keep_a.setEnabled(open_)
         self.keep_a.setText("Keep A" if pair or not open_ else "Confirm")
         self.reject_both.setText("Reject both" if pair or not open_ else "Reject")

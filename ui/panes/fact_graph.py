@@ -14,6 +14,7 @@ Relation edges are coloured by type (updates orange, extends blue, derives purpl
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -57,6 +58,7 @@ from ui.models.graph_style import (
 )
 from ui.panes.base import PaneBase
 from ui.selection import Selection
+from ui.tasks import Task
 
 TRUST_SYMBOL = {"user": "o", "assistant": "h", "tool": "t", "external": "d"}
 FADED = ("superseded", "expired", "retracted")
@@ -78,7 +80,7 @@ class FactGraphPane(PaneBase):
         self.graph = GraphData()
         self._positions: dict[str, tuple[float, float]] = {}
         self._seed: dict[str, Any] = {}  # {"fact_ids": [...], "entity_keys": [...], "label": str}
-        self._task = None
+        self._task: Task | None = None
         self._request_id = 0
         self._labels: list[pg.TextItem] = []
         self.timings: dict[str, float] = {}
@@ -118,9 +120,9 @@ class FactGraphPane(PaneBase):
         self.time_mode.addItem("Valid between", "range")
         self.since = QDateEdit(self)
         self.until = QDateEdit(self)
-        for w in (self.since, self.until):
-            w.setCalendarPopup(True)
-            w.setDisplayFormat("yyyy-MM-dd")
+        for edit in (self.since, self.until):
+            edit.setCalendarPopup(True)
+            edit.setDisplayFormat("yyyy-MM-dd")
             w.setEnabled(False)
         filt.addWidget(self.time_mode)
         filt.addWidget(self.since)
@@ -286,7 +288,7 @@ class FactGraphPane(PaneBase):
         size = self.plot.size()
         aspect = size.width() / max(1, size.height())
 
-        def work(progress, should_stop) -> GraphData:
+        def work(progress, should_stop) -> tuple[GraphData, float]:
             t0 = time.perf_counter()
             statuses = p["statuses"] or ["__none__"]
             seed = p["seed"]
@@ -318,9 +320,8 @@ class FactGraphPane(PaneBase):
 
         self.progress.setValue(0)
         self.progress.show()
-        self._task = self.run_task(work, lambda res, r=rid: self._shown(r, res),
-                                   on_error=lambda exc, r=rid: self._failed(r, exc),
-                                   on_progress=lambda f, _m, r=rid: self._progress(r, f))
+        self._task = self.run_task(work, functools.partial(self._shown, rid), on_error=functools.partial(self._failed, rid),
+                                   on_progress=lambda fraction, _message: self._progress(rid, fraction))
 
     def _progress(self, rid: int, fraction: float) -> None:
         if rid == self._request_id:

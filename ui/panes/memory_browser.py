@@ -308,6 +308,8 @@ class MemoryBrowserPane(PaneBase):
             self._pending = None
             self._select_row(row)
             return
+        if self.ctx is None:
+            return
         self._pending = memory_id
         self._pages_followed = 0
         engine, scope, flt = self.ctx.engine, self.ctx.scope, self.model.filter

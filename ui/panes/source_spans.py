@@ -155,6 +155,8 @@ class SourceSpansPane(PaneBase):
     # loading --------------------------------------------------------------------------------------------
     def _load(self, kind: str, record_id: int, *, focus_memory: int | None = None, focus_chunk: int | None = None,
               flash: bool = True) -> None:
+        if self.ctx is None:
+            return
         engine, scope = self.ctx.engine, self.ctx.scope
         self._request += 1
         request = self._request
@@ -518,7 +520,7 @@ class SourceSpansPane(PaneBase):
         """Beside the document: what the source system stored for the focused chunk, when it differs."""
         chunk = self.focused_chunk()
         stored = ((chunk or {}).get("meta") or {}).get("stored_as")
-        if not stored:
+        if not stored or chunk is None:
             self.stored_box.hide()
             return
         what = "; ".join(stored.get("explained") or stored.get("how") or ())

@@ -238,7 +238,7 @@ class TimelinePane(PaneBase):
             self.show_timeline(TimelineData(now=now))
             return
         self.read(lambda: build_timeline(engine.timeline_facts(scope, key, pred), now=now),
-                  lambda data, r=rid: self.show_timeline(data) if r == self._request_id else None)
+                  lambda data: self.show_timeline(data) if rid == self._request_id else None)
 
     # drawing -------------------------------------------------------------------------------------------
     def show_timeline(self, data: TimelineData) -> None:

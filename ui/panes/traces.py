@@ -320,9 +320,9 @@ class TracesPane(PaneBase):
         if gold_rows:
             # a benchmark question: focus the best gold candidate, so the stacked bar compares it with
             # the last kept one and the why line says where it fell out
-            best = min(gold_rows, key=lambda i: (self.candidates.row(i).get("rank") is None,
-                                                 -float(self.candidates.row(i).get("score") or 0.0)))
-            self._set_target(int(self.candidates.row(best)["memory_id"]))
+            rows = self.candidates.rows
+            best = min(gold_rows, key=lambda i: (rows[i].get("rank") is None, -float(rows[i].get("score") or 0.0)))
+            self._set_target(int(rows[best]["memory_id"]))
             idx = self.proxy.mapFromSource(self.candidates.index(best, 0))
             if idx.isValid():
                 self.candidate_view.scrollTo(idx, QAbstractItemView.ScrollHint.PositionAtCenter)
@@ -465,7 +465,8 @@ class TracesPane(PaneBase):
         mid = int(row["memory_id"])
         self.target_memory = mid
         self._update_why()
-        if self.trace is not None and not self.trace_db and row.get("in_scope") and self.trace_scope == self.ctx.scope:
+        if (self.trace is not None and not self.trace_db and row.get("in_scope") and self.ctx is not None
+                and self.trace_scope == self.ctx.scope):
             self.select("memory", mid, extra=("trace", int(self.trace["id"])))
 
     def _follow_replacement(self, index) -> None:
@@ -573,7 +574,7 @@ class TracesPane(PaneBase):
             self.why_text.setText(f"m{mid} was never a candidate of trace {self.trace['id']}: no channel proposed it. "
                                   "Ask “Why not” for the channel-by-channel reason.")
             return
-        row = self.candidates.row(i)
+        row = self.candidates.rows[i]
         up = row.get("updated_by")
         outdated = (f"<br><span style='color:{OUTDATED_LIGHT}'>Outdated for this question: "
                     f"{html.escape(outdated_label(up))}</span> ({up['rule']}: {html.escape(up['reason'])}) — "
