@@ -143,3 +143,24 @@ def test_reembedding_runs_in_the_task_runner(qtbot, tmp_path):
     assert win.engine.counts(ANA)["stale_embeddings"] == 0  # done by the runner's task
     assert win.engine.embedder_record()["dims"] == HashingEmbedder().dims
     win.close()
+
+
+def test_a_newer_open_supersedes_one_still_running(qtbot, window, dbs, monkeypatch):
+    """Two opens in a row: the window shows the second, and the first one's engine, which arrives
+    after or before it, is closed rather than left open."""
+    made: list[MemoryEngine] = []
+    real = MemoryEngine.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(MemoryEngine, "__init__", spy)
+    first, second = dbs
+    assert window.open_database(first) is None
+    assert window.open_database(second) is None
+    qtbot.waitUntil(lambda: window.engine is not None and window.engine.path == second, timeout=20000)
+    qtbot.waitUntil(lambda: not window.runner.busy and not window._retiring, timeout=20000)
+    assert window.engine.path == second and window.ctx is not None and window.ctx.engine is window.engine
+    opened_first = [e for e in made if e.path == first]
+    assert opened_first and all(e.store.db._closed for e in opened_first)
