@@ -164,3 +164,15 @@ def test_a_newer_open_supersedes_one_still_running(qtbot, window, dbs, monkeypat
     assert window.engine.path == second and window.ctx is not None and window.ctx.engine is window.engine
     opened_first = [e for e in made if e.path == first]
     assert opened_first and all(e.store.db._closed for e in opened_first)
+
+
+def test_the_first_run_demo_says_it_is_ready_once_it_is_open(qtbot, window, tmp_path):
+    """The open runs after the build, in the runner: the "ready" line is shown when the window
+    shows the database, not before (the switch would clear it)."""
+    from app.gui import build_demo_then_open
+
+    path = tmp_path / "demo.db"
+    build_demo_then_open(window, path)
+    qtbot.waitUntil(lambda: window.engine is not None and not window.runner.busy, timeout=120000)
+    assert window.engine.path == path
+    assert "Demo ready:" in window.banner.text
