@@ -141,7 +141,7 @@ def test_an_outdated_memory_names_what_replaced_it_and_a_double_click_goes_there
     pane = _pane(qtbot, ctx)
     while pane.model.canFetchMore(QModelIndex()):
         pane.model.fetchMore(QModelIndex())
-    rows = [pane.model.row_dict(r) for r in range(pane.model.rowCount())]
+    rows = [pane.model.row(r) for r in range(pane.model.rowCount())]
     berlin, munich = fact_by(engine, "lives_in", "Berlin"), fact_by(engine, "lives_in", "Munich")
     turn = next(r for r in rows if r["kind"] == "episode" and "I live in Berlin" in r["text"])
     assert (turn["replaced_by"], turn["replaced_claim"]) == (munich["memory_id"], "lives_in Berlin")

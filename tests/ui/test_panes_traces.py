@@ -297,8 +297,8 @@ def test_an_outdated_candidate_is_marked_and_links_to_what_replaced_it(pane, eng
     marks = pane.trace["params"]["outdated"]
     mid, mark = next((m, v) for m, v in marks.items() if v["rule"] == "claim_superseded")
     i = pane.candidates.row_of_memory(int(mid))
-    text = pane.candidates.columns.index(("text", "Text"))
-    fate = pane.candidates.columns.index(("fate", "Rank / dropped at"))
+    text = pane.candidates.column_index("text")
+    fate = pane.candidates.column_index("fate")
     assert pane.candidates.index(i, text).data().startswith(f"[outdated → m{mark['by']}] ")
     assert pane.candidates.index(i, fate).data().endswith(f" · outdated → m{mark['by']}")
     tip = pane.candidates.index(i, fate).data(Qt.ItemDataRole.ToolTipRole)

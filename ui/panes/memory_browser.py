@@ -286,7 +286,7 @@ class MemoryBrowserPane(PaneBase):
 
     def _double_clicked(self, index: QModelIndex) -> None:
         """Double-click an outdated memory's "Replaced by": go to what replaced it."""
-        row = self.model.row_dict(index.row()) if index.isValid() else None
+        row = self.model.row(index.row()) if index.isValid() else None
         if row and row.get("replaced_by"):
             self._reach(int(row["replaced_by"]))  # its row here (found quietly, as for a selection from elsewhere)
             self.select("memory", int(row["replaced_by"]))  # and the other panes follow
