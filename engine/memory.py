@@ -53,8 +53,8 @@ from .ingest.pipeline import Ingestor, IngestReport
 from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
 from .profile import Profile, build_profile
-from .records import Document
 from .reads import InspectorReads
+from .records import Document
 from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe

@@ -148,7 +148,7 @@ class TaskRunner(QObject):
         self.foreground_pool = QThreadPool()
         self.foreground_pool.setMaxThreadCount(1)
         self._live: set[Task] = set()
-        self._when_idle: list[Callable[[], None]] = []
+        self._when_idle: list[Callable[[], object]] = []
         self._settle_waiters: list[tuple[set[Task], Callable[[], object]]] = []
         TaskRunner._instances.add(self)
 
@@ -198,7 +198,7 @@ class TaskRunner(QObject):
             if not self._live:
                 self.sigIdle.emit()
 
-    def when_idle(self, fn: Callable[[], None]) -> None:
+    def when_idle(self, fn: Callable[[], object]) -> None:
         """Call `fn` on the GUI thread once no task is running (at once if none is): work that
         can wait, such as loading the embedding model, goes after what the user is looking at."""
         if self._live:
