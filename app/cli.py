@@ -16,7 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: one BLAS thread (PERF.md)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -27,6 +27,7 @@ from engine.errors import BadInput, Busy, MemlensError
 from engine.ingest.model import FORMATS
 from engine.scope import SCOPE_TYPES, Scope
 from engine.settings import default_db_path
+from engine.settings import value as setting_value
 
 INGEST_FORMATS = ("auto", *FORMATS)
 EXTRACT_MODES = ("none", "auto", "heuristic", "llm")
@@ -34,9 +35,16 @@ EX_TEMPFAIL = 75  # sysexits.h: a temporary failure, the caller may retry
 EXIT_SOME_FAILED = 3
 
 
+# Options a command may take before its name as well as after it (`memlens --db X ingest ...`,
+# as git and sqlite-utils take them): (dest, flag).
+GLOBAL_OPTIONS = (("db", "--db"), ("json", "--json"), ("user", "--user"), ("agent", "--agent"))
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + exits 2; keep it one line
-        raise BadInput(f"{self.prog}: {message}")
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + exits 2; keep it one line
+        # main() prefixes "memlens: "; a sub-command's parser names the command once
+        command = self.prog.removeprefix("memlens").strip()
+        raise BadInput(f"{command}: {message}" if command else message)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -54,7 +62,48 @@ def _scoped(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="memlens", description="Inspect an AI agent's long-term memory.")
     parser.add_argument("--version", action="version", version=f"memlens {__version__}")
+    parser.add_argument("--db", type=Path, default=argparse.SUPPRESS,
+                        help="database file, for the commands that take one (here or after the command)")
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="one JSON document on stdout, for the commands that print one")
+    parser.add_argument("--user", default=argparse.SUPPRESS, help="user id, for the scoped commands")
+    parser.add_argument("--agent", default=argparse.SUPPRESS, help="agent id, for the scoped commands")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    _add_commands(sub)
+    _globals_either_side(sub)
+    return parser
+
+
+def _globals_either_side(sub) -> None:
+    """A sub-command's own --db/--json/--user/--agent must not overwrite what was given before its
+    name, so theirs default to "not given"; parse() fills in the defaults afterwards."""
+    for p in sub.choices.values():
+        taken: dict[str, Any] = {}
+        for action in p._actions:
+            for dest, flag in GLOBAL_OPTIONS:
+                if flag in action.option_strings:
+                    taken[dest] = action.default
+                    action.default = argparse.SUPPRESS
+        p.set_defaults(_globals=taken)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """argv -> the command's arguments; global options may stand before the command or after it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["gui", *argv])
+    taken = args.__dict__.pop("_globals")
+    for dest, flag in GLOBAL_OPTIONS:
+        if dest in taken:
+            if not hasattr(args, dest):
+                setattr(args, dest, taken[dest])  # given on neither side: the command's own default
+        elif hasattr(args, dest):
+            raise BadInput(f"{args.command} does not take {flag}")
+    return args
+
+
+def _add_commands(sub) -> None:
 
     p = sub.add_parser("gui", help="open the inspector")
     _common(p)
@@ -248,7 +297,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedder", default=None, choices=("local", "openai", "hashing"),
                    help="override $MEMLENS_EMBEDDER")
     _add_health_parser(sub)
-    return parser
 
 
 def _add_health_parser(sub) -> None:
@@ -284,6 +332,13 @@ def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
     else:
         sys.stdout.write(text.rstrip("\n") + "\n")
+
+
+def _one_line(text: str, width: int) -> str:
+    """A list entry stays on its line: line breaks and runs of spaces become one space, and what
+    does not fit ends in an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:width - 1] + "…"
 
 
 def _progress(fraction: float, message: str) -> None:
@@ -334,7 +389,7 @@ def _note_scope(args: argparse.Namespace, engine) -> None:
     if _given_scope(args):
         return
     scope = _scope(args)
-    others = [(s, n) for s, n in engine.store.scope_sizes() if s != scope]
+    others = [(s, n) for s, n in engine.scope_sizes() if s != scope]
     if others:
         sys.stderr.write(f"memlens: scope {_scope_label(scope)} (the default; choose with --user/--agent/--scope); "
                          "this file also holds " + ", ".join(f"{_scope_label(s)} ({n} memories)"
@@ -364,7 +419,9 @@ def _open_existing(args: argparse.Namespace):
 def cmd_show(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
         record = engine.show(args.kind, args.id, scope=_scope(args))
-    _emit(args, record, json.dumps(record, indent=2, ensure_ascii=False, default=str))
+    from .show_text import show_text
+
+    _emit(args, record, show_text(args.kind, record))
     return 0
 
 
@@ -431,8 +488,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         scope = _scope(args)
         counts = engine.counts(scope)
         size = engine.path.stat().st_size
-        sizes = engine.store.scope_sizes()
-        exposed = engine.store.db.exposure()
+        sizes = engine.scope_sizes()
+        exposed = engine.exposure()
     payload = {"db": str(engine.path), "bytes": size, "scope": scope.as_dict(), "counts": counts,
                "scopes": [s.as_dict() | {"memories": n} for s, n in sizes], "readable_by_others": exposed}
     chosen = "" if _given_scope(args) else " (the default: no --user/--agent/--scope given)"
@@ -499,7 +556,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
         scope = _scope(args)
         keep = args.keep
         if keep.isdigit():
-            conflict = engine.store.conflict(scope, args.id)
+            conflict = engine.conflict(scope, args.id)
             if conflict is None:
                 raise BadInput(f"no conflict {args.id} in this scope")
             ids = {conflict["fact_a_id"]: "a", conflict["fact_b_id"]: "b"}
@@ -521,7 +578,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         scope = _scope(args)
         mid = args.id
         if args.fact:
-            fact = engine.store.fact(scope, args.id)
+            fact = engine.fact(scope, args.id)
             if fact is None:
                 raise BadInput(f"no fact {args.id} in this scope")
             mid = fact["memory_id"]
@@ -555,7 +612,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     if result.not_stored:
         sys.stderr.write(f"memlens: the trace was not stored: {result.not_stored}\n")
     text = [f"trace {d['trace_id']}  ({d['timings_ms']['total']:.1f} ms, {d['context']['tokens']} tokens)"]
-    text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {r['text'][:140]}"
+    text += [f"{r['rank']:>3}. [{r['score']:.3f}] m{r['memory_id']} {_one_line(r['text'], 140)}"
              + (f"  (with m{r['shares_place_with']}: same source)" if r.get("shares_place_with") else "")
              + (f"\n       [{r['updated_by']['label']}]" if r.get("updated_by") else "")
              for r in d["results"]]
@@ -567,10 +624,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
         scope = _scope(args)
         if args.id is None:
-            rows = engine.store.traces(scope)
+            rows = engine.traces(scope)
             _emit(args, {"traces": rows}, "\n".join(
                 f"{r['id']:>6} {r['created_at']} {r['origin']:<8} {r['result_count']:>3} results  "
-                f"{(r['query_text'] or '(hashed)')[:80]}" for r in rows) or "no traces")
+                f"{_one_line(r['query_text'] or '(hashed)', 80)}" for r in rows) or "no traces")
             return 0
         t = engine.trace(args.id, scope=scope)
     lines = [f"trace {t['id']}: {t['query'] or '(agent query, hashed)'}"]
@@ -739,7 +796,7 @@ def _bench_text(out: dict) -> str:
 
 def cmd_log(args: argparse.Namespace) -> int:
     with _open_existing(args) as engine:
-        rows = engine.store.curation_log(_scope(args), limit=args.limit)
+        rows = engine.curation_log(_scope(args), limit=args.limit)
     out = [{k: r[k] for k in ("id", "command", "target_type", "target_id", "actor", "note", "created_at", "undone_at",
                               "undo_of")} | {"rows": {t: len(v) for t, v in r["before"].get("rows", {}).items()}}
            for r in rows]
@@ -767,7 +824,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return serve(_db_path(args), _scope(args), extract=args.extract, embedder=args.embedder)
 
 
+def _need_display() -> None:
+    """Before Qt loads: without a reachable display it would abort the process (SIGABRT)."""
+    from .display import display_problem
+
+    problem = display_problem()
+    if problem:
+        raise BadInput(problem)
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
+    _need_display()
     from .gui import run
 
     # No --db and no database yet: the first run builds the demo from resources/demo.
@@ -778,6 +845,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import build_demo
 
     path = _db_path(args)
+    if not args.no_gui:
+        _need_display()  # before the build: it would be for nothing
     if path.exists() and args.rebuild:
         for suffix in ("", "-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
@@ -872,9 +941,7 @@ COMMANDS["health"] = cmd_health
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
-        if args.command is None:
-            args = build_parser().parse_args(["gui", *argv])
+        args = parse(argv)
         return COMMANDS[args.command](args)
     except BadInput as exc:
         sys.stderr.write(f"memlens: {exc}\n")
@@ -894,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, apsw.BusyError):  # a lock met outside Database.write(), e.g. by a read
             sys.stderr.write(f"memlens: busy: the database is locked by another process ({exc}); retry\n")
             return EX_TEMPFAIL
-        if os.environ.get("MEMLENS_DEBUG"):
+        if setting_value("debug"):
             raise
         sys.stderr.write(f"memlens: internal error: {exc.__class__.__name__}: {exc} (set MEMLENS_DEBUG=1 for details)\n")
         return 1

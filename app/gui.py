@@ -6,7 +6,6 @@ never as a traceback dialog; the traceback goes to stderr for bug reports.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -24,9 +23,9 @@ def build_demo_then_open(window, path: Path) -> None:
 
     def done(info) -> None:
         window.clear_notice()
-        window.open_database(path)
-        window.show_notice(f"Demo ready: {info['memories']} memories, {info['facts']} facts, "
-                           f"{info['open_conflicts']} conflict waiting in the queue.", "info")
+        window.open_database(path, on_opened=lambda: window.show_notice(
+            f"Demo ready: {info['memories']} memories, {info['facts']} facts, "
+            f"{info['open_conflicts']} conflict waiting in the queue.", "info"))
 
     def failed(exc: BaseException) -> None:
         window.show_error(exc, "Building the demo database failed")
@@ -108,6 +107,7 @@ def report_ready(stamps: dict[str, float]) -> None:
 def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing: bool = False) -> int:
     from PySide6.QtWidgets import QApplication
 
+    from engine.settings import value as setting_value
     from ui.main_window import MainWindow
     from ui.qsettings import APPLICATION, ORGANISATION
     from ui.theme import register_fonts
@@ -148,7 +148,7 @@ def run(db_path: Path | None, argv: list[str] | None = None, *, demo_if_missing:
             if recent and Path(recent[0]).exists():
                 window.open_database(Path(recent[0]))
         window.show()
-        warm_up(window, report_ready if os.environ.get("MEMLENS_REPORT_READY") else None)
+        warm_up(window, report_ready if setting_value("report_ready") else None)
         return app.exec()
     finally:
         sys.excepthook = previous

@@ -124,13 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         return summary(name, t0, out.get("error"))
 
     def idle(also=lambda: True) -> None:
-        """Run the event loop until the task runner and the engine's re-embedding have nothing left
-        to do (and `also()` holds)."""
+        """Run the event loop until the task runner (opening, re-embedding, the panes' reads) has
+        nothing left to do (and `also()` holds)."""
         loop = QEventLoop()
         poll = QTimer()
         poll.setInterval(20)
-        poll.timeout.connect(lambda: loop.quit() if also() and not window.runner.busy and not (
-            window.engine is not None and window.engine.background_busy) else None)
+        poll.timeout.connect(lambda: loop.quit() if also() and not window.runner.busy else None)
         poll.start()
         loop.exec()
         poll.stop()
@@ -144,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         window.open_database(tmp / "probe.db")
         ready: dict = {}
         warm_up(window, ready.update)  # as app.gui.run does after the window
-        # (with --db, vectors of another model are re-embedded in a thread of their own: part of opening)
+        # the open, then (with --db) re-embedding vectors of another model: tasks of the runner
         idle(lambda: bool(ready))
         idle()  # and what the panes re-read once the new vectors landed
         return summary("open", t0, None)

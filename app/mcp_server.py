@@ -34,12 +34,13 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine import __version__
 from engine.errors import BadInput, DatabaseBusy, MemlensError
+from engine.ingest.formats.chat import Role
 from engine.ingest.limits import MAX_TURN_CHARS
 from engine.memory import MemoryEngine
 from engine.scope import Scope
@@ -50,7 +51,6 @@ log = logging.getLogger("memlens.mcp")
 SERVER_NAME = "memlens"
 MAX_K = 100  # a recall result is pasted into a prompt; more than this is a mistake, not a wish
 MAX_ID = 2**63 - 1  # SQLite's largest row id
-Role = Literal["user", "assistant", "system", "tool"]
 TEXT = {"min_length": 1, "pattern": r"\S"}  # a string with at least one character that is not whitespace
 # memory_add's one rule across fields (one turn or a batch, not both) is said in its descriptions,
 # not with oneOf/anyOf/allOf/not/if at the schema's root: Anthropic's, OpenAI's, Google's and

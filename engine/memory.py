@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -52,11 +53,15 @@ from .ingest.pipeline import Ingestor, IngestReport
 from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
 from .profile import Profile, build_profile
+from .reads import InspectorReads
 from .records import Document
 from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
 from .scope import Scope
+from .store.browse import MEMORY_STATUSES as MEMORY_STATUSES  # the browser's filter, for browse_memories callers
+from .store.browse import MemoryFilter as MemoryFilter
+from .store.changes_probe import ChangeSignal as ChangeSignal  # what change_signal() returns
 from .store.store import Store
 from .timeutil import normalise_iso, now_iso
 
@@ -87,7 +92,7 @@ class TurnsAdded:
                 "extraction": self.extraction}
 
 
-class MemoryEngine:
+class MemoryEngine(InspectorReads):
     """Long-term memory over one SQLite file: the API for Python agents, the CLI and the inspector.
 
     Open it on a path (created when missing), pass a Scope to every call (whose memory: user,
@@ -104,6 +109,8 @@ class MemoryEngine:
     - curator(scope, actor="agent").forget(id, reason=...)   soft forget, logged, undoable
     - show("memory" | "fact" | "document" | "chunk", id, scope=...)   one record with provenance
     - facts(scope), conflicts(scope), export(scope), trace(id, scope=...)
+    - the inspector's read-only views (browse_memories, span_view, graph_facts, bench_runs, ...):
+      engine/reads.py
     - close()
 
     Errors the caller can fix raise engine.errors.BadInput (nothing was written); every error
@@ -135,6 +142,8 @@ class MemoryEngine:
         self._lock = threading.Lock()
         self._extract_lock = threading.Lock()  # one extraction run at a time (see the module docstring)
         self._indexes: dict[tuple[Scope, str], VectorIndex] = {}
+        self._trace_dbs: dict[Path, MemoryEngine] = {}  # benchmark containers opened by trace_db()
+        self._trace_dbs_lock = threading.Lock()
 
     # lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -145,6 +154,7 @@ class MemoryEngine:
             thread.join()
         if self._llm is not None and self._llm_owned:
             self._llm.close()
+        self._close_trace_dbs()
         self.store.close()
 
     @property
@@ -169,6 +179,34 @@ class MemoryEngine:
         from .llm_check import check_endpoint
 
         return check_endpoint(config)
+
+    def interrupt(self) -> None:
+        """Stop the reads running on this engine in other threads (they raise apsw.InterruptError),
+        so that a caller which has cancelled its work can close the engine soon; writes in progress
+        finish (Database.interrupt). For an inspector switching to another database."""
+        self.store.db.interrupt()
+        for engine in list(self._trace_dbs.values()):
+            engine.interrupt()
+
+    def trace_db(self, path: str | os.PathLike[str] | None) -> MemoryEngine:
+        """The engine of the file holding a benchmark question's trace: this one when `path` is
+        None or this file, else the run's container DB, opened read-only once and closed with
+        this engine (BadInput when it is missing or not a memlens database)."""
+        if path is None or Path(path).resolve() == Path(self.path).resolve():
+            return self
+        key = Path(path).resolve()
+        with self._trace_dbs_lock:
+            engine = self._trace_dbs.get(key)
+            if engine is None:
+                engine = MemoryEngine(key, create=False, readonly=True, llm=False, background_reembed=False)
+                self._trace_dbs[key] = engine
+            return engine
+
+    def _close_trace_dbs(self) -> None:
+        with self._trace_dbs_lock:
+            engines, self._trace_dbs = list(self._trace_dbs.values()), {}
+        for engine in engines:
+            engine.close()
 
     def __enter__(self) -> MemoryEngine:
         return self
@@ -313,7 +351,7 @@ class MemoryEngine:
         window stays queued with its error, retried by the next call (result.extraction says
         what happened). Bad messages raise BadInput before anything is written.
         """
-        from .ingest.formats.chat import ROLE_TRUST, content_text, parse_json
+        from .ingest.formats.chat import checked_role, content_text, parse_json
         from .ingest.limits import check_turn
         from .timeutil import to_utc_iso
 
@@ -328,9 +366,7 @@ class MemoryEngine:
             where = f"message {i}" if len(messages) > 1 else "the message"
             if not isinstance(msg, dict):
                 raise BadInput(f"{where} is not an object with role and content")
-            role = msg.get("role")
-            if not isinstance(role, str) or role.strip().lower() not in ROLE_TRUST:
-                raise BadInput(f"{where}: role must be user, assistant, system or tool, got {role!r}")
+            role = checked_role(msg.get("role"), where, required=True)
             name = msg.get("name")
             if name is not None and (not isinstance(name, str) or not name.strip()):
                 raise BadInput(f"{where}: name must be a non-empty string")
@@ -342,7 +378,7 @@ class MemoryEngine:
             if not text.strip():
                 skipped += 1
                 continue
-            clean.append({"role": role.strip().lower(), "content": msg.get("content"),
+            clean.append({"role": role, "content": msg.get("content"),
                           **({"name": name.strip()} if name is not None else {}),
                           "timestamp": when if when is not None else now})
         if not clean:

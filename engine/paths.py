@@ -6,9 +6,12 @@ import os
 import sys
 from pathlib import Path
 
+RESOURCES_ENV = "MEMLENS_RESOURCES"  # both declared in the settings list; read here, below it
+CACHE_DIR_ENV = "MEMLENS_CACHE_DIR"
+
 
 def resources_dir() -> Path:
-    env = os.environ.get("MEMLENS_RESOURCES")
+    env = os.environ.get(RESOURCES_ENV)
     if env:
         return Path(env)
     frozen = getattr(sys, "_MEIPASS", None)
@@ -20,7 +23,7 @@ def resources_dir() -> Path:
 def cache_dir() -> Path:
     """Where memlens keeps what it can recompute (the vector cache of `memlens perf --data`):
     $MEMLENS_CACHE_DIR, else the platform's per-user cache folder."""
-    env = os.environ.get("MEMLENS_CACHE_DIR")
+    env = os.environ.get(CACHE_DIR_ENV)
     if env:
         return Path(env)
     if sys.platform == "win32":

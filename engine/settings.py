@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
+from .paths import CACHE_DIR_ENV, RESOURCES_ENV
 from .retrieve.recipes import RECIPES
 
 if TYPE_CHECKING:
@@ -64,6 +65,17 @@ SETTINGS: tuple[Setting, ...] = (
             kind="int"),
     Setting("recipe", "MEMLENS_RECIPE", "default", "retrieval recipe for queries run from the inspector",
             kind="choice", choices=tuple(RECIPES)),
+    Setting("settings_file", "MEMLENS_SETTINGS_FILE", None,
+            "an INI file for the inspector's settings instead of the platform store (portable use, tests)"),
+    Setting("debug", "MEMLENS_DEBUG", None, "1: an internal error of a command shows its traceback"),
+    Setting("resources", RESOURCES_ENV, None,
+            "the directory of the bundled model and fonts (default: beside the code, or in the packaged app)"),
+    Setting("cache_dir", CACHE_DIR_ENV, None,
+            "where memlens keeps what it can recompute, such as `memlens perf --data`'s vector cache "
+            "(default: the platform's per-user cache folder)"),
+    Setting("report_ready", "MEMLENS_REPORT_READY", None,
+            "1: `memlens gui` says on stderr when its first page of data is up and the model loaded "
+            "(set by `python -m app.latency_probe --first-window`)"),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -1,7 +1,9 @@
 """Long-term memory for a Python agent with memlens: add turns, recall, profile, explain, forget.
 
-    python examples/agent_memory.py            # the bundled local embedding model (offline)
-    MEMLENS_EMBEDDER=hashing python examples/agent_memory.py   # no model at all (instant)
+    .venv/bin/python examples/agent_memory.py            # the bundled local embedding model (offline)
+    MEMLENS_EMBEDDER=hashing .venv/bin/python examples/agent_memory.py   # no model at all (instant)
+
+(the Python memlens is installed in: in a checkout, the venv `make install` made)
 
 With MEMLENS_LLM_BASE_URL (and MEMLENS_LLM_MODEL) set, facts are extracted by that model;
 without, by the offline heuristic extractor. The database lives in a temporary directory;
@@ -18,7 +20,11 @@ try:
     from engine.memory import MemoryEngine
 except ModuleNotFoundError:  # run from a source checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from engine.memory import MemoryEngine
+    try:
+        from engine.memory import MemoryEngine
+    except ModuleNotFoundError as exc:  # a Python without memlens's dependencies
+        sys.exit(f"agent_memory.py: no module {exc.name!r} in {sys.executable}: run it with the Python memlens is "
+                 "installed in, e.g. .venv/bin/python examples/agent_memory.py")
 from engine.scope import Scope
 
 CONVERSATION = [

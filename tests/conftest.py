@@ -1,10 +1,9 @@
-"""Strict harness (STYLE.md item 8): offscreen Qt before anything loads it, no stray threads."""
+"""Strict harness (STYLE.md item 8): offscreen Qt before anything loads it, nothing left running."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-import threading
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("MEMLENS_EMBEDDER", "hashing")
@@ -20,19 +19,24 @@ for _var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "MEMLENS_LLM_BASE_URL", "MEMLE
 
 import pytest  # noqa: E402
 
+from tests.fixtures import leaks  # noqa: E402
+
 pytest_plugins = ["tests.fixtures.openai_plugin"]
 
 
 @pytest.fixture(autouse=True)
-def _no_leaked_threads():
-    before = {t.ident for t in threading.enumerate()}
+def _no_leaks():
+    """A test leaves nothing running: no Python thread, no work in a QThreadPool, no active QTimer
+    (tests/fixtures/leaks.py). Torn down after pytest-qt has closed the test's widgets."""
+    before, timers_before = leaks.thread_idents(), set(leaks.active_timers())
     yield
-    leaked = [
-        t
-        for t in threading.enumerate()
-        if t.ident not in before and t.is_alive() and not t.daemon
-    ]
-    for t in leaked:
+    pools = leaks.busy_pools()
+    leaks.wait_for_pools()  # whatever the verdict, that work must not reach into the next test
+    timers = [what for key, what in leaks.active_timers().items() if key not in timers_before]
+    threads = leaks.leaked_threads(before)
+    for t in threads:
         t.join(timeout=5)
-    still = [t.name for t in leaked if t.is_alive()]
+    still = [t.name for t in threads if t.is_alive()]
     assert not still, f"test left threads running: {still}"
+    assert not pools, f"test left work running in a thread pool: {pools}"
+    assert not timers, f"test left timers running: {timers}"

@@ -11,11 +11,12 @@ arrived in the scope, for the status-bar indicator; `sigScopesChanged` says othe
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from engine.store.changes_probe import ChangeSignal, probe_changes
+from engine.memory import ChangeSignal
 from ui.context import AppContext
 from ui.selection import SelectionBus
 
@@ -56,7 +57,7 @@ class LiveRefresh(QObject):
         if ctx is None or self._closed or str(ctx.engine.path) == ":memory:":
             return
         try:
-            self._signal = ChangeSignal(ctx.engine.path)
+            self._signal = ctx.engine.change_signal()
         except Exception:  # noqa: BLE001 - no live refresh for a file we cannot open twice; the rest works
             self._signal = None
             return
@@ -103,10 +104,9 @@ class LiveRefresh(QObject):
         if ctx is None:
             return
         self._inflight = True
-        gen, store, scope, previous = self._generation, ctx.engine.store, ctx.scope, self._probe
-        ctx.runner.run(lambda _p, _s: probe_changes(store, scope, previous),
-                       lambda result, g=gen: self._probed(g, result),
-                       lambda exc, g=gen: self._failed(g, exc))
+        gen, engine, scope, previous = self._generation, ctx.engine, ctx.scope, self._probe
+        ctx.runner.run(lambda _p, _s: engine.probe_changes(scope, previous),
+                       functools.partial(self._probed, gen), functools.partial(self._failed, gen))
 
     def _probed(self, gen: int, result) -> None:
         if gen != self._generation or self._closed:

@@ -9,11 +9,16 @@ are shown in place (a banner under the menu, or inside the pane), never as trace
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6 import __version__ as PYSIDE_VERSION
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Signal, qVersion
@@ -36,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import __version__
-from engine.errors import BadInput, MemlensError
+from engine.errors import BadInput, Cancelled, MemlensError
 from engine.scope import Scope
 from engine.settings import SettingsStore
 from ui.context import AppContext
@@ -49,6 +54,9 @@ from ui.tasks import TaskRunner
 from ui.theme import apply_theme, register_fonts, theme_watcher
 from ui.widgets.banner import NoticeBanner, describe_error
 from ui.widgets.curation import describe_result, run_curation
+
+if TYPE_CHECKING:
+    from engine.memory import MemoryEngine
 
 __all__ = ["MainWindow", "ask_database_path", "register_fonts", "show_about"]
 
@@ -76,6 +84,24 @@ def scope_label(scope: Scope) -> str:
     return f"{scope.user_id} / {scope.agent_id} ({scope.scope_type}:{scope.scope_id})"
 
 
+@dataclass(slots=True)
+class _Opened:
+    """What opening a database in the background hands to the GUI thread."""
+
+    engine: Any  # engine.memory.MemoryEngine
+    llm: Any  # engine.llm.LLMClient or None
+    scopes: list[Scope]
+    exposure: str | None
+    warnings: list[str]
+
+
+def _close_engine(engine: Any, llm: Any) -> None:
+    if engine is not None:
+        engine.close()
+    if llm is not None:
+        llm.close()
+
+
 def _human_size(n: int) -> str:
     size = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -98,7 +124,7 @@ class _FailedPane(PaneBase):
 
 def load_panes(panes=PANES) -> list[tuple[str, str, str, type[PaneBase] | None, BaseException | None]]:
     """(key, title, shortcut, class or None, error or None) for every registered pane that exists."""
-    out = []
+    out: list[tuple[str, str, str, type[PaneBase] | None, BaseException | None]] = []
     for key, title, module, class_name, shortcut in panes:
         try:
             mod = importlib.import_module(module)
@@ -123,6 +149,8 @@ class MainWindow(QMainWindow):
                  panes=PANES, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         app = QApplication.instance()
+        if not isinstance(app, QApplication):
+            raise RuntimeError("the window needs a QApplication")
         register_fonts()
         apply_theme(app)
         theme_watcher(app).sigThemeChanged.connect(self._on_theme)
@@ -135,8 +163,10 @@ class MainWindow(QMainWindow):
         self.runner = runner if runner is not None else TaskRunner()
         self.bus = SelectionBus()
         self.live = LiveRefresh(self.bus, self)  # other processes' writes (MCP agent, CLI ingest) show up live
-        self.engine = None
-        self._llm = None
+        self.engine: MemoryEngine | None = None
+        self._llm: Any = None  # engine.llm.LLMClient
+        self._open_token = 0  # the latest open_database call; an older one's result is dropped
+        self._retiring: list[tuple[Any, Any]] = []  # (engine, llm) let go of, closed once their tasks end
         self.ctx: AppContext | None = None
         self.panes: dict[str, PaneBase] = {}
         self.docks: dict[str, QDockWidget] = {}
@@ -169,6 +199,7 @@ class MainWindow(QMainWindow):
         for key, title, shortcut, cls, error in load_panes(panes):
             pane: PaneBase
             if cls is None:
+                assert error is not None  # load_panes says why a class is missing
                 pane = _FailedPane(key, title, error)
             else:
                 try:
@@ -195,10 +226,10 @@ class MainWindow(QMainWindow):
 
     def _default_layout(self) -> None:
         """Browser (tabbed with traces and benchmarks) on the left; spans above the review panes on the right."""
-        left_top = [k for k in ("memories", "traces", "bench", "health") if k in self.docks]
+        left_top: list[str] = [k for k in ("memories", "traces", "bench", "health") if k in self.docks]
         left_bottom: list[str] = []
-        right_top = [k for k in ("spans",) if k in self.docks]
-        right_bottom = [k for k in ("conflicts", "profile", "graph", "timeline", "settings") if k in self.docks]
+        right_top: list[str] = [k for k in ("spans",) if k in self.docks]
+        right_bottom: list[str] = [k for k in ("conflicts", "profile", "graph", "timeline", "settings") if k in self.docks]
         placed = set(left_top + left_bottom + right_top + right_bottom)
         right_bottom += [k for k in self.docks if k not in placed]
         for dock in self.docks.values():
@@ -289,13 +320,13 @@ class MainWindow(QMainWindow):
         """Another process wrote into a scope this window has not listed yet: offer it in the picker."""
         if self.engine is None or self.ctx is None:
             return
-        store, ctx = self.engine.store, self.ctx
+        engine, ctx = self.engine, self.ctx
 
         def done(scopes: list[Scope]) -> None:
             if ctx is self.ctx:
                 self._fill_scopes(scopes, ctx.scope)
 
-        self.runner.run(lambda _p, _s: store.scopes(), done, lambda _exc: None)
+        self.runner.run(lambda _p, _s: engine.scopes(), done, lambda _exc: None)
 
     def refresh_status(self) -> None:
         if self.engine is None or self.ctx is None:
@@ -307,10 +338,13 @@ class MainWindow(QMainWindow):
 
         def work() -> dict[str, Any]:
             size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
-            meta = engine.store.get_meta("embedder")
-            return {"size": size, "counts": engine.store.counts(scope), "embedder": json.loads(meta) if meta else None}
+            return {"size": size, "counts": engine.counts(scope), "embedder": engine.embedder_record()}
 
         ctx = self.ctx
+
+        def failed(exc: BaseException) -> None:
+            if ctx is self.ctx:  # not what a database let go of meanwhile says (cancelled, interrupted)
+                self.show_notice(describe_error(exc)[0], "warning")
 
         def done(info: dict[str, Any]) -> None:
             if ctx is not self.ctx:
@@ -328,7 +362,7 @@ class MainWindow(QMainWindow):
                 text = f"embedder {configured} (no vectors yet)"
             self.embedder_label.setText(text)
 
-        self.runner.run(lambda _p, _s: work(), done, lambda exc: self.show_notice(describe_error(exc)[0], "warning"))
+        self.runner.run(lambda _p, _s: work(), done, failed)
 
     # menus -----------------------------------------------------------------------------------------------
     def _build_menus(self) -> None:
@@ -355,7 +389,7 @@ class MainWindow(QMainWindow):
         self.redo_action.triggered.connect(self.redo)
         self.find_action = QAction("&Find memories", self)
         self.find_action.setShortcut(QKeySequence("Ctrl+F"))
-        self.find_action.triggered.connect(self.find)
+        self.find_action.triggered.connect(self.find_memory)
         for a in (self.undo_action, self.redo_action, self.find_action):
             edit_menu.addAction(a)
 
@@ -399,7 +433,7 @@ class MainWindow(QMainWindow):
         if pane is not None:
             pane.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
-    def find(self) -> None:
+    def find_memory(self) -> None:
         pane = self.show_pane("memories")
         if pane is not None and hasattr(pane, "focus_search"):
             pane.focus_search()
@@ -417,8 +451,8 @@ class MainWindow(QMainWindow):
             field = pane.findChild(QLineEdit)
         if field is None:
             pane.setFocus(Qt.FocusReason.ShortcutFocusReason)
-        elif field.hasFocus() and field.text().strip() and callable(getattr(pane, "run_what_if", None)):
-            pane.run_what_if()
+        elif field.hasFocus() and field.text().strip() and callable(run := getattr(pane, "run_what_if", None)):
+            run()
         else:
             field.setFocus(Qt.FocusReason.ShortcutFocusReason)
             field.selectAll()
@@ -468,85 +502,174 @@ class MainWindow(QMainWindow):
         self.notice_bar.hide()
 
     # databases ---------------------------------------------------------------------------------------------
-    def open_dialog(self) -> bool:
+    def open_dialog(self) -> bool | None:
         start = str(Path(self.engine.path).parent) if self.engine is not None else str(Path.home())
         path = ask_database_path(self, start)
         if path is None:
             return False
         return self.open_database(path)
 
-    def open_database(self, path: str | Path) -> bool:
-        """Open `path` (creating an empty memlens DB if it does not exist). On failure the current
-        database stays open and the window says why, offering to open another."""
+    def open_database(self, path: str | Path, *, on_opened: Callable[[], None] | None = None) -> bool | None:
+        """Open `path` (creating an empty memlens DB if it does not exist) without blocking the window.
+
+        The engine's open, its migrations and the first reads run in the task runner while the
+        window says so; then the database the window had is retired: its tasks are cancelled, its
+        running reads interrupted, and it is closed once they have all ended (never under a
+        worker). Returns True or False when the open has already succeeded or failed (an inline
+        runner), None while it runs (sigContextChanged or sigOpenFailed follow). A newer open
+        supersedes an older one still running. `on_opened()` runs once the window shows it. On
+        failure the current database stays open and the window says why, offering to open another."""
         from engine.llm import LLMClient
         from engine.memory import MemoryEngine
 
         path = Path(path).expanduser()
-        llm = None
+        self._open_token += 1
+        token = self._open_token
+        warnings: list[str] = []
+        embedder = None
         try:
-            embedder = None
+            embedder = self.settings_store.make_embedder()
+        except MemlensError as exc:
+            warnings.append(f"Embedder settings: {exc}. Recall and corrections will fail until this is fixed in "
+                            "Settings.")
+        config = self.settings_store.llm_config()
+
+        def work(_progress, _stop) -> _Opened:
+            llm = LLMClient(config) if config is not None else None  # imports the client library: not here
+            engine = None
             try:
-                embedder = self.settings_store.make_embedder()
-            except MemlensError as exc:
-                self.show_notice(f"Embedder settings: {exc}. Recall and corrections will fail until this is fixed "
-                                 "in Settings.", "warning")
-            config = self.settings_store.llm_config()
-            llm = LLMClient(config) if config is not None else None
-            engine = MemoryEngine(path, embedder=embedder, llm=llm if llm is not None else None, create=True)
-        except (MemlensError, OSError) as exc:
-            if llm is not None:
-                llm.close()
+                # Re-embedding runs in the task runner (_after_open), not in a thread of the engine's own.
+                engine = MemoryEngine(path, embedder=embedder, llm=llm, create=True, background_reembed=False)
+                problems = []
+                try:
+                    _ = engine.embedder  # records the model; vectors of another model become stale
+                except MemlensError as exc:  # e.g. an embedding endpoint that does not answer
+                    problems.append(f"Embedder: {exc}. Recall and corrections will fail until this is fixed.")
+                return _Opened(engine, llm, engine.scopes(), engine.exposure(), problems)
+            except BaseException:
+                _close_engine(engine, llm)
+                raise
+
+        outcome: list[bool] = []
+
+        def done(opened: _Opened) -> None:
+            if self._closing:  # the window has shut its runner down: close it here
+                _close_engine(opened.engine, opened.llm)
+                return
+            if token != self._open_token:
+                self._close_later([], opened.engine, opened.llm)  # superseded by a newer open
+                return
+            self._switch_to(path, opened, warnings + opened.warnings)
+            outcome.append(True)
+            if on_opened is not None:
+                on_opened()
+
+        def failed(exc: BaseException) -> None:
+            if token != self._open_token or self._closing:
+                return
+            self.clear_notice()
             self._open_failed(path, exc)
-            return False
-        self._close_engine()
-        self.engine, self._llm = engine, llm
+            outcome.append(False)
+
+        self.show_notice(f"Opening {path} …", "info")  # the loading state: the panes keep what they show
+        self.runner.run(work, done, failed)
+        return outcome[0] if outcome else None
+
+    def _switch_to(self, path: Path, opened: _Opened, warnings: list[str]) -> None:
+        self._retire_engine()
+        engine, scopes = opened.engine, opened.scopes
+        self.engine, self._llm = engine, opened.llm
         self.clear_notice()
+        for warning in warnings:
+            self.show_notice(warning, "warning")
         self._add_recent(path)
         self.setWindowTitle(f"memlens — {path.name}")
         self.path_label.setText(str(path))
         self.path_label.setToolTip(str(path))
-        scopes = engine.store.scopes()
         scope = self._remembered_scope(path, scopes) or (scopes[0] if scopes else Scope.default())
         self._fill_scopes(scopes, scope)
         self._set_context(AppContext(engine=engine, scope=scope, bus=self.bus, runner=self.runner))
-        warm = getattr(engine.embedder, "warm", None)
-        if callable(warm):
-            # Load the model in the background once the panes have their first page: creating its
-            # session holds the GIL for ~30 ms, which would otherwise land at the start of the
-            # first ingestion or query, and loading it first would delay what the user opened the
-            # database to see. A failure is reported by the first pane that embeds, with what to do.
-            self.runner.when_idle(lambda: self.runner.run(lambda _p, _s: warm(), on_error=lambda _exc: None))
+        self._after_open(engine)
         if not scopes:
             self.show_notice(f"{path.name} holds no memories yet. Ingest something: memlens ingest PATH --db {path}",
                              "info", [("Open another…", self.open_dialog)])
-        exposed = engine.store.db.exposure()
-        if exposed:  # said once per opening; `memlens status` says it too
-            self.statusBar().showMessage(f"Warning: {exposed}", EXPOSURE_MESSAGE_MS)
-        return True
+        if opened.exposure:  # said once per opening; `memlens status` says it too
+            self.statusBar().showMessage(f"Warning: {opened.exposure}", EXPOSURE_MESSAGE_MS)
+
+    def _after_open(self, engine: MemoryEngine) -> None:
+        """Background work an opened database needs, through the task runner, once the panes have
+        their first page: load the embedding model (creating its session holds the GIL for ~30 ms,
+        which would otherwise land at the start of the first ingestion or query, and loading it
+        first would delay what the user opened the database to see), then re-embed vectors another
+        model or an older text definition made. Failures are reported by the first pane that
+        embeds, with what to do."""
+        warm = getattr(engine.embedder, "warm", None)
+
+        def reembed(_result=None) -> None:
+            if engine is not self.engine:
+                return  # another database was opened meanwhile
+
+            def progress(_fraction: float, message: str) -> None:
+                if engine is self.engine:
+                    self.statusBar().showMessage(f"Re-embedding with the current model: {message}", 4000)
+
+            self.runner.run(lambda p, s: engine.reembed_stale(progress=p, should_stop=s), None,
+                            lambda exc: None if isinstance(exc, Cancelled) else self._background_failed(exc),
+                            progress)
+
+        if callable(warm):
+            self.runner.when_idle(lambda: self.runner.run(lambda _p, _s: warm(), reembed, lambda _exc: reembed()))
+        else:
+            self.runner.when_idle(reembed)
+
+    def _background_failed(self, exc: BaseException) -> None:
+        what, _todo = describe_error(exc)
+        self.statusBar().showMessage(f"Re-embedding stopped: {what}", EXPOSURE_MESSAGE_MS)
 
     def _open_failed(self, path: Path, exc: BaseException) -> None:
         what, todo = describe_error(exc)
         still = f" {Path(self.engine.path).name} is still open." if self.engine is not None else ""
-        actions = [("Open another…", self.open_dialog)]
+        actions: list[tuple[str, Callable[[], object]]] = [("Open another…", self.open_dialog)]
         recent = [p for p in self.recent_paths() if Path(p) != path and Path(p).exists()]
         if recent:
-            actions.append((f"Open {Path(recent[0]).name}", lambda p=recent[0]: self.open_database(p)))
+            actions.append((f"Open {Path(recent[0]).name}", functools.partial(self.open_database, recent[0])))
         self.show_notice(f"Cannot open {path}.\n{what}\n{todo}{still}", "error", actions)
         self.sigOpenFailed.emit((path, exc))
 
-    def _close_engine(self) -> None:
-        if self.engine is None:
+    def _retire_engine(self) -> None:
+        """Let go of the open database without waiting for it: detach the panes, cancel every task
+        (they read the old engine), interrupt its running reads, and close it once they have all
+        ended."""
+        engine, llm = self.engine, self._llm
+        if engine is None:
             return
+        self.engine, self._llm = None, None
         self._set_context(None)
-        self.runner.wait()
-        self.engine.close()
-        self.engine = None
-        if self._llm is not None:
-            self._llm.close()
-            self._llm = None
+        tasks = self.runner.cancel_all()
+        engine.interrupt()
+        self._close_later(tasks, engine, llm)
+
+    def _close_later(self, tasks, engine, llm) -> None:
+        """Close `engine` (and its LLM client) in the task runner once `tasks` have ended: closing
+        optimises the file, which may ANALYZE."""
+
+        self._retiring.append((engine, llm))
+
+        def close(_progress=None, _stop=None) -> None:
+            _close_engine(engine, llm)
+
+        def closed(_result=None) -> None:
+            if (engine, llm) in self._retiring:
+                self._retiring.remove((engine, llm))
+
+        self.runner.when_settled(tasks, lambda: self.runner.run(close, closed, self._close_failed))
+
+    def _close_failed(self, exc: BaseException) -> None:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)  # for bug reports
 
     def close_database(self) -> None:
-        self._close_engine()
+        self._open_token += 1  # an open still running is dropped
+        self._retire_engine()
         self._fill_scopes([], None)
         self.path_label.setText("No database open.")
         self.setWindowTitle("memlens")
@@ -662,10 +785,18 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self._closing = True
             self.save_window()
+            self.statusBar().clearMessage()  # and its timeout's timer
             self.live.shutdown()
             self.clear_arrived()
             for pane in self.panes.values():
                 pane.shutdown()
+            self._open_token += 1  # an open still running closes what it opened
+            if self.engine is not None:
+                self.engine.interrupt()  # the workers' reads stop now; shutdown() cancels the rest
             self.runner.shutdown()
-            self._close_engine()
+            # no worker runs now: close the open database and those let go of whose close had not run
+            retiring, self._retiring = [(self.engine, self._llm), *self._retiring], []
+            self.engine, self._llm = None, None
+            for engine, llm in retiring:
+                _close_engine(engine, llm)
         super().closeEvent(event)

@@ -6,9 +6,11 @@ import os
 
 from PySide6.QtCore import QSettings
 
+from engine.settings import BY_NAME
+
 ORGANISATION = "memlens"
 APPLICATION = "memlens"
-SETTINGS_FILE_ENV = "MEMLENS_SETTINGS_FILE"  # an INI file instead of the platform store (tests, portable use)
+SETTINGS_FILE_ENV = BY_NAME["settings_file"].env  # an INI file instead of the platform store (tests, portable use)
 
 
 def open_qsettings(path: str | os.PathLike[str] | None = None) -> QSettings:

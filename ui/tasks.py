@@ -13,21 +13,35 @@ While any task runs, the cycle collector's full (oldest-generation) passes wait 
 task ends. A full pass walks every long-lived object holding the GIL; in a worker thread it
 stalled the GUI thread by 10-30 ms several times per benchmark (app.latency_probe). The young
 generations, which catch nearly all cyclic garbage, are still collected as usual.
+
+Progress reaches the GUI thread at most every PROGRESS_INTERVAL_S (the latest report wins, and the
+last one always arrives before the result): a loop that reports every item would otherwise queue
+a signal per item and repaint a progress bar thousands of times a second.
+
+Every task ends with exactly one of its done or error callbacks. A task cancelled before a worker
+picked it up does not run: its error callback gets engine.errors.Cancelled. `cancel_all()` cancels
+what is running (each work's should_stop() turns true) and `when_settled(tasks, fn)` calls `fn`
+once those tasks have delivered: what the window does before it closes a database other work
+still reads (a new database cancels the old one's tasks, as Orange's widgets cancel their last).
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from engine.background import lower_thread_priority
+from engine.errors import Cancelled
 
 Work = Callable[[Callable[[float, str], None], Callable[[], bool]], Any]
+PROGRESS_INTERVAL_S = 0.05  # progress signals per task: at most 20 a second
 
 
 class _Signals(QObject):
@@ -71,6 +85,9 @@ class Task(QRunnable):
         self.background = background
         self.signals = _Signals()
         self._stop = threading.Event()
+        self._last_progress = float("-inf")
+        self._pending_progress: tuple[float, str] | None = None
+        self.settled = False  # its result or error has been delivered (GUI thread)
         self.setAutoDelete(False)
 
     def cancel(self) -> None:
@@ -79,6 +96,19 @@ class Task(QRunnable):
     @property
     def cancelled(self) -> bool:
         return self._stop.is_set()
+
+    def _progress(self, fraction: float, message: str) -> None:  # worker thread
+        now = time.monotonic()
+        if now - self._last_progress >= PROGRESS_INTERVAL_S:
+            self._last_progress, self._pending_progress = now, None
+            self.signals.sigProgress.emit(float(fraction), str(message))
+        else:
+            self._pending_progress = (float(fraction), str(message))
+
+    def _flush_progress(self) -> None:
+        pending, self._pending_progress = self._pending_progress, None
+        if pending is not None:
+            self.signals.sigProgress.emit(*pending)
 
     def run(self) -> None:  # worker thread
         if self.background:
@@ -90,17 +120,23 @@ class Task(QRunnable):
             full_collections.release()
 
     def execute(self) -> None:
+        if self.cancelled:  # cancelled while it waited for a worker: nothing of it runs
+            self.signals.sigError.emit(Cancelled("cancelled before it started"))
+            return
         try:
-            result = self.work(lambda f, m: self.signals.sigProgress.emit(float(f), str(m)), self._stop.is_set)
+            result = self.work(self._progress, self._stop.is_set)
         except BaseException as exc:  # noqa: BLE001 - delivered to the GUI thread, shown in the pane
             exc.__memlens_traceback__ = traceback.format_exc()  # type: ignore[attr-defined]
+            self._flush_progress()
             self.signals.sigError.emit(exc)
         else:
+            self._flush_progress()
             self.signals.sigDone.emit(result)
 
 
 class TaskRunner(QObject):
     sigIdle = Signal()  # the last running task has delivered its result
+    _instances: weakref.WeakSet[TaskRunner] = weakref.WeakSet()
 
     def __init__(self, max_threads: int = 2) -> None:
         super().__init__()
@@ -112,7 +148,16 @@ class TaskRunner(QObject):
         self.foreground_pool = QThreadPool()
         self.foreground_pool.setMaxThreadCount(1)
         self._live: set[Task] = set()
-        self._when_idle: list[Callable[[], None]] = []
+        self._when_idle: list[Callable[[], object]] = []
+        self._settle_waiters: list[tuple[set[Task], Callable[[], object]]] = []
+        TaskRunner._instances.add(self)
+
+    @classmethod
+    def working(cls) -> list[TaskRunner]:
+        """The runners, of this process, whose workers are running a task now (the test harness
+        fails a test that leaves one behind)."""
+        return [r for r in list(cls._instances)
+                if r.pool.activeThreadCount() > 0 or r.foreground_pool.activeThreadCount() > 0]
 
     @staticmethod
     def _task(work: Work, on_done: Callable[[Any], None] | None, on_error: Callable[[BaseException], None] | None,
@@ -138,7 +183,14 @@ class TaskRunner(QObject):
         return task
 
     def _finished(self, task: Task) -> None:
+        # connected after the caller's callbacks: they have run when the task counts as settled
+        task.settled = True
         self._live.discard(task)
+        ready = [(tasks, fn) for tasks, fn in self._settle_waiters if all(t.settled for t in tasks)]
+        if ready:
+            self._settle_waiters = [w for w in self._settle_waiters if w not in ready]
+            for _tasks, fn in ready:
+                fn()
         if not self._live:
             waiting, self._when_idle = self._when_idle, []
             for fn in waiting:
@@ -146,7 +198,7 @@ class TaskRunner(QObject):
             if not self._live:
                 self.sigIdle.emit()
 
-    def when_idle(self, fn: Callable[[], None]) -> None:
+    def when_idle(self, fn: Callable[[], object]) -> None:
         """Call `fn` on the GUI thread once no task is running (at once if none is): work that
         can wait, such as loading the embedding model, goes after what the user is looking at."""
         if self._live:
@@ -159,12 +211,27 @@ class TaskRunner(QObject):
         """Is any task still running?"""
         return bool(self._live)
 
+    def cancel_all(self) -> list[Task]:
+        """Ask every running or waiting task to stop (should_stop() turns true); returns them."""
+        tasks = list(self._live)
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    def when_settled(self, tasks: list[Task], fn: Callable[[], object]) -> None:
+        """Call `fn` on the GUI thread once every task in `tasks` has delivered (at once if they have)."""
+        pending = {t for t in tasks if not t.settled}
+        if pending:
+            self._settle_waiters.append((pending, fn))
+        else:
+            fn()
+
     def wait(self, msecs: int = 30000) -> bool:
         return self.pool.waitForDone(msecs) and self.foreground_pool.waitForDone(msecs)
 
     def shutdown(self) -> None:
-        for task in list(self._live):
-            task.cancel()
+        """Cancel every task and wait for the workers (the window is closing)."""
+        self.cancel_all()
         self.pool.waitForDone(30000)
         self.foreground_pool.waitForDone(30000)
 
@@ -175,4 +242,5 @@ class InlineRunner(TaskRunner):
     def run(self, work, on_done=None, on_error=None, on_progress=None, *, background=True):
         task = self._task(work, on_done, on_error, on_progress)
         task.execute()  # on this thread, at its own priority
+        task.settled = True
         return task

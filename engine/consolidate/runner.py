@@ -24,7 +24,7 @@ from ..embed.base import Embedder
 from ..errors import BadInput, Cancelled
 from ..extract import heuristic
 from ..extract.model import Candidate, SourceChunk
-from ..llm import FATAL_ERRORS, LLMClient, describe_failure
+from ..llm import FATAL_ERRORS, LLMClient, LLMConfig, describe_failure
 from ..prompts import extract_v2
 from ..records import Chunk, Document
 from ..scope import Scope
@@ -84,7 +84,9 @@ def _finish_window(window_id: int, w: Writer) -> None:
     w.finish_window(window_id, ok=True, error=None)
 
 
-def resolve_mode(mode: str, llm: LLMClient | None) -> str:
+def resolve_mode(mode: str, llm: LLMClient | LLMConfig | None) -> str:
+    """The extraction mode `mode` names, given whether an endpoint is configured (a client or its
+    config); BadInput for an unknown mode, or "llm" without an endpoint."""
     if mode not in MODES:
         raise BadInput(f"--extract must be one of {', '.join(MODES)}")
     if mode == "auto":

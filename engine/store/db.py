@@ -133,6 +133,7 @@ class Database:
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
         self._closed = False
+        self._writing: apsw.Connection | None = None  # the connection inside write(), if any
         self._optimized_at = time.monotonic()
         self.generation = 0  # commits made through this object (data_version only sees other connections')
         if str(self.path) != ":memory:":
@@ -202,6 +203,7 @@ class Database:
                     conn.execute("BEGIN IMMEDIATE")
                 except apsw.BusyError:
                     raise DatabaseBusy(busy_message(self.path)) from None
+                self._writing = conn  # interrupt() leaves this connection alone until it has committed
                 try:
                     with conn:
                         yield conn
@@ -210,6 +212,7 @@ class Database:
                     raise
                 conn.execute("COMMIT")
             finally:
+                self._writing = None
                 if sync is not None:
                     conn.pragma("synchronous", sync)
             self.generation += 1  # committed: caches keyed on (data_version, generation) are stale
@@ -240,6 +243,19 @@ class Database:
                 conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         finally:
             self._write_lock.release()
+
+    def interrupt(self) -> int:
+        """Stop the statements running on this database's connections, in whatever thread (apsw's
+        Connection.interrupt: each raises apsw.InterruptError there). A write transaction in
+        progress is left to finish: the caller has asked it to stop, and it stops at its next
+        check without rolling back work it was about to commit. Returns how many connections
+        were interrupted (statements that start afterwards run as usual)."""
+        with self._all_lock:
+            conns = [c for c in self._all if c is not self._writing]
+        for conn in conns:
+            with contextlib.suppress(apsw.Error):
+                conn.interrupt()
+        return len(conns)
 
     def exposure(self) -> str | None:
         """A one-line warning when other users of this machine can read the file, else None."""

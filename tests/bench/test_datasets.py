@@ -1,5 +1,5 @@
 """Benchmark loaders on invented fixtures (every quirk the real files have), plus count checks
-against the real development split when /work/shared/data is present."""
+against the real development split when ../shared/data is beside the checkout (tests.shared_data)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from engine.bench.datasets import (
     sha256_file,
 )
 from engine.errors import BadInput, UnknownFormat
+from tests.shared_data import SHARED_DATA, needs_shared
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 LOCOMO = FIXTURES / "bench_locomo_tiny.json"
@@ -31,7 +32,6 @@ LME_S = FIXTURES / "bench_longmemeval_s_tiny.json"
 LME_ORACLE = FIXTURES / "bench_longmemeval_oracle_tiny.json"
 CONVOMEM = FIXTURES / "convomem_tiny.json"
 
-REAL = Path("/work/shared/data")
 
 
 def _write(tmp_path: Path, data: object, name: str = "data.json") -> Path:
@@ -542,9 +542,9 @@ def test_a_utf8_bom_is_accepted(tmp_path):
 # --- the real development split (read only) ------------------------------------------------
 
 
-@pytest.mark.skipif(not (REAL / "locomo-dev.json").exists(), reason="no /work/shared/data")
+@needs_shared("locomo-dev.json")
 def test_real_locomo_dev_counts():
-    ds = load_locomo(REAL / "locomo-dev.json")
+    ds = load_locomo(SHARED_DATA / "locomo-dev.json")
     assert ds.sha256 == "7c2fafddef878db45094b46dded0cad8e2791e930e248003e0a671a05baf4293"
     stats = ds.stats()
     assert stats["conversations"] == 5
@@ -571,9 +571,9 @@ def test_real_locomo_dev_counts():
     assert sum(1 for q in ds.questions if q.category == 5 and q.answer is None) == 235
 
 
-@pytest.mark.skipif(not (REAL / "longmemeval-s-dev.json").exists(), reason="no /work/shared/data")
+@needs_shared("longmemeval-s-dev.json", "longmemeval-dev.json")
 def test_real_longmemeval_dev_counts():
-    s = load_longmemeval(REAL / "longmemeval-s-dev.json")
+    s = load_longmemeval(SHARED_DATA / "longmemeval-s-dev.json")
     assert s.variant == "haystack"
     stats = s.stats()
     assert stats["questions"] == 18
@@ -581,23 +581,23 @@ def test_real_longmemeval_dev_counts():
     assert stats["sessions"] == 844
     assert stats["turns"] == 8841
     assert set(stats["by_type"].values()) == {3}
-    oracle = load_longmemeval(REAL / "longmemeval-dev.json")
+    oracle = load_longmemeval(SHARED_DATA / "longmemeval-dev.json")
     assert oracle.variant == "oracle"
     stats = oracle.stats()
     assert (stats["questions"], stats["abstention"]) == (60, 4)
     assert (stats["sessions"], stats["turns"], stats["evidence_turns"]) == (112, 1283, 101)
-    assert detect_dataset(REAL / "longmemeval-dev.json") == "longmemeval"
+    assert detect_dataset(SHARED_DATA / "longmemeval-dev.json") == "longmemeval"
 
 
-@pytest.mark.skipif(not (REAL / "convomem").is_dir(), reason="no /work/shared/data/convomem")
+@needs_shared("convomem")
 def test_real_convomem_premixed_files_load_with_every_evidence_text_matched():
-    folder = load_convomem(REAL / "convomem")
+    folder = load_convomem(SHARED_DATA / "convomem")
     stats = folder.stats()
     assert (stats["files"], stats["test_cases"], stats["layouts"]) == (5, 5, {"premixed": 5})
     assert stats["by_category"] == {"abstention": 47, "basic facts": 32, "multi-session": 70, "reasoning": 13,
                                     "temporal": 37}
     assert stats["evidence_texts"] == stats["evidence_messages"] == 251 and stats["unmatched_evidence"] == 0
     assert folder.quirks.counts == {"no_evidence": 2}  # two reasoning items list no evidence at all
-    one = load_dataset(REAL / "convomem" / "category_1_basic_facts__dataset_0.json")
+    one = load_dataset(SHARED_DATA / "convomem" / "category_1_basic_facts__dataset_0.json")
     assert [c.context_size for c in one.cases] == [19] and len(one.cases[0].conversations) == 19
     assert {q.category for q in one.questions} == {"basic facts"}

@@ -12,6 +12,7 @@ from engine.bench.runner import report, run_benchmark
 from engine.errors import BadInput
 from engine.memory import MemoryEngine
 from engine.store import bench as bench_sql
+from tests.shared_data import SHARED_DATA, needs_shared
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 
@@ -236,14 +237,13 @@ def test_runs_scored_under_other_metric_definitions_are_flagged(engine):
                       resume_run=first["run_id"])
 
 
-REAL = Path("/work/shared/data")
 
 
-@pytest.mark.skipif(not (REAL / "convomem").is_dir(), reason="no /work/shared/data/convomem")
+@needs_shared("convomem")
 def test_real_convomem_files_run_end_to_end_with_per_category_figures(engine, capsys):
     from app.cli import main
 
-    out = run_benchmark(engine, "convomem", REAL / "convomem", k_values=(5,), embedder="hashing", workers=2)
+    out = run_benchmark(engine, "convomem", SHARED_DATA / "convomem", k_values=(5,), embedder="hashing", workers=2)
     assert out["status"] == "done" and out["failures"] == 0 and out["questions"] == 199
     assert out["scoring"] == "memlens" and "no retrieval metric" in out["labels"]["memlens"]
     assert sorted(out["by_category"]) == ["abstention", "basic facts", "multi-session", "reasoning", "temporal"]
@@ -251,6 +251,6 @@ def test_real_convomem_files_run_end_to_end_with_per_category_figures(engine, ca
     assert out["counts"]["empty_gold"]["turn"] == 2  # the two reasoning items without evidence: counted, not scored
     assert bench_sql.run(engine.store, out["run_id"])["config"]["quirks"]["counts"] == {"no_evidence": 2}
     # the file the issue reported as "not a benchmark file"
-    code = main(["bench", "convomem", "--data", str(REAL / "convomem" / "category_1_basic_facts__dataset_0.json"),
+    code = main(["bench", "convomem", "--data", str(SHARED_DATA / "convomem" / "category_1_basic_facts__dataset_0.json"),
                  "--db", str(engine.path), "--embedder", "hashing", "--k", "5", "--limit", "3", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["questions"] == 3

@@ -15,14 +15,9 @@ import apsw
 import pytest
 
 from app.cli import main
+from tests.cli.helpers import run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write_chat(path: Path, n_conversations: int = 2, n_messages: int = 3) -> Path:

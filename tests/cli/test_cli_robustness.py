@@ -15,25 +15,15 @@ import pytest
 
 import engine.ingest.limits as limits
 import engine.store.db as db_module
-from app.cli import EX_TEMPFAIL, EXIT_SOME_FAILED, main
+from app.cli import EX_TEMPFAIL, EXIT_SOME_FAILED
 from engine.embed.hashing import HashingEmbedder
 from engine.memory import MemoryEngine
 from engine.scope import Scope
+from tests.cli.helpers import run
 from tests.fixtures.lock_holder import hold_write_lock
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
 ANA = Scope.default("ana", "bot")
-
-
-@pytest.fixture(autouse=True)
-def hashing(monkeypatch):
-    monkeypatch.setenv("MEMLENS_EMBEDDER", "hashing")
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def make_tree(root: Path) -> Path:

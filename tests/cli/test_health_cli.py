@@ -8,15 +8,9 @@ import shutil
 
 import pytest
 
-from app.cli import main
 from engine.health import CHECKS
+from tests.cli.helpers import run
 from tests.engine.health_scenarios import ANA, build, email_document, open_engine
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

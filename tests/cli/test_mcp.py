@@ -116,7 +116,7 @@ def test_lists_tools_and_resources(tmp_path):
     add = add_schema["properties"]
     assert {"role", "content", "name", "timestamp", "messages", "conversation"} <= set(add)
     # Every constraint the tools enforce is stated in the schema a client model sees.
-    roles = ["user", "assistant", "system", "tool"]
+    roles = ["user", "assistant", "system", "tool", "human", "ai", "model", "developer", "function"]
     assert add["role"]["anyOf"][0]["enum"] == roles
     assert add_schema["$defs"]["Turn"]["properties"]["role"]["enum"] == roles
     assert add["content"]["anyOf"][0]["maxLength"] == 4_000_000 and add["messages"]["anyOf"][0]["minItems"] == 1
@@ -251,7 +251,8 @@ def test_bad_arguments_are_one_line_tool_errors(tmp_path):
     assert "memory_id must be at least 1, got 0" in out["explain 0"]
     assert "reason must not be empty" in out["forget no reason"]
     assert "give a turn" in out["add nothing"] and "not both" in out["add both"]
-    assert "role must be one of 'user', 'assistant', 'system' or 'tool', got 'narrator'" in out["bad role"]
+    assert "role must be one of 'user', 'assistant', 'system', 'tool', 'human', 'ai', 'model', 'developer' or " \
+           "'function', got 'narrator'" in out["bad role"]
     assert "messages.0.role must be one of" in out["bad batch role"]
     assert "messages must not be empty" in out["empty batch"]
     assert "timestamp 'soon'" in out["bad timestamp"]

@@ -146,6 +146,29 @@ def test_chat_rejects_non_object_messages():
         parse_bytes(b'[{"role": "user", "content": "hi"}, 3]', name="c.json", fmt="chat")
 
 
+def test_one_role_rule_for_files_live_turns_and_mcp(tmp_path):
+    """A chat file, add_turns and MCP's memory_add accept the same roles and refuse the same ones."""
+    from typing import get_args
+
+    from engine.memory import MemoryEngine
+    from engine.scope import Scope
+
+    assert set(get_args(chat.Role)) == set(chat.ROLE_TRUST)  # every accepted role has its trust
+    with pytest.raises(BadInput, match=r"^c\.json: message list: message 1: role must be user, assistant, system or "
+                                       r"tool \(or human, ai, model, developer, function\), got 'wizard'$"):
+        parse_bytes(b'[{"role": "user", "content": "hi"}, {"role": "wizard", "content": "abracadabra"}]',
+                    name="c.json")
+    docs = parse_bytes(b'[{"role": "Human", "content": "hi"}, {"name": "Priya", "content": "no role"}]', name="c.json")
+    assert [(c.role, c.trust) for c in docs[0].chunks] == [("human", "user"), (None, None)]
+    with MemoryEngine(tmp_path / "m.db", llm=False) as mem:
+        scope = Scope.default(user="ana")
+        for bad in ({"role": "wizard", "content": "x"}, {"content": "x"}):
+            with pytest.raises(BadInput, match="role must be user, assistant, system or tool"):
+                mem.add_turns(bad, scope=scope, extract="none")
+        mem.add_turns({"role": "ai", "content": "noted"}, scope=scope, extract="none")
+        assert mem.counts(scope)["memories"] == 1
+
+
 def test_chat_content_parts():
     assert chat.content_text([{"type": "text", "text": "a"}, "b", {"type": "image_url"}]) == "a\nb"
     assert chat.content_text([{"type": "text", "text": {"value": "v"}}]) == "v"

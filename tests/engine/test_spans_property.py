@@ -13,6 +13,7 @@ import json
 import re
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -109,7 +110,8 @@ parts = st.lists(
     max_size=3,
 )
 message = st.fixed_dictionaries(
-    {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool", "User "]), json_nasty),
+    {"role": st.one_of(st.sampled_from(["user", "assistant", "system", "tool", "User ", "human", "AI"]), st.none(),
+                       json_nasty),  # an unknown role is refused (test_chat_spans)
      "content": st.one_of(json_nasty, parts, st.none())},
     optional={"name": json_nasty, "timestamp": times, "created_at": times, "id": st.one_of(json_nasty, st.integers())},
 )
@@ -136,13 +138,17 @@ def expected_chat(msgs):
 @given(chat_payload)
 @SETTINGS
 def test_chat_spans(payload):
-    docs = chat.parse_json(payload, name="c.json")
     if isinstance(payload, dict):
         conversations = [payload["messages"]]
     elif "messages" in payload[0]:
         conversations = [c["messages"] for c in payload]
     else:
         conversations = [payload]
+    if any(chat.role_label(m.get("role")) not in (None, *chat.ROLE_TRUST) for c in conversations for m in c):
+        with pytest.raises(BadInput, match="role must be"):  # one role rule: an unknown role is refused
+            chat.parse_json(payload, name="c.json")
+        return
+    docs = chat.parse_json(payload, name="c.json")
     expected = [e for e in map(expected_chat, conversations) if e]
     assert [check_document(d) for d in docs] == expected
     # And through the byte-level entry point (JSON escapes keep NULs out of the bytes).

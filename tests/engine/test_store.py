@@ -256,3 +256,44 @@ def test_typed_fact_and_conflict_rows_hold_every_column(tmp_path):
         assert crow is not None and crecord is not None
         assert [f.name for f in dataclasses.fields(Conflict)] == list(crow) and crecord.as_dict() == crow
         assert eng.store.fact_record(scope, 10_000) is None and eng.store.conflict_record(scope, 10_000) is None
+
+
+def test_interrupt_stops_other_threads_reads_but_not_a_write_in_progress(tmp_path):
+    """Database.interrupt: how a caller that cancelled its work stops a read that never asks
+    should_stop, before closing the file; the writer's transaction is left to commit."""
+    import threading
+
+    db = Database(tmp_path / "m.db")
+    db.connection().execute("CREATE TABLE t(x)")
+    in_read, in_write, release_write, out = threading.Event(), threading.Event(), threading.Event(), {}
+
+    def read() -> None:
+        conn = db.connection()
+        conn.create_scalar_function("entered", lambda x: in_read.set() or x, 1)
+        try:
+            conn.execute("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT entered(x) + 1 FROM c "
+                         "WHERE x < 2000000000) SELECT count(*) FROM c").fetchall()
+            out["read"] = "finished"
+        except apsw.InterruptError:
+            out["read"] = "interrupted"
+
+    def write() -> None:
+        with db.write() as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+            in_write.set()
+            release_write.wait(10)
+            conn.execute("INSERT INTO t VALUES (2)")
+        out["write"] = "committed"
+
+    threads = [threading.Thread(target=read), threading.Thread(target=write)]
+    for t in threads:
+        t.start()
+    assert in_read.wait(10) and in_write.wait(10)
+    assert db.interrupt() >= 1
+    release_write.set()
+    for t in threads:
+        t.join(20)
+    assert out == {"read": "interrupted", "write": "committed"}
+    assert db.connection().execute("SELECT count(*) FROM t").fetchone()[0] == 2
+    assert db.connection().execute("SELECT 1").fetchone()[0] == 1  # statements after it run as usual
+    db.close()

@@ -67,7 +67,8 @@ def test_another_process_ingest_appears_with_the_selection_and_scroll_kept(qtbot
     runner = TaskRunner()
     win = _window(qtbot, tmp_path, runner)
     win.show()
-    assert win.open_database(live_db)
+    with qtbot.waitSignal(win.sigContextChanged, timeout=20000):  # the open runs in the runner
+        win.open_database(live_db)
     pane = win.show_pane("memories")
     qtbot.waitUntil(lambda: pane.model.rowCount() == INITIAL and pane.model.total == INITIAL, timeout=5000)
     assert win.live.active
@@ -174,7 +175,7 @@ def test_the_browser_refreshes_in_place_when_rows_go_in_the_middle(qtbot, qtmode
         pane.set_context(ctx)
         _select_row(pane, 50)
         keep = pane.selected_memory_id()
-        gone = pane.model.row_dict(10)["id"]
+        gone = pane.model.row(10)["id"]
         resets: list[bool] = []
         pane.model.modelReset.connect(lambda: resets.append(True))
         with engine.store.writer(SCOPE) as w:
@@ -186,6 +187,6 @@ def test_the_browser_refreshes_in_place_when_rows_go_in_the_middle(qtbot, qtmode
         qtmodeltester.check(pane.model)
         engine.curator(SCOPE).forget(keep, reason="test")
         ctx.bus.data_changed({"memories"})
-        assert pane.model.row_dict(49)["status"] == "forgotten" and pane.selected_memory_id() == keep
+        assert pane.model.row(49)["status"] == "forgotten" and pane.selected_memory_id() == keep
     finally:
         engine.close()

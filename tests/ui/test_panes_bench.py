@@ -176,7 +176,7 @@ def test_official_scoring_first_ours_beside_it_and_unscored_categories_say_so(pa
     assert b.metric_key() == "turn_evidence_recall@5"
     assert b.metric_combo.toolTip().startswith("turn_evidence_recall@5: official: share of the evidence entries")
     assert list(b.category_bars.opts["height"]) == [1.0, 0.0] and b.not_scored == []  # a real zero stays a bar
-    col = [c[0] for c in b.items_model.columns].index("metric")
+    col = b.items_model.column_index("metric")
     assert b.items_model.index(0, col).data() == "0.0000"
     b.scheme.setCurrentIndex(1)  # ours: adversarial questions are left out
     assert b.metric_key() == "turn_evidence_recall@5"
@@ -199,7 +199,7 @@ def test_question_table_marks_misses_and_filters(panes):
     b, _ = panes
     b.k.setCurrentText("1")
     assert b.items_model.rowCount() == 3
-    col = [c[0] for c in b.items_model.columns].index("metric")
+    col = b.items_model.column_index("metric")
     assert b.items_model.headerData(col, Qt.Orientation.Horizontal) == "turn_recall_any@1 (memlens)"
     b.misses_only.setChecked(True)
     ids = [b.items_model.row(i)["question_id"] for i in range(b.items_model.rowCount())]

@@ -59,12 +59,12 @@ def test_keep_b_then_undo_restores_the_exact_state(qtbot, ctx, engine):
     assert fact_by(engine, "has_role", "teacher")["status"] == "active"
     assert fact_by(engine, "has_role", "nurse")["status"] == "superseded"
     assert pane.queue_label.text() == "1 open conflict in the review queue"
-    assert "Resolved conflict" in pane.banner.text and pane.log_model.row_dict(0)["command"] == "resolve"
+    assert "Resolved conflict" in pane.banner.text and pane.log_model.row(0)["command"] == "resolve"
     after = state(engine)
     pane.undo_button.click()
     assert state(engine) == before
     assert pane.queue_label.text() == "2 open conflicts in the review queue"
-    assert pane.log_model.row_dict(0)["command"] == "undo"
+    assert pane.log_model.row(0)["command"] == "undo"
     pane.redo_button.click()
     assert state(engine) == after
     assert fact_by(engine, "has_role", "teacher")["status"] == "active"
@@ -116,8 +116,8 @@ def test_queue_click_selects_the_conflict(qtbot, ctx, engine):
     pane = _pane(qtbot, ctx)
     rec = Recorder(ctx.bus)
     pane.queue.selectRow(1)
-    assert rec.seen == [("conflict", pane.queue_model.row_dict(1)["id"], "conflicts")]
-    ctx.bus.select("conflict", pane.queue_model.row_dict(0)["id"], source="test")
-    assert pane.current_conflict["id"] == pane.queue_model.row_dict(0)["id"]
+    assert rec.seen == [("conflict", pane.queue_model.row(1)["id"], "conflicts")]
+    ctx.bus.select("conflict", pane.queue_model.row(0)["id"], source="test")
+    assert pane.current_conflict["id"] == pane.queue_model.row(0)["id"]
     pane.show_combo.setCurrentIndex(1)  # all conflicts, resolved ones included
     assert pane.queue_model.rowCount() == len(engine.conflicts(SAMPLE_SCOPE, status=None))

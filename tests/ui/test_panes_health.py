@@ -12,7 +12,7 @@ import pytest
 from engine import health as engine_health
 from tests.engine.health_scenarios import ANA, add_chat, build, email_document, open_engine
 from ui.context import AppContext
-from ui.models.health_models import TREND_ROLE
+from ui.models.rows import TREND_ROLE
 from ui.panes import health as health_module
 from ui.panes.health import HealthPane
 from ui.tasks import InlineRunner, TaskRunner
@@ -50,7 +50,7 @@ def _pane(qtbot, engine, runner=None):
 
 
 def _row(pane, name):
-    return pane.checks_model.row_dict(pane.checks_model.row_of("name", name))
+    return pane.checks_model.row(pane.checks_model.row_of("name", name))
 
 
 def test_every_check_has_a_row_with_count_and_trend_and_the_models_are_sound(qtbot, qtmodeltester, engine):

@@ -7,7 +7,8 @@ from PySide6.QtCore import QModelIndex
 
 from app.snapshot import SAMPLE_SCOPE
 from engine.store.browse import MemoryFilter
-from ui.models.memory_table import COLUMN_INDEX, MEMORY_ID_ROLE, MemoryTableModel
+from ui.models.memory_table import COLUMN_INDEX, MemoryTableModel
+from ui.models.rows import MEMORY_ID_ROLE
 from ui.panes.memory_browser import MemoryBrowserPane
 from ui.tasks import TaskRunner
 
@@ -39,7 +40,7 @@ def test_model_passes_the_model_tester_while_paging(qtbot, qtmodeltester, ctx):
     qtmodeltester.check(model)
     model.set_source(ctx, MemoryFilter(kind="fact", descending=True))
     qtmodeltester.check(model)
-    assert all(model.row_dict(r)["kind"] == "fact" for r in range(model.rowCount()))
+    assert all(model.row(r)["kind"] == "fact" for r in range(model.rowCount()))
 
 
 def test_only_pages_are_loaded_and_the_total_is_counted(qtbot, ctx):
@@ -53,24 +54,24 @@ def test_only_pages_are_loaded_and_the_total_is_counted(qtbot, ctx):
 def test_filters_and_search(qtbot, ctx):
     pane = _pane(qtbot, ctx)
     pane.kind.setCurrentIndex(pane.kind.findData("fact"))
-    assert {pane.model.row_dict(r)["kind"] for r in range(pane.model.rowCount())} == {"fact"}
+    assert {pane.model.row(r)["kind"] for r in range(pane.model.rowCount())} == {"fact"}
     pane.status.setCurrentIndex(pane.status.findData("needs_review"))
-    texts = {pane.model.row_dict(r)["text"] for r in range(pane.model.rowCount())}
+    texts = {pane.model.row(r)["text"] for r in range(pane.model.rowCount())}
     assert texts == {"Ana has role teacher.", "Ana has condition diabetes."}
     pane.clear_filters()
     pane.search.setText("Munich")
     qtbot.waitUntil(lambda: pane.model.filter.text == "Munich")  # debounced
-    rows = [pane.model.row_dict(r)["text"] for r in range(pane.model.rowCount())]
+    rows = [pane.model.row(r)["text"] for r in range(pane.model.rowCount())]
     assert rows and all("munich" in t.lower() for t in rows)
     pane.clear_filters()
     assert pane.source_type.findData("email") > 0 and pane.source_type.findData("code") > 0
     pane.source_type.setCurrentIndex(pane.source_type.findData("email"))
-    assert {pane.model.row_dict(r)["source_type"] for r in range(pane.model.rowCount())} == {"email"}
+    assert {pane.model.row(r)["source_type"] for r in range(pane.model.rowCount())} == {"email"}
     pane.clear_filters()
     pane.time_from.setText("2024-03-02")
     pane.time_to.setText("2024-03-02")
     pane.apply_filters()
-    times = {pane.model.row_dict(r)["time"][:10] for r in range(pane.model.rowCount())}
+    times = {pane.model.row(r)["time"][:10] for r in range(pane.model.rowCount())}
     assert times == {"2024-03-02"}
     pane.time_to.setText("yesterday")
     pane.apply_filters()
@@ -84,9 +85,9 @@ def test_selecting_a_row_selects_memory_and_fact(qtbot, ctx, engine):
     row = pane.model.row_of(munich["memory_id"])
     pane.table.selectRow(row)
     assert rec.seen == [("memory", munich["memory_id"], "memories"), ("fact", munich["id"], "memories")]
-    episode = next(r for r in range(pane.model.rowCount()) if pane.model.row_dict(r)["kind"] == "episode")
+    episode = next(r for r in range(pane.model.rowCount()) if pane.model.row(r)["kind"] == "episode")
     pane.table.selectRow(episode)
-    assert rec.seen[-1] == ("memory", pane.model.row_dict(episode)["id"], "memories")
+    assert rec.seen[-1] == ("memory", pane.model.row(episode)["id"], "memories")
 
 
 def test_incoming_selection_loads_pages_until_the_row_is_there(qtbot, ctx, engine):
@@ -130,7 +131,7 @@ def test_data_changes_reload_and_keep_the_selection(qtbot, ctx, engine):
     engine.curator(SAMPLE_SCOPE).forget(munich["memory_id"])
     ctx.bus.data_changed({"memories"})
     row = pane.model.row_of(munich["memory_id"])
-    assert pane.model.row_dict(row)["status"] == "forgotten"
+    assert pane.model.row(row)["status"] == "forgotten"
     assert pane.selected_memory_id() == munich["memory_id"]
 
 
@@ -140,7 +141,7 @@ def test_an_outdated_memory_names_what_replaced_it_and_a_double_click_goes_there
     pane = _pane(qtbot, ctx)
     while pane.model.canFetchMore(QModelIndex()):
         pane.model.fetchMore(QModelIndex())
-    rows = [pane.model.row_dict(r) for r in range(pane.model.rowCount())]
+    rows = [pane.model.row(r) for r in range(pane.model.rowCount())]
     berlin, munich = fact_by(engine, "lives_in", "Berlin"), fact_by(engine, "lives_in", "Munich")
     turn = next(r for r in rows if r["kind"] == "episode" and "I live in Berlin" in r["text"])
     assert (turn["replaced_by"], turn["replaced_claim"]) == (munich["memory_id"], "lives_in Berlin")

@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.snapshot import SAMPLE_SCOPE
-from ui.models.profile_tree import FACT_ROLE
+from ui.models.rows import FACT_ID_ROLE
 from ui.panes.profile import ProfilePane
 
 from .shell_db import Recorder, ctx, engine, fact_by, qsettings, sample_db, sample_template  # noqa: F401
@@ -56,10 +56,10 @@ def test_selection_both_ways(qtbot, ctx, engine):
     assert rec.seen == [("fact", munich["id"], "profile")]
     nurse = fact_by(engine, "has_role", "nurse")
     ctx.bus.select("fact", nurse["id"], source="test")
-    assert pane.tree.currentIndex().data(FACT_ROLE) == nurse["id"]
+    assert pane.tree.currentIndex().data(FACT_ID_ROLE) == nurse["id"]
     assert rec.seen[-1] == ("fact", nurse["id"], "test")  # following a selection publishes nothing
     ctx.bus.select("memory", munich["memory_id"], source="test")
-    assert pane.tree.currentIndex().data(FACT_ROLE) == munich["id"]
+    assert pane.tree.currentIndex().data(FACT_ID_ROLE) == munich["id"]
     berlin = fact_by(engine, "lives_in", "Berlin")
     ctx.bus.select("fact", berlin["id"], source="test")
     assert f"Fact {berlin['id']} is not behind any profile line" in pane.note.text()

@@ -11,13 +11,8 @@ from PySide6.QtWidgets import QApplication
 
 from tests.ui.memdb_scenarios import ANA, BOB, build, mounted, open_engine
 from ui.context import AppContext
-from ui.models.trace_models import (
-    MEMORY_ID_ROLE,
-    STAGE_ROLE,
-    TraceCandidatesModel,
-    TraceContextModel,
-    split_context,
-)
+from ui.models.rows import MEMORY_ID_ROLE, STAGE_ROLE
+from ui.models.trace_models import TraceCandidatesModel, TraceContextModel, split_context
 from ui.panes.traces import TracesPane, parse_extra, window_text
 from ui.tasks import InlineRunner, TaskRunner
 
@@ -179,15 +174,15 @@ def test_a_trace_selected_on_the_bus_opens_with_gold_marked(pane):
 def test_a_trace_in_another_database_opens_read_only(pane, tmp_path, engine):
     other = build(tmp_path / "container.db", recalls=("Where does Ana work?",))
     with open_engine(other) as e2:
-        trace_id = e2.store.traces(ANA)[0]["id"]
+        trace_id = e2.traces(ANA)[0]["id"]
         gold = [c["memory_id"] for c in e2.trace(trace_id, scope=ANA)["candidates"] if c["rank"] == 1]
     pane.ctx.bus.select("trace", trace_id, source="bench", extra=("gold", tuple(gold), "trace_db", str(other)))
     assert pane.trace_db == str(other)
     assert pane.trace["query"] == "Where does Ana work?"
     assert len(pane.candidates.gold_rows()) == 1
     assert "from " + str(other) in pane.header.text()
-    eng = pane._external[str(other)]
-    assert eng.store.db.readonly
+    eng = pane.ctx.engine.trace_db(other)  # the container, opened once by the pane's read
+    assert eng is not pane.ctx.engine and eng.store.db.readonly and pane.ctx.engine.trace_db(str(other)) is eng
     # candidates of a foreign DB are not published on this DB's bus, and why-not stays off
     before = pane.ctx.bus.current
     pane.candidate_view.setCurrentIndex(pane.proxy.index(0, 0))
@@ -228,7 +223,7 @@ def test_models_on_their_own(qtmodeltester):
                   "rank": None, "tokens": None, "dropped": {"stage": "filters", "reason": "expired", "detail": "x"}}],
                 {5: {"kind": "fact", "text": "a", "trust": "user", "status": "active"}}, {6})
     qtmodeltester.check(m)
-    assert m.columns[4:6] == (("ch:vector", "vector"), ("ch:fts", "fts"))
+    assert [(c.key, c.title) for c in m.columns[4:6]] == [("ch:vector", "vector"), ("ch:fts", "fts")]
     assert m.index(1, 0).data() == "★" and m.index(1, 3).data() == "(not in this scope / deleted)"
     c = TraceContextModel()
     c.set_context("[m5 · x] a", m.rows)
@@ -243,7 +238,7 @@ def test_a_memory_sharing_a_place_says_with_which(pane):
     assert shared, "the scenario's facts and turns rank together"
     mid, other = next(iter(shared.items()))
     i = pane.candidates.row_of_memory(int(mid))
-    fate = pane.candidates.columns.index(("fate", "Rank / dropped at"))
+    fate = pane.candidates.column_index("fate")
     assert pane.candidates.index(i, fate).data().endswith(f" · with m{other}")
     assert f"memory {other}" in pane.candidates.index(i, fate).data(Qt.ItemDataRole.ToolTipRole)
     pane.target_memory = int(mid)
@@ -302,8 +297,8 @@ def test_an_outdated_candidate_is_marked_and_links_to_what_replaced_it(pane, eng
     marks = pane.trace["params"]["outdated"]
     mid, mark = next((m, v) for m, v in marks.items() if v["rule"] == "claim_superseded")
     i = pane.candidates.row_of_memory(int(mid))
-    text = pane.candidates.columns.index(("text", "Text"))
-    fate = pane.candidates.columns.index(("fate", "Rank / dropped at"))
+    text = pane.candidates.column_index("text")
+    fate = pane.candidates.column_index("fate")
     assert pane.candidates.index(i, text).data().startswith(f"[outdated → m{mark['by']}] ")
     assert pane.candidates.index(i, fate).data().endswith(f" · outdated → m{mark['by']}")
     tip = pane.candidates.index(i, fate).data(Qt.ItemDataRole.ToolTipRole)

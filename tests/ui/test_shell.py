@@ -278,7 +278,7 @@ def test_staged_selection_fills_the_panes_with_text(qtbot, qsettings, sample_db)
     chosen = stage_selection(win)
     munich = fact_by(win.engine, "lives_in", "Munich")
     assert chosen["fact"] == munich["id"] and chosen["conflict"] == 1 and "trace" in chosen
-    assert "Ana lives in Munich." in win.panes["memories"].model.row_dict(
+    assert "Ana lives in Munich." in win.panes["memories"].model.row(
         win.panes["memories"].model.row_of(munich["memory_id"]))["text"]
     assert "I moved to Munich" in win.panes["spans"].shown_text()
     assert "Ana lives in Munich." in win.panes["profile"].line_texts()

@@ -119,3 +119,40 @@ def test_foreground_work_runs_at_the_gui_threads_priority(qtbot):
     qtbot.waitUntil(lambda: len(seen) == 2, timeout=5000)
     runner.shutdown()
     assert dict(seen) == {"background": max(_nice(), BACKGROUND_NICE), "foreground": _nice()}
+
+
+def test_progress_is_throttled_and_the_last_report_arrives_before_the_result(qtbot):
+    """A loop reporting every item queued a signal per item: 20,000 repaints of a progress bar."""
+    runner = TaskRunner()
+    seen: list[tuple[float, str]] = []
+    order: list[str] = []
+
+    def work(progress, should_stop):
+        for i in range(1, 20001):
+            progress(i / 20000, f"item {i}")
+        return "done"
+
+    runner.run(work, lambda result: order.append(result), on_progress=lambda f, m: (seen.append((f, m)),
+                                                                                 order.append("progress")))
+    qtbot.waitUntil(lambda: "done" in order, timeout=10000)
+    runner.shutdown()
+    assert 1 <= len(seen) < 1000  # at most one per PROGRESS_INTERVAL_S, however fast the loop
+    assert seen[-1] == (1.0, "item 20000")  # the latest report wins and is never lost
+    assert order[-1] == "done" and order[-2] == "progress"
+
+
+def test_a_task_cancelled_before_it_starts_does_not_run_and_settles(qtbot):
+    runner = TaskRunner(max_threads=1)
+    gate, ran, errors, settled = threading.Event(), [], [], []
+    first = runner.run(lambda p, s: gate.wait(5))
+    second = runner.run(lambda p, s: ran.append(True), on_error=errors.append)
+    tasks = runner.cancel_all()
+    assert set(tasks) == {first, second}
+    runner.when_settled(tasks, lambda: settled.append(runner.busy))
+    gate.set()
+    qtbot.waitUntil(lambda: bool(settled), timeout=5000)
+    runner.shutdown()
+    assert ran == [] and type(errors[0]).__name__ == "Cancelled"
+    assert settled == [False]  # called once both had delivered
+    runner.when_settled(tasks, lambda: settled.append("at once"))
+    assert settled[-1] == "at once"

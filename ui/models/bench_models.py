@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 
 from ui.models.graph_style import dark
-from ui.models.trace_models import RowTableModel
+from ui.models.rows import Column, RowTableModel
 
 _KEY = re.compile(r"^(turn|session)_([a-z_]+)@(\d+)$")
 
@@ -91,9 +91,9 @@ def item_missed(item: dict[str, Any], key: str, scheme: str | None = None) -> bo
 
 
 class BenchRunsModel(RowTableModel):
-    columns = (("id", "Run"), ("dataset", "Dataset"), ("split", "Split"), ("recipe", "Recipe"), ("status", "Status"),
-               ("sample_count", "Questions"), ("failures", "Failed"), ("headline", "Headline"),
-               ("p50", "p50 ms"), ("started_at", "Started"))
+    columns = (Column("id", "Run"), Column("dataset", "Dataset"), Column("split", "Split"), Column("recipe", "Recipe"),
+               Column("status", "Status"), Column("sample_count", "Questions"), Column("failures", "Failed"),
+               Column("headline", "Headline"), Column("p50", "p50 ms"), Column("started_at", "Started"))
 
     def cell(self, row, key):
         if key == "headline":  # the run's default scoring (official where the benchmark has its own)
@@ -125,10 +125,11 @@ class BenchItemsModel(RowTableModel):
         self.columns = self._columns()
 
     def _columns(self):
-        return (("question_id", "Question id"), ("category", "Category"), ("question", "Question"),
-                ("status", "Status"), ("metric", f"{self.metric_key} ({self.scheme})" if self.scheme
-                                         else self.metric_key), ("mrr", "MRR"), ("latency_ms", "Latency ms"),
-                ("context_tokens", "Tokens"), ("gold", "Gold"), ("trace_id", "Trace"))
+        metric = f"{self.metric_key} ({self.scheme})" if self.scheme else self.metric_key
+        return (Column("question_id", "Question id"), Column("category", "Category"), Column("question", "Question"),
+                Column("status", "Status"), Column("metric", metric), Column("mrr", "MRR"),
+                Column("latency_ms", "Latency ms"), Column("context_tokens", "Tokens"), Column("gold", "Gold"),
+                Column("trace_id", "Trace"))
 
     def set_metric(self, key: str, scheme: str | None = None) -> None:
         self.beginResetModel()
@@ -173,7 +174,8 @@ class BenchItemsModel(RowTableModel):
 
 
 class BenchCompareModel(RowTableModel):
-    columns = (("scope", "Scope"), ("metric", "Metric"), ("a", "Run A"), ("b", "Run B"), ("delta", "Δ A−B"))
+    columns = (Column("scope", "Scope"), Column("metric", "Metric"), Column("a", "Run A"), Column("b", "Run B"),
+               Column("delta", "Δ A−B"))
 
     def extra_role(self, row, key, role):
         if role == Qt.ItemDataRole.ForegroundRole and key == "delta" and row.get("delta"):

@@ -16,10 +16,8 @@ from PySide6.QtGui import QColor, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from engine.health import HealthItem
-from ui.models.rows import Column, RowsTableModel
+from ui.models.rows import TREND_ROLE, Column, RowTableModel
 from ui.theme import current_theme
-
-TREND_ROLE = Qt.ItemDataRole.UserRole + 10  # list[int]: the recorded counts, oldest first
 
 PANE_TITLES = {"spans": "Source spans", "graph": "Fact graph", "timeline": "Version timeline",
                "memories": "Memory browser", "profile": "Profile", "conflicts": "Conflicts"}
@@ -33,18 +31,18 @@ def _trend_tip(row: dict[str, Any]) -> str:
     return "Items at each recorded run (open, ingest, memlens health):\n" + "\n".join(lines)
 
 
-class ChecksModel(RowsTableModel):
+class ChecksModel(RowTableModel):
     """One row per check: title, item count, trend (drawn by TrendDelegate), seconds."""
 
     def __init__(self, parent=None) -> None:
-        super().__init__((
+        super().__init__(parent, columns=(
             Column("title", "Check", tooltip=lambda r: f"{r['name']}" + (f"\n{r['note']}" if r.get("note") else "")),
             Column("count", "Items", numeric=True, format=lambda r: "—" if r["count"] is None else f"{r['count']:,}",
                    color=lambda r: None if not r["count"] else current_theme().status["needs_review"]),
             Column("trend", "Trend", format=lambda r: "", tooltip=_trend_tip),
             Column("seconds", "Time", numeric=True,
                    format=lambda r: "" if r.get("seconds") is None else f"{r['seconds']:.2f} s"),
-        ), parent)
+        ))
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role == TREND_ROLE and index.isValid() and 0 <= index.row() < len(self.rows):
@@ -55,7 +53,7 @@ class ChecksModel(RowsTableModel):
 class TrendDelegate(QStyledItemDelegate):
     """A sparkline of TREND_ROLE inside the cell (the last point marked)."""
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
         opt = QStyleOptionViewItem(option)
         self.initStyleOption(opt, index)
         opt.text = ""
@@ -83,16 +81,16 @@ class TrendDelegate(QStyledItemDelegate):
         painter.restore()
 
 
-class HealthItemsModel(RowsTableModel):
+class HealthItemsModel(RowTableModel):
     """One check's items, paged: `total` is the check's count, the rows what has been fetched
     (each row {"key", "item"}: the HealthItem and its stable key)."""
 
     def __init__(self, parent=None) -> None:
-        super().__init__((
+        super().__init__(parent, columns=(
             Column("summary", "Item", format=lambda r: r["item"].summary, tooltip=lambda r: r["item"].summary),
             Column("pane", "Opens in", format=lambda r: PANE_TITLES.get(r["item"].pane, r["item"].pane),
                    tooltip=lambda r: f"Double-click to open it in {PANE_TITLES.get(r['item'].pane, r['item'].pane)}"),
-        ), parent)
+        ))
         self.total = 0
         self.fetcher: Callable[[int], None] | None = None  # called with the offset of the next page
         self.pending = False
@@ -119,7 +117,7 @@ class HealthItemsModel(RowsTableModel):
         self.total = max(total, len(self.rows)) if fresh else len(self.rows)
 
     def item(self, row: int) -> HealthItem | None:
-        r = self.row_dict(row)
+        r = self.row(row)
         return r["item"] if r else None
 
     def canFetchMore(self, parent=QModelIndex()) -> bool:  # noqa: N802

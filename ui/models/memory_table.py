@@ -7,13 +7,15 @@ reads go through the task runner; results of a superseded filter are dropped by 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QColor
 
-from engine.store.browse import MemoryFilter
+from engine.memory import MemoryFilter
 from ui.context import AppContext
+from ui.models.rows import FACT_ID_ROLE, MEMORY_ID_ROLE, ROW_ROLE
 from ui.theme import current_theme
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -22,9 +24,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("replaced_by", "Replaced by"),
 )
 COLUMN_INDEX = {key: i for i, (key, _) in enumerate(COLUMNS)}
-MEMORY_ID_ROLE = Qt.ItemDataRole.UserRole + 1
-FACT_ID_ROLE = Qt.ItemDataRole.UserRole + 2
-ROW_ROLE = Qt.ItemDataRole.UserRole + 3  # the whole row dict
 TEXT_CHARS = 200
 
 
@@ -70,10 +69,10 @@ class MemoryTableModel(QAbstractTableModel):
         if ctx is None:
             return
         gen = self._generation
-        store, scope, flt_now = ctx.engine.store, ctx.scope, self.filter
+        engine, scope, flt_now = ctx.engine, ctx.scope, self.filter
         self.fetchMore(QModelIndex())  # the first page first: a count can take a full scan
-        ctx.runner.run(lambda _p, _s: store.count_memories(scope, flt_now),
-                       lambda n, g=gen: self._counted(g, n), lambda e, g=gen: self._failed(g, e))
+        ctx.runner.run(lambda _p, _s: engine.count_memories(scope, flt_now),
+                       functools.partial(self._counted, gen), functools.partial(self._failed, gen))
 
     def reload(self) -> None:
         self.set_source(self.ctx, self.filter)
@@ -87,13 +86,12 @@ class MemoryTableModel(QAbstractTableModel):
             return
         gen, n = self._generation, len(self.rows)
         limit = n + (self.page_size if self._exhausted else 0)
-        store, scope, flt = self.ctx.engine.store, self.ctx.scope, self.filter
+        engine, scope, flt = self.ctx.engine, self.ctx.scope, self.filter
 
         def work(_p, _s):
-            return store.browse_memories(scope, flt, after_id=None, limit=limit), store.count_memories(scope, flt)
+            return engine.browse_memories(scope, flt, after_id=None, limit=limit), engine.count_memories(scope, flt)
 
-        self.ctx.runner.run(work, lambda res, g=gen: self._merge(g, n, limit, *res),
-                            lambda e, g=gen: self._failed(g, e))
+        self.ctx.runner.run(work, lambda res: self._merge(gen, n, limit, *res), functools.partial(self._failed, gen))
 
     def _merge(self, gen: int, n_before: int, limit: int, fresh: list[dict[str, Any]], total: int) -> None:
         if gen != self._generation:
@@ -158,9 +156,9 @@ class MemoryTableModel(QAbstractTableModel):
         self._loading = True
         gen = self._generation
         after = self.rows[-1]["id"] if self.rows else None
-        store, scope, flt, limit = self.ctx.engine.store, self.ctx.scope, self.filter, self.page_size
-        self.ctx.runner.run(lambda _p, _s: store.browse_memories(scope, flt, after_id=after, limit=limit),
-                            lambda page, g=gen: self._page(g, page), lambda e, g=gen: self._failed(g, e))
+        engine, scope, flt, limit = self.ctx.engine, self.ctx.scope, self.filter, self.page_size
+        self.ctx.runner.run(lambda _p, _s: engine.browse_memories(scope, flt, after_id=after, limit=limit),
+                            functools.partial(self._page, gen), functools.partial(self._failed, gen))
 
     def _page(self, gen: int, page: list[dict[str, Any]]) -> None:
         if gen != self._generation:
@@ -190,7 +188,7 @@ class MemoryTableModel(QAbstractTableModel):
     def row_of(self, memory_id: int) -> int | None:
         return self._row_of.get(memory_id)
 
-    def row_dict(self, row: int) -> dict[str, Any] | None:
+    def row(self, row: int) -> dict[str, Any] | None:
         return self.rows[row] if 0 <= row < len(self.rows) else None
 
     # Qt model ------------------------------------------------------------------------------------------

@@ -8,10 +8,9 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QColor, QFont
 
+from ui.models.rows import FACT_ID_ROLE, KIND_ROLE
 from ui.theme import current_theme
 
-FACT_ROLE = Qt.ItemDataRole.UserRole + 1  # fact id on fact rows (and on lines backed by one fact)
-KIND_ROLE = Qt.ItemDataRole.UserRole + 2  # "section" | "line" | "fact" | "empty"
 COLUMNS = ("Profile line / fact", "Subject", "Predicate", "Object", "Conf.", "Evidence")
 SECTIONS = (("static", "Static — identity, role, lasting preferences"),
             ("dynamic", "Dynamic — current plans and focus"),
@@ -163,7 +162,7 @@ class ProfileTreeModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.ForegroundRole and node.kind == "fact" and col == 0 and node.status:
             color = current_theme().status.get(node.status)
             return QColor(color) if color else None
-        if role == FACT_ROLE:
+        if role == FACT_ID_ROLE:
             return node.fact_id
         if role == KIND_ROLE:
             return node.kind

@@ -12,22 +12,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 
 from ui.models.graph_style import dark
+from ui.models.rows import MEMORY_ID_ROLE, SORT_ROLE, STAGE_ROLE, Column, Index, RowTableModel
 
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-MEMORY_ID_ROLE = Qt.ItemDataRole.UserRole + 2
-ROW_ROLE = Qt.ItemDataRole.UserRole + 3
-STAGE_ROLE = Qt.ItemDataRole.UserRole + 4
 CHANNEL_ORDER = ("vector", "fts", "entity", "relation", "neighbour", "baseline")
 # the fifteen additive parts first (one series colour each), then the multiplier and the flag
 COMPONENT_ORDER = ("fusion", "confidence", "importance", "recency", "usage", "trust", "fact", "speaker", "timeframe",
                    "session", "review", "claim_superseded", "restated_later", "not_a_change", "history_first", "pinned",
                    "version_cap", "rerank", "derived_factor", "truncated")
 
-Index = QModelIndex | QPersistentModelIndex
 OUTDATED_LIGHT, OUTDATED_DARK = "#b45309", "#fbbf24"  # amber: an outdated statement, shown as history
 
 
@@ -48,89 +44,12 @@ def _gold_brush() -> QBrush:
     return QBrush(QColor("#4d3d00" if dark() else "#fef3c7"))
 
 
-class RowTableModel(QAbstractTableModel):
-    """A read-only table over a list of row dicts; subclasses define columns and cell values."""
-
-    columns: tuple[tuple[str, str], ...] = ()
-
-    def __init__(self, parent=None) -> None:
-        super().__init__(parent)
-        self.rows: list[dict[str, Any]] = []
-
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 (Qt naming)
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.columns)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole):
-        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal \
-                and 0 <= section < len(self.columns):
-            return self.columns[section][1]
-        return None
-
-    def set_rows(self, rows: list[dict[str, Any]]) -> None:
-        self.beginResetModel()
-        self.rows = list(rows)
-        self.endResetModel()
-
-    def append_rows(self, rows: list[dict[str, Any]]) -> None:
-        """Add rows at the end without a reset: the view keeps its scroll position, selection and widths."""
-        if not rows:
-            return
-        n = len(self.rows)
-        self.beginInsertRows(QModelIndex(), n, n + len(rows) - 1)
-        self.rows.extend(rows)
-        self.endInsertRows()
-
-    def row(self, i: int) -> dict[str, Any] | None:
-        return self.rows[i] if 0 <= i < len(self.rows) else None
-
-    def cell(self, row: dict[str, Any], key: str) -> Any:
-        return row.get(key)
-
-    def sort_key(self, row: dict[str, Any], key: str) -> Any:
-        value = self.cell(row, key)
-        return value if isinstance(value, (int, float)) else str(value or "")
-
-    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole):
-        if not index.isValid() or not 0 <= index.row() < len(self.rows) or not 0 <= index.column() < len(self.columns):
-            return None
-        row = self.rows[index.row()]
-        key = self.columns[index.column()][0]
-        if role == Qt.ItemDataRole.DisplayRole:
-            value = self.cell(row, key)
-            if value is None:
-                return ""
-            if isinstance(value, float):
-                return f"{value:.4f}"
-            return str(value)
-        if role == SORT_ROLE:
-            return self.sort_key(row, key)
-        if role == ROW_ROLE:
-            return row
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return self.tooltip(row, key)
-        return self.extra_role(row, key, role)
-
-    def tooltip(self, row: dict[str, Any], key: str) -> str | None:
-        return None
-
-    def extra_role(self, row: dict[str, Any], key: str, role: int):
-        return None
-
-    def flags(self, index: Index) -> Qt.ItemFlag:
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-
-
 class TraceListModel(RowTableModel):
     """Stored traces (GraphReads/RecallReads.traces rows), newest first."""
 
-    columns = (("id", "Trace"), ("origin", "Origin"), ("query", "Query"), ("result_count", "Results"),
-               ("context_tokens", "Tokens"), ("as_of", "As of"), ("created_at", "Created"))
+    columns = (Column("id", "Trace"), Column("origin", "Origin"), Column("query", "Query"),
+               Column("result_count", "Results"), Column("context_tokens", "Tokens"), Column("as_of", "As of"),
+               Column("created_at", "Created"))
 
     def cell(self, row, key):
         if key == "query":
@@ -158,10 +77,11 @@ class TraceCandidatesModel(RowTableModel):
         self.gold: frozenset[int] = frozenset()
         self.columns = self._columns()
 
-    def _columns(self) -> tuple[tuple[str, str], ...]:
-        return (("gold", "Gold"), ("memory_id", "Memory"), ("kind", "Kind"), ("text", "Text"),
-                *((f"ch:{c}", c) for c in self.channels), ("components", "Components"), ("score", "Score"),
-                ("fate", "Rank / dropped at"), ("reason", "Reason"), ("detail", "Detail"), ("tokens", "Tokens"))
+    def _columns(self) -> tuple[Column, ...]:
+        return (Column("gold", "Gold"), Column("memory_id", "Memory"), Column("kind", "Kind"), Column("text", "Text"),
+                *(Column(f"ch:{c}", c) for c in self.channels), Column("components", "Components"),
+                Column("score", "Score"), Column("fate", "Rank / dropped at"), Column("reason", "Reason"),
+                Column("detail", "Detail"), Column("tokens", "Tokens"))
 
     def set_trace(self, candidates: list[dict[str, Any]], briefs: dict[int, dict[str, Any]] | None = None,
                   gold: set[int] | frozenset[int] | None = None, shared: dict[str, int] | None = None,
@@ -171,8 +91,8 @@ class TraceCandidatesModel(RowTableModel):
         outdated: its params["outdated"] (memory -> {"by", "on", "text", "rule", "reason"}: what recall
         judged replaced it for this question)."""
         briefs = briefs or {}
-        shared = {int(m): int(o) for m, o in (shared or {}).items()}
-        outdated = {int(m): v for m, v in (outdated or {}).items()}
+        shares = {int(m): int(o) for m, o in (shared or {}).items()}
+        outdated_of = {int(m): v for m, v in (outdated or {}).items()}
         present = {ch for c in candidates for ch in c.get("channels", {})}
         channels = [c for c in CHANNEL_ORDER if c in present] + sorted(present - set(CHANNEL_ORDER))
         rows = []
@@ -180,8 +100,8 @@ class TraceCandidatesModel(RowTableModel):
             b = briefs.get(int(c["memory_id"]), {})
             rows.append({**c, "kind": b.get("kind") or "?", "text": b.get("text"), "trust": b.get("trust"),
                          "fact_status": b.get("status"), "in_scope": bool(b),
-                         "shares_place_with": shared.get(int(c["memory_id"])),
-                         "updated_by": outdated.get(int(c["memory_id"]))})
+                         "shares_place_with": shares.get(int(c["memory_id"])),
+                         "updated_by": outdated_of.get(int(c["memory_id"]))})
         self.beginResetModel()
         self.channels = channels
         self.columns = self._columns()
@@ -252,8 +172,8 @@ class TraceCandidatesModel(RowTableModel):
         if key == "fate":
             if row.get("rank") is not None:
                 return int(row["rank"])
-            return 10**6 + ({"filters": 1, "score": 2, "rank": 3, "budget": 4}.get(
-                (row.get("dropped") or {}).get("stage"), 9))
+            stage = str((row.get("dropped") or {}).get("stage"))
+            return 10**6 + {"filters": 1, "score": 2, "rank": 3, "budget": 4}.get(stage, 9)
         if key == "score":
             return float(row.get("score") or 0.0)
         if key == "gold":
@@ -335,7 +255,8 @@ def split_context(text: str) -> list[tuple[int | None, str]]:
 class TraceContextModel(RowTableModel):
     """The rendered context, one row per item, with its token cost."""
 
-    columns = (("position", "#"), ("memory_id", "Memory"), ("tokens", "Tokens"), ("line", "Context line (verbatim)"))
+    columns = (Column("position", "#"), Column("memory_id", "Memory"), Column("tokens", "Tokens"),
+               Column("line", "Context line (verbatim)"))
 
     def set_context(self, text: str, candidates: list[dict[str, Any]]) -> None:
         tokens = {int(c["memory_id"]): c.get("tokens") for c in candidates if c.get("rank") is not None}
@@ -360,5 +281,5 @@ class TraceContextModel(RowTableModel):
         return None
 
 
-__all__ = ["RowTableModel", "TraceListModel", "TraceCandidatesModel", "TraceContextModel", "StageFilterProxy",
-           "split_context", "SORT_ROLE", "MEMORY_ID_ROLE", "ROW_ROLE", "STAGE_ROLE", "CHANNEL_ORDER", "COMPONENT_ORDER"]
+__all__ = ["TraceListModel", "TraceCandidatesModel", "TraceContextModel", "StageFilterProxy", "split_context",
+           "CHANNEL_ORDER", "COMPONENT_ORDER"]

@@ -22,7 +22,8 @@ never forces the window wider.
 
 Helpers: `self.select(kind, id)` publishes on the bus tagged with this pane's key;
 `self.read(fn, on_done)` runs `fn()` in the runner and hands the result to `on_done` on the GUI
-thread, unless the context changed meanwhile (stale results are dropped); errors land in
+thread, unless the context changed meanwhile (stale results are dropped; `run_task`'s
+`on_settled` runs regardless, to unlock what the task locked); errors land in
 `self.banner` with what to do. `self.root_layout` is a QVBoxLayout whose first item is the banner:
 add the pane's widgets to it.
 """
@@ -107,17 +108,26 @@ class PaneBase(QWidget):
 
     def run_task(self, work: Work, on_done: Callable[[Any], None], *,
                  on_error: Callable[[BaseException], None] | None = None,
-                 on_progress: Callable[[float, str], None] | None = None) -> Task | None:
-        """Run runner-style `work(progress, should_stop)`; drop the result if the context changed."""
+                 on_progress: Callable[[float, str], None] | None = None,
+                 on_settled: Callable[[], None] | None = None) -> Task | None:
+        """Run runner-style `work(progress, should_stop)`; drop the result if the context changed.
+
+        `on_settled()` runs first when the task has ended, however it ended and whatever the
+        context is by then: what a pane locked for the task (a Run button, a progress bar) is
+        unlocked there, since a dropped result must not leave it locked."""
         if self.ctx is None:
             return None
         gen = self._generation
 
         def done(result: Any) -> None:
+            if on_settled is not None:
+                on_settled()
             if gen == self._generation and not self._closed:
                 on_done(result)
 
         def failed(exc: BaseException) -> None:
+            if on_settled is not None:
+                on_settled()
             if gen != self._generation or self._closed:
                 return
             if on_error is not None:

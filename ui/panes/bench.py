@@ -43,7 +43,6 @@ from engine.bench.metrics import AT_K_METRICS
 from engine.bench.runner import describe_differences, run_scores, run_scoring, setup_differences
 from engine.bench.scoring import definition
 from engine.retrieve.recipes import RECIPES
-from engine.store import bench as bench_sql
 from ui.models.bench_models import (
     BenchCompareModel,
     BenchItemsModel,
@@ -57,6 +56,7 @@ from ui.models.bench_models import (
 )
 from ui.models.graph_style import plot_colors, series_color, styled_plot
 from ui.panes.base import PaneBase
+from ui.tasks import Task
 from ui.widgets.tables import row_table
 
 # Current truth (engine/bench/update_metrics.py): drawn per half of memlens bench updates, or overall.
@@ -85,23 +85,8 @@ def load_runner():
 
 def resolve_gold(engine, item: dict[str, Any]) -> tuple[int, ...]:
     """Gold turn (or session) ids of a question -> memory ids in the DB and scope holding its trace."""
-    from engine.memory import MemoryEngine
-
     turns, sessions = gold_ids(item)
-    trace_db = item.get("trace_db")
-    own = not trace_db or Path(trace_db).resolve() == Path(engine.path).resolve()
-    eng = engine if own else MemoryEngine(trace_db, create=False, readonly=True, llm=False, background_reembed=False)
-    try:
-        scope = eng.store.trace_scope(int(item["trace_id"]))
-        if scope is None:
-            return ()
-        ids = eng.store.memories_for_messages(scope, turns) if turns else []
-        if not ids and sessions:
-            ids = eng.store.memories_for_sessions(scope, sessions)
-        return tuple(ids)
-    finally:
-        if not own:
-            eng.close()
+    return engine.trace_db(item.get("trace_db")).gold_memory_ids(int(item["trace_id"]), turns, sessions)
 
 
 class BenchPane(PaneBase):
@@ -118,7 +103,8 @@ class BenchPane(PaneBase):
         self.run: dict[str, Any] | None = None
         self.other: dict[str, Any] | None = None
         self.items: list[dict[str, Any]] = []
-        self._task = None
+        self._task: Task | None = None
+        self._run_token = 0  # which start_run the controls are locked for
         self._refresh_timer = QTimer(self)
         self._refresh_timer.setSingleShot(True)
         self._refresh_timer.setInterval(REFRESH_COALESCE_MS)
@@ -300,8 +286,8 @@ class BenchPane(PaneBase):
             self.runs_model.set_rows([])
             self._show_run(None, [])
             return
-        store = self.ctx.engine.store
-        self.read(lambda: bench_sql.runs(store, limit=500), self._runs_loaded)
+        engine = self.ctx.engine
+        self.read(lambda: engine.bench_runs(limit=500), self._runs_loaded)
 
     def on_data_changed(self, tables: set[str]) -> None:
         """A running benchmark writes bench_items after every container: re-reading and redrawing the
@@ -359,10 +345,10 @@ class BenchPane(PaneBase):
     def _load_run(self, run_id: int) -> None:
         if self.ctx is None:
             return
-        store = self.ctx.engine.store
+        engine = self.ctx.engine
         self._load_id += 1
         lid = self._load_id
-        self.read(lambda: (bench_sql.run(store, run_id), bench_sql.items(store, run_id)),
+        self.read(lambda: (engine.bench_run(run_id), engine.bench_items(run_id)),
                   lambda res: self._show_run(*res) if lid == self._load_id else None)
 
     def _show_run(self, run: dict[str, Any] | None, items: list[dict[str, Any]]) -> None:
@@ -414,8 +400,8 @@ class BenchPane(PaneBase):
             self.other = None
             self._draw()
             return
-        store = self.ctx.engine.store
-        self.read(lambda: bench_sql.run(store, int(other_id)), self._other_loaded)
+        engine = self.ctx.engine
+        self.read(lambda: engine.bench_run(int(other_id)), self._other_loaded)
 
     def _other_loaded(self, other: dict[str, Any] | None) -> None:
         self.other = other
@@ -500,7 +486,8 @@ class BenchPane(PaneBase):
         level = self.level.currentText()
         shown, other_shown = self.scheme_summary(run), self.scheme_summary(self.other)
         mine = curves(shown.get("metrics") or {}, level)
-        theirs = curves(other_shown.get("metrics") or {}, level) if self.other else {}
+        other_id = self.other["id"] if self.other else None
+        theirs = curves(other_shown.get("metrics") or {}, level) if other_id is not None else {}
         for i, name in enumerate(sorted(mine)):
             ks, values = mine[name]
             color = series_color(i)
@@ -513,7 +500,7 @@ class BenchPane(PaneBase):
                 other = pg.PlotDataItem(np.array(ks_b, float), np.array(values_b, float),
                                         pen=pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine))
                 self.curve_plot.addItem(other)
-                self.curve_items[f"{name} (run {self.other['id']})"] = other
+                self.curve_items[f"{name} (run {other_id})"] = other
         self.curve_plot.setTitle(f"metric@k, {self.scheme_name()}" + (f" (dashed: run {self.other['id']})"
                                                                         if self.other else ""))
         ks_all = ks_of(shown.get("metrics") or {})
@@ -623,7 +610,7 @@ class BenchPane(PaneBase):
     def _set_bars(bars: pg.BarGraphItem, x: np.ndarray, values: list[float | None]) -> None:
         """Bars for the scored categories only (None: the metric scores none of its questions)."""
         keep = [i for i, v in enumerate(values) if v is not None]
-        bars.setOpts(x=x[keep], height=np.array([float(values[i]) for i in keep]), width=0.38)
+        bars.setOpts(x=x[keep], height=np.array([values[i] for i in keep], float), width=0.38)
 
     def _fit_curve_ticks(self, *_args) -> None:
         """Ticks every 0.2 when the plot is tall enough for six labels, else 0, 0.5 and 1."""
@@ -724,7 +711,14 @@ class BenchPane(PaneBase):
             return fn(engine, dataset, path, limit=limit, recipe=recipe, progress=progress, should_stop=should_stop,
                       **({"extract": "heuristic"} if dataset == "updates" else {}))  # as `memlens bench updates`
 
-        self._task = self.run_task(work, self._run_done, on_error=self._run_failed, on_progress=self._run_progress)
+        self._run_token += 1
+        token = self._run_token
+        # A scope or database change drops the result (run_task), never the unlocking (on_settled).
+        task = self.run_task(work, self._run_done, on_error=self._run_failed, on_progress=self._run_progress,
+                             on_settled=lambda: self._run_settled(token))
+        self._task = task if task is not None and not task.settled else None
+        if task is None:
+            self._run_settled(token)
 
     def stop_run(self) -> None:
         if self._task is not None:
@@ -735,14 +729,15 @@ class BenchPane(PaneBase):
         self.progress.setValue(int(fraction * 100))
         self.progress.setToolTip(message)
 
-    def _run_finished(self) -> None:
+    def _run_settled(self, token: int) -> None:
+        if token != self._run_token:
+            return  # an older run
         self._task = None
         self.start.setEnabled(self.run_benchmark is not None)
         self.stop.setEnabled(False)
         self.progress.hide()
 
     def _run_done(self, result: dict[str, Any]) -> None:
-        self._run_finished()
         self.sigRunFinished.emit(result)
         if result.get("status") == "cancelled":
             self.banner.show_notice(f"Run {result['run_id']} stopped; its finished questions are kept.",
@@ -752,7 +747,6 @@ class BenchPane(PaneBase):
         self.refresh()
 
     def _run_failed(self, exc: BaseException) -> None:
-        self._run_finished()
         self.banner.show_error(exc)
 
 

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.curate import CurationResult
-from ui.models.rows import Column, RowsTableModel
+from ui.models.rows import Column, RowTableModel
 from ui.panes.base import PaneBase
 from ui.selection import Selection
 from ui.theme import current_theme
@@ -165,14 +165,14 @@ class ConflictsPane(PaneBase):
         top.addWidget(self.redo_button)
         self.root_layout.addLayout(top)
 
-        self.queue_model = RowsTableModel((
+        self.queue_model = RowTableModel(self, columns=(
             Column("id", "ID", numeric=True),
             Column("rule", "Rule"),
             Column("a", "Fact A", format=lambda r: _fact_brief(r["fact_a"]), color=lambda r: _status_color(r["fact_a"])),
             Column("b", "Fact B", format=lambda r: _fact_brief(r["fact_b"]), color=lambda r: _status_color(r["fact_b"])),
             Column("status", "Status", format=lambda r: r["status"] + (f" ({r['resolution']})" if r["resolution"] else "")),
             Column("created_at", "Flagged", format=lambda r: r["created_at"][:16].replace("T", " ")),
-        ), self)
+        ))
         self.queue = row_table(self, self.queue_model)
         em = self.fontMetrics().horizontalAdvance("M")
         for col, width in ((0, 3), (1, 15), (4, 9), (5, 9)):
@@ -209,7 +209,7 @@ class ConflictsPane(PaneBase):
         buttons.addStretch(1)
         dl.addLayout(buttons)
 
-        self.log_model = RowsTableModel((
+        self.log_model = RowTableModel(self, columns=(
             Column("id", "#", numeric=True),
             Column("created_at", "Time", format=lambda r: r["created_at"][:19].replace("T", " ")),
             Column("actor", "Actor"),
@@ -219,7 +219,7 @@ class ConflictsPane(PaneBase):
                    tooltip=lambda r: ", ".join(f"{t}: {n}" for t, n in r["rows"].items())),
             Column("note", "Note", format=lambda r: r["note"] or ""),
             Column("undone_at", "Undone", format=lambda r: (r["undone_at"] or "")[:19].replace("T", " ")),
-        ), self)
+        ))
         log_box = QWidget(self)
         ll = QVBoxLayout(log_box)
         ll.setContentsMargins(0, 0, 0, 0)
@@ -260,14 +260,14 @@ class ConflictsPane(PaneBase):
             self.queue_label.setText("No database open.")
             self._show_conflict(None)
             return
-        store, scope, status = self.ctx.engine.store, self.ctx.scope, self.show_combo.currentData()
+        engine, scope, status = self.ctx.engine, self.ctx.scope, self.show_combo.currentData()
 
         def work() -> dict[str, Any]:
-            conflicts = store.conflicts(scope, status=status)
+            conflicts = engine.conflicts(scope, status=status)
             ids = sorted({c["fact_a_id"] for c in conflicts} | {c["fact_b_id"] for c in conflicts if c["fact_b_id"]})
-            facts = store.facts_by_ids(scope, ids)
-            evidence = store.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
-            log = store.curation_log(scope, limit=300)
+            facts = engine.facts_by_ids(scope, ids)
+            evidence = engine.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
+            log = engine.curation_log(scope, limit=300)
             open_count = len(conflicts) if status == "open" else sum(c["status"] == "open" for c in conflicts)
             return {"conflicts": conflicts, "facts": facts, "evidence": evidence, "log": log, "open": open_count}
 
@@ -318,12 +318,12 @@ class ConflictsPane(PaneBase):
         finally:
             self._syncing = False
         self.queue.scrollTo(index)
-        self._show_conflict(self.queue_model.row_dict(row))
+        self._show_conflict(self.queue_model.row(row))
 
     def _conflict_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if self._syncing:
             return
-        row = self.queue_model.row_dict(current.row()) if current.isValid() else None
+        row = self.queue_model.row(current.row()) if current.isValid() else None
         if row is None or (self.current_conflict and self.current_conflict["id"] == row["id"]):
             return
         self._show_conflict(row)
@@ -351,7 +351,7 @@ class ConflictsPane(PaneBase):
     def _update_buttons(self) -> None:
         c = self.current_conflict
         open_ = c is not None and c["status"] == "open"
-        pair = open_ and c["fact_b"] is not None
+        pair = c is not None and open_ and c["fact_b"] is not None
         self.keep_a.setEnabled(open_)
         self.keep_a.setText("Keep A" if pair or not open_ else "Confirm")
         self.reject_both.setText("Reject both" if pair or not open_ else "Reject")

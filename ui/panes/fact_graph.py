@@ -14,6 +14,7 @@ Relation edges are coloured by type (updates orange, extends blue, derives purpl
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -57,6 +58,7 @@ from ui.models.graph_style import (
 )
 from ui.panes.base import PaneBase
 from ui.selection import Selection
+from ui.tasks import Task
 
 TRUST_SYMBOL = {"user": "o", "assistant": "h", "tool": "t", "external": "d"}
 FADED = ("superseded", "expired", "retracted")
@@ -78,7 +80,7 @@ class FactGraphPane(PaneBase):
         self.graph = GraphData()
         self._positions: dict[str, tuple[float, float]] = {}
         self._seed: dict[str, Any] = {}  # {"fact_ids": [...], "entity_keys": [...], "label": str}
-        self._task = None
+        self._task: Task | None = None
         self._request_id = 0
         self._labels: list[pg.TextItem] = []
         self.timings: dict[str, float] = {}
@@ -118,9 +120,9 @@ class FactGraphPane(PaneBase):
         self.time_mode.addItem("Valid between", "range")
         self.since = QDateEdit(self)
         self.until = QDateEdit(self)
-        for w in (self.since, self.until):
-            w.setCalendarPopup(True)
-            w.setDisplayFormat("yyyy-MM-dd")
+        for edit in (self.since, self.until):
+            edit.setCalendarPopup(True)
+            edit.setDisplayFormat("yyyy-MM-dd")
             w.setEnabled(False)
         filt.addWidget(self.time_mode)
         filt.addWidget(self.since)
@@ -139,7 +141,7 @@ class FactGraphPane(PaneBase):
         self._relabel.setSingleShot(True)
         self._relabel.setInterval(120)
         self._relabel.timeout.connect(self._draw_labels)
-        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: self._relabel.start())
+        self.plot.getViewBox().sigRangeChanged.connect(lambda *_: None if self._closed else self._relabel.start())
         self.graph_item = pg.GraphItem()
         self.graph_item.scatter.opts["hoverable"] = True
         self.graph_item.scatter.opts["tip"] = self._tip
@@ -190,27 +192,27 @@ class FactGraphPane(PaneBase):
         if self.ctx is None:
             self._clear()
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
-        self.read(lambda: (store.fact_predicates(scope), store.time_span(scope)), self._filters_loaded)
+        engine, scope = self.ctx.engine, self.ctx.scope
+        self.read(lambda: (engine.fact_predicates(scope), engine.time_span(scope)), self._filters_loaded)
 
     def on_selected(self, sel: Selection) -> None:
         if self.ctx is None or sel.kind not in ("fact", "memory", "entity", "conflict"):
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
 
         def seeds() -> dict[str, Any]:
             if sel.kind == "fact":
                 return {"fact_ids": [sel.id], "entity_keys": [], "label": f"fact {sel.id}"}
             if sel.kind == "memory":
-                fact = store.fact_by_memory(scope, sel.id)
+                fact = engine.fact_by_memory(scope, sel.id)
                 if fact is not None:
                     return {"fact_ids": [fact["id"]], "entity_keys": [], "label": f"fact {fact['id']}"}
-                return {"fact_ids": [], "entity_keys": store.entity_keys_of_memory(scope, sel.id),
+                return {"fact_ids": [], "entity_keys": engine.entity_keys_of_memory(scope, sel.id),
                         "label": f"memory {sel.id}"}
             if sel.kind == "entity":
-                key = store.entity_key(scope, sel.id)
+                key = engine.entity_key(scope, sel.id)
                 return {"fact_ids": [], "entity_keys": [key] if key else [], "label": f"entity {key}"}
-            c = store.conflict(scope, sel.id)
+            c = engine.conflict(scope, sel.id)
             ids = [] if c is None else [x for x in (c["fact_a_id"], c["fact_b_id"]) if x]
             return {"fact_ids": ids, "entity_keys": [], "label": f"conflict {sel.id}"}
 
@@ -221,6 +223,7 @@ class FactGraphPane(PaneBase):
             self.request()
 
     def shutdown(self) -> None:
+        self._relabel.stop()
         if self._task is not None:
             self._task.cancel()
         super().shutdown()
@@ -280,32 +283,32 @@ class FactGraphPane(PaneBase):
         self._request_id += 1
         rid = self._request_id
         p = self.params()
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
         previous = dict(self._positions)
         size = self.plot.size()
         aspect = size.width() / max(1, size.height())
 
-        def work(progress, should_stop) -> GraphData:
+        def work(progress, should_stop) -> tuple[GraphData, float]:
             t0 = time.perf_counter()
             statuses = p["statuses"] or ["__none__"]
             seed = p["seed"]
             if p["mode"] == "neighbourhood" and (seed.get("fact_ids") or seed.get("entity_keys")):
-                hood = store.graph_neighbourhood(scope, fact_ids=seed.get("fact_ids", ()),
-                                                 entity_keys=seed.get("entity_keys", ()), hops=p["hops"],
-                                                 statuses=statuses, predicate_keys=p["predicate_keys"],
-                                                 since=p["since"], until=p["until"], max_facts=MAX_FACTS)
+                hood = engine.graph_neighbourhood(scope, fact_ids=seed.get("fact_ids", ()),
+                                                  entity_keys=seed.get("entity_keys", ()), hops=p["hops"],
+                                                  statuses=statuses, predicate_keys=p["predicate_keys"],
+                                                  since=p["since"], until=p["until"], max_facts=MAX_FACTS)
                 facts, relations, truncated = hood["facts"], hood["relations"], hood["truncated"]
             else:
-                facts = store.graph_facts(scope, statuses=statuses, predicate_keys=p["predicate_keys"],
-                                          since=p["since"], until=p["until"], limit=MAX_FACTS + 1)
+                facts = engine.graph_facts(scope, statuses=statuses, predicate_keys=p["predicate_keys"],
+                                           since=p["since"], until=p["until"], limit=MAX_FACTS + 1)
                 truncated = len(facts) > MAX_FACTS
                 facts = facts[:MAX_FACTS]
-                relations = store.graph_relations(scope)
+                relations = engine.graph_relations(scope)
             episodes = []
             if p["episodes"]:
                 keys = sorted({f["subject_key"] for f in facts} | {f["object_key"] for f in facts}
                               | set(seed.get("entity_keys", ())))
-                episodes = store.episodes_mentioning(scope, keys, limit=EPISODE_LIMIT)
+                episodes = engine.episodes_mentioning(scope, keys, limit=EPISODE_LIMIT)
             read_ms = (time.perf_counter() - t0) * 1000
             progress(0.05, "building graph")
             graph = build_graph(facts, relations, episodes, seed_fact_ids=seed.get("fact_ids", ()),
@@ -317,9 +320,8 @@ class FactGraphPane(PaneBase):
 
         self.progress.setValue(0)
         self.progress.show()
-        self._task = self.run_task(work, lambda res, r=rid: self._shown(r, res),
-                                   on_error=lambda exc, r=rid: self._failed(r, exc),
-                                   on_progress=lambda f, _m, r=rid: self._progress(r, f))
+        self._task = self.run_task(work, functools.partial(self._shown, rid), on_error=functools.partial(self._failed, rid),
+                                   on_progress=lambda fraction, _message: self._progress(rid, fraction))
 
     def _progress(self, rid: int, fraction: float) -> None:
         if rid == self._request_id:

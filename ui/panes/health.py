@@ -14,6 +14,7 @@ sooner than the last run took: on a large store the pane uses at most about half
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from typing import Any
@@ -35,6 +36,7 @@ from PySide6.QtWidgets import (
 from engine.curate import CurationResult
 from engine.errors import BadInput
 from engine.health import ABOUT, CHECKS, FIX_COMMANDS, TITLES, Fix, HealthItem, HealthReport
+from ui.context import AppContext
 from ui.models.health_models import PANE_TITLES, ChecksModel, HealthItemsModel, TrendDelegate
 from ui.panes.base import PaneBase
 from ui.tasks import Task
@@ -143,7 +145,7 @@ class HealthPane(PaneBase):
         self._dirty = False
         self._last_run_ms = 0
         self._want_item: str | None = None
-        self._opened = None  # the context the last "open" trend point was recorded for
+        self._opened: AppContext | None = None  # the context the last "open" trend point was recorded for
 
         top = QHBoxLayout()
         self.summary = QLabel("No database open.", self)
@@ -390,10 +392,11 @@ class HealthPane(PaneBase):
         else:
             self.summary.setText(f"Nothing wrong found by {len(CHECKS)} checks (checked at {when} UTC "
                                  f"in {report.seconds:.1f} s).")
-        name = keep_check if keep_check in report.checks else (with_items[0] if with_items else next(iter(report.checks), None))
-        if name is not None:
+        chosen = keep_check if keep_check in report.checks else (
+            with_items[0] if with_items else next(iter(report.checks), None))
+        if chosen is not None:
             self._want_item = keep_item
-            self._select_check(name)
+            self._select_check(chosen)
 
     # checks and items --------------------------------------------------------------------------------------
     def _select_check(self, name: str) -> None:
@@ -408,7 +411,7 @@ class HealthPane(PaneBase):
                 index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
 
     def _check_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        row = self.checks_model.row_dict(current.row()) if current.isValid() else None
+        row = self.checks_model.row(current.row()) if current.isValid() else None
         if row is not None:
             self._show_check(row["name"])
 
@@ -421,7 +424,7 @@ class HealthPane(PaneBase):
             self.items_label.setText(f"{TITLES[name]}: not checked in this run.")
             self._show_item(None)
             return
-        self.items_model.set_items(result.items, result.count, lambda offset, n=name: self._fetch(n, offset))
+        self.items_model.set_items(result.items, result.count, functools.partial(self._fetch, name))
         self._update_items_label()
         want = self._want_item
         self._want_item = None
@@ -456,8 +459,11 @@ class HealthPane(PaneBase):
                 self.items_model.append(r.items, r.count)
                 self._update_items_label()
 
-        self.read(lambda: engine.health(scope, checks=[name], limit=PAGE, offset=offset), done,
-                  on_error=lambda exc: (setattr(self.items_model, "pending", False), self.banner.show_error(exc)))
+        def failed(exc: BaseException) -> None:
+            self.items_model.pending = False
+            self.banner.show_error(exc)
+
+        self.read(lambda: engine.health(scope, checks=[name], limit=PAGE, offset=offset), done, on_error=failed)
 
     def _select_item_row(self, row: int, *, publish: bool) -> None:
         index = self.items_model.index(row, 0)
@@ -528,9 +534,11 @@ class HealthPane(PaneBase):
             return
         if fix.command == "rebuild_fts":  # derived index: rebuilt, not curated (nothing to undo)
             engine, bus = self.ctx.engine, self.ctx.bus
-            self.run_task(lambda _p, _s: engine.rebuild_fts(),
-                          lambda _r: (self.banner.show_notice("Rebuilt the full-text indexes.", "info"),
-                                      bus.data_changed({"memories"})))
+            def rebuilt(_result: object) -> None:
+                self.banner.show_notice("Rebuilt the full-text indexes.", "info")
+                bus.data_changed({"memories"})
+
+            self.run_task(lambda _p, _s: engine.rebuild_fts(), rebuilt)
             return
         def command(cur):
             result = getattr(cur, fix.command)(**fix.args)

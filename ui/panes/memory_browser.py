@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QTableView,
 )
 
-from engine.store.browse import MEMORY_STATUSES, MemoryFilter
+from engine.memory import MEMORY_STATUSES, MemoryFilter
 from ui.models.memory_table import COLUMN_INDEX, MemoryTableModel
 from ui.panes.base import PaneBase
 from ui.selection import Selection
@@ -167,10 +167,10 @@ class MemoryBrowserPane(PaneBase):
             self.model.set_source(None)
             self.count_label.setText("No database open.")
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
         self.model.set_source(self.ctx, self.current_filter())
         self._update_count()
-        self.read(lambda: store.memory_facets(scope), self._facets)  # after the first page: it scans
+        self.read(lambda: engine.memory_facets(scope), self._facets)  # after the first page: it scans
 
     def on_data_changed(self, tables: set[str]) -> None:
         if set(tables) & self.watched_tables and self.ctx is not None:
@@ -178,8 +178,8 @@ class MemoryBrowserPane(PaneBase):
             # while other processes write (live refresh) or curation changes a row.
             self.model.refresh_in_place()
             if set(tables) & {"memories", "documents"}:
-                store, scope = self.ctx.engine.store, self.ctx.scope
-                self.read(lambda: store.memory_facets(scope), self._facets)
+                engine, scope = self.ctx.engine, self.ctx.scope
+                self.read(lambda: engine.memory_facets(scope), self._facets)
 
     def on_selected(self, sel: Selection) -> None:
         if self.ctx is None:
@@ -187,8 +187,8 @@ class MemoryBrowserPane(PaneBase):
         if sel.kind == "memory":
             self._reach(sel.id)
         elif sel.kind == "fact":
-            store, scope = self.ctx.engine.store, self.ctx.scope
-            self.read(lambda: store.memory_ids_for_facts(scope, [sel.id]).get(sel.id),
+            engine, scope = self.ctx.engine, self.ctx.scope
+            self.read(lambda: engine.memory_ids_for_facts(scope, [sel.id]).get(sel.id),
                       lambda mid: self._reach(mid) if mid is not None else None)
 
     def shutdown(self) -> None:
@@ -270,13 +270,13 @@ class MemoryBrowserPane(PaneBase):
     # selection ---------------------------------------------------------------------------------------
     def selected_memory_id(self) -> int | None:
         index = self.table.currentIndex()
-        row = self.model.row_dict(index.row()) if index.isValid() else None
+        row = self.model.row(index.row()) if index.isValid() else None
         return row["id"] if row else None
 
     def _row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if self._syncing or not current.isValid():
             return
-        row = self.model.row_dict(current.row())
+        row = self.model.row(current.row())
         if row is None:
             return
         self._pending = None
@@ -286,7 +286,7 @@ class MemoryBrowserPane(PaneBase):
 
     def _double_clicked(self, index: QModelIndex) -> None:
         """Double-click an outdated memory's "Replaced by": go to what replaced it."""
-        row = self.model.row_dict(index.row()) if index.isValid() else None
+        row = self.model.row(index.row()) if index.isValid() else None
         if row and row.get("replaced_by"):
             self._reach(int(row["replaced_by"]))  # its row here (found quietly, as for a selection from elsewhere)
             self.select("memory", int(row["replaced_by"]))  # and the other panes follow
@@ -308,10 +308,12 @@ class MemoryBrowserPane(PaneBase):
             self._pending = None
             self._select_row(row)
             return
+        if self.ctx is None:
+            return
         self._pending = memory_id
         self._pages_followed = 0
-        store, scope, flt = self.ctx.engine.store, self.ctx.scope, self.model.filter
-        self.read(lambda: store.memory_rank(scope, flt, memory_id), lambda rank: self._ranked(memory_id, rank))
+        engine, scope, flt = self.ctx.engine, self.ctx.scope, self.model.filter
+        self.read(lambda: engine.memory_rank(scope, flt, memory_id), lambda rank: self._ranked(memory_id, rank))
 
     def _ranked(self, memory_id: int, rank: int | None) -> None:
         if self._pending != memory_id:

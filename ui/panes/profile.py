@@ -12,7 +12,8 @@ from typing import Any
 from PySide6.QtCore import QItemSelectionModel, QModelIndex
 from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QSpinBox, QTreeView
 
-from ui.models.profile_tree import FACT_ROLE, KIND_ROLE, ProfileTreeModel
+from ui.models.profile_tree import ProfileTreeModel
+from ui.models.rows import FACT_ID_ROLE, KIND_ROLE
 from ui.panes.base import PaneBase
 from ui.selection import Selection
 
@@ -74,8 +75,8 @@ class ProfilePane(PaneBase):
         def work() -> dict[str, Any]:
             profile = engine.profile(scope, budget=budget)
             ids = sorted({fid for line in profile.lines() + profile.cut for fid in line.fact_ids})
-            facts = engine.store.facts_by_ids(scope, ids)
-            evidence = engine.store.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
+            facts = engine.facts_by_ids(scope, ids)
+            evidence = engine.evidence_spans(scope, [f["memory_id"] for f in facts.values()])
             return {"profile": profile, "facts": facts, "evidence": evidence}
 
         self.read(work, self._show)
@@ -111,7 +112,7 @@ class ProfilePane(PaneBase):
         self.profile_data = data
         profile, facts, evidence = data["profile"], data["facts"], data["evidence"]
         current = self.tree.currentIndex()
-        keep = current.data(FACT_ROLE) if current.isValid() else None
+        keep = current.data(FACT_ID_ROLE) if current.isValid() else None
         self.memory_to_fact = {f["memory_id"]: fid for fid, f in facts.items()}
         used = sum(line.tokens for line in profile.lines())
         self.summary.setText(f"{len(profile.static)} static and {len(profile.dynamic)} dynamic lines, "
@@ -137,7 +138,7 @@ class ProfilePane(PaneBase):
     def _current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if self._syncing or not current.isValid():
             return
-        fid = current.data(FACT_ROLE)
+        fid = current.data(FACT_ID_ROLE)
         if fid is not None:
             self.select("fact", int(fid))
 

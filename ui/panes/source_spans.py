@@ -155,17 +155,19 @@ class SourceSpansPane(PaneBase):
     # loading --------------------------------------------------------------------------------------------
     def _load(self, kind: str, record_id: int, *, focus_memory: int | None = None, focus_chunk: int | None = None,
               flash: bool = True) -> None:
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        if self.ctx is None:
+            return
+        engine, scope = self.ctx.engine, self.ctx.scope
         self._request += 1
         request = self._request
         current = self.document_id if self.view is not None else None
 
         def work():
-            where = store.document_of(scope, kind, record_id)
+            where = engine.document_of(scope, kind, record_id)
             if where is None:
                 return None
             document_id, memory_id = where
-            view = None if document_id == current else store.span_view(scope, document_id)
+            view = None if document_id == current else engine.span_view(scope, document_id)
             return document_id, memory_id, view
 
         def done(result) -> None:
@@ -518,7 +520,7 @@ class SourceSpansPane(PaneBase):
         """Beside the document: what the source system stored for the focused chunk, when it differs."""
         chunk = self.focused_chunk()
         stored = ((chunk or {}).get("meta") or {}).get("stored_as")
-        if not stored:
+        if not stored or chunk is None:
             self.stored_box.hide()
             return
         what = "; ".join(stored.get("explained") or stored.get("how") or ())

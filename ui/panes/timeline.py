@@ -127,24 +127,24 @@ class TimelinePane(PaneBase):
         if self.ctx is None:
             self.show_timeline(TimelineData())
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
-        self.read(lambda: (store.fact_subjects(scope), store.time_span(scope)), self._subjects_loaded)
+        engine, scope = self.ctx.engine, self.ctx.scope
+        self.read(lambda: (engine.fact_subjects(scope), engine.time_span(scope)), self._subjects_loaded)
 
     def on_selected(self, sel: Selection) -> None:
         if self.ctx is None or not self.follow.isChecked() or sel.kind not in ("fact", "memory"):
             return
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
 
         def work():
             if sel.kind == "fact":
-                return store.fact(scope, sel.id), None
-            fact = store.fact_by_memory(scope, sel.id)
+                return engine.fact(scope, sel.id), None
+            fact = engine.fact_by_memory(scope, sel.id)
             if fact is not None:
                 return fact, None
             # a turn: the claims it carried, the replaced one first (the interval that ended)
-            claims = sorted(store.turn_claims(scope, [sel.id]).get(sel.id, []),
+            claims = sorted(engine.turn_claims(scope, [sel.id]).get(sel.id, []),
                             key=lambda f: (f["status"] != "superseded", f["fact_id"]))
-            return (store.fact(scope, claims[0]["fact_id"]) if claims else None), (sel.id, claims)
+            return (engine.fact(scope, claims[0]["fact_id"]) if claims else None), (sel.id, claims)
 
         self.read(work, self._follow_selection)
 
@@ -189,8 +189,8 @@ class TimelinePane(PaneBase):
         if self.ctx is None:
             return
         key = self.subject.currentData()
-        store, scope = self.ctx.engine.store, self.ctx.scope
-        self.read(lambda: store.fact_predicates(scope, key) if key else [], self._predicates_loaded)
+        engine, scope = self.ctx.engine, self.ctx.scope
+        self.read(lambda: engine.fact_predicates(scope, key) if key else [], self._predicates_loaded)
 
     def _predicates_loaded(self, predicates) -> None:
         current = self.predicate.currentData()
@@ -230,15 +230,15 @@ class TimelinePane(PaneBase):
             return
         key = self.subject.currentData()
         pred = self.predicate.currentData()
-        store, scope = self.ctx.engine.store, self.ctx.scope
+        engine, scope = self.ctx.engine, self.ctx.scope
         self._request_id += 1
         rid = self._request_id
         now = ts(now_iso())
         if key is None:
             self.show_timeline(TimelineData(now=now))
             return
-        self.read(lambda: build_timeline(store.timeline_facts(scope, key, pred), now=now),
-                  lambda data, r=rid: self.show_timeline(data) if r == self._request_id else None)
+        self.read(lambda: build_timeline(engine.timeline_facts(scope, key, pred), now=now),
+                  lambda data: self.show_timeline(data) if rid == self._request_id else None)
 
     # drawing -------------------------------------------------------------------------------------------
     def show_timeline(self, data: TimelineData) -> None:

@@ -15,7 +15,6 @@ benchmark container's) is opened read-only.
 
 from __future__ import annotations
 
-import contextlib
 import html
 from pathlib import Path
 from typing import Any
@@ -111,7 +110,6 @@ class TracesPane(PaneBase):
         self.trace_db: str | None = None
         self.gold: frozenset[int] = frozenset()
         self.target_memory: int | None = None
-        self._external: dict[str, Any] = {}
         self._load_id = 0
         self._stages: list[dict[str, Any]] = []
         self._selected_candidate: dict[str, Any] | None = None
@@ -223,7 +221,6 @@ class TracesPane(PaneBase):
 
     # protocol -------------------------------------------------------------------------------------------
     def set_context(self, ctx) -> None:
-        self._close_external()
         self.trace = None
         super().set_context(ctx)
 
@@ -233,8 +230,8 @@ class TracesPane(PaneBase):
             self._show_trace(None)
             return
         self._update_as_of_note()
-        store, scope = self.ctx.engine.store, self.ctx.scope
-        self.read(lambda: store.traces(scope, limit=500), self._traces_loaded)
+        engine, scope = self.ctx.engine, self.ctx.scope
+        self.read(lambda: engine.traces(scope, limit=500), self._traces_loaded)
 
     def on_selected(self, sel: Selection) -> None:
         if sel.kind == "trace":
@@ -243,15 +240,11 @@ class TracesPane(PaneBase):
         elif sel.kind == "memory":
             self._set_target(sel.id)
         elif sel.kind == "fact" and self.ctx is not None:
-            store, scope = self.ctx.engine.store, self.ctx.scope
-            self.read(lambda: store.fact(scope, sel.id), lambda f: self._set_target(f["memory_id"]) if f else None)
+            engine, scope = self.ctx.engine, self.ctx.scope
+            self.read(lambda: engine.fact(scope, sel.id), lambda f: self._set_target(f["memory_id"]) if f else None)
 
     def on_as_of_changed(self, as_of: str | None) -> None:
         self._update_as_of_note()
-
-    def shutdown(self) -> None:
-        self._close_external()
-        super().shutdown()
 
     # trace list ---------------------------------------------------------------------------------------------
     def _traces_loaded(self, rows: list[dict[str, Any]]) -> None:
@@ -291,44 +284,19 @@ class TracesPane(PaneBase):
         self.refresh()
 
     # loading one trace ----------------------------------------------------------------------------------------
-    def _engine_for(self, trace_db: str | None):
-        if not trace_db or self.ctx is None:
-            return self.ctx.engine if self.ctx else None
-        if Path(trace_db).resolve() == Path(self.ctx.engine.path).resolve():
-            return self.ctx.engine
-        eng = self._external.get(trace_db)
-        if eng is None:
-            from engine.memory import MemoryEngine
-
-            eng = MemoryEngine(trace_db, create=False, readonly=True, llm=False, background_reembed=False)
-            self._external[trace_db] = eng
-        return eng
-
-    def _close_external(self) -> None:
-        for eng in self._external.values():
-            with contextlib.suppress(Exception):
-                eng.close()
-        self._external = {}
-
     def load_trace(self, trace_id: int, *, gold=None, trace_db: str | None = None) -> None:
         if self.ctx is None:
             return
-        try:
-            engine = self._engine_for(trace_db)
-        except Exception as exc:  # noqa: BLE001 - a missing or foreign benchmark DB is shown in place
-            self.banner.show_error(exc)
-            return
-        own = engine is self.ctx.engine
-        scope = self.ctx.scope
+        main, scope = self.ctx.engine, self.ctx.scope
+        own = not trace_db or Path(trace_db).resolve() == Path(main.path).resolve()
         self._load_id += 1
         lid = self._load_id
 
         def work(_progress, _stop):
-            sc = scope
-            if not own or engine.store.trace(sc, trace_id) is None:
-                sc = engine.store.trace_scope(trace_id) or scope  # a bench container's own scope
+            engine = main.trace_db(None if own else trace_db)  # a benchmark container: opened read-only once
+            sc = scope if own and engine.has_trace(scope, trace_id) else engine.trace_scope(trace_id) or scope
             t = engine.trace(trace_id, scope=sc)
-            briefs = engine.store.memory_briefs(sc, [c["memory_id"] for c in t["candidates"]])
+            briefs = engine.memory_briefs(sc, [c["memory_id"] for c in t["candidates"]])
             return t, briefs, sc
 
         gold_set = frozenset(int(g) for g in gold) if gold is not None else None
@@ -352,9 +320,9 @@ class TracesPane(PaneBase):
         if gold_rows:
             # a benchmark question: focus the best gold candidate, so the stacked bar compares it with
             # the last kept one and the why line says where it fell out
-            best = min(gold_rows, key=lambda i: (self.candidates.row(i).get("rank") is None,
-                                                 -float(self.candidates.row(i).get("score") or 0.0)))
-            self._set_target(int(self.candidates.row(best)["memory_id"]))
+            rows = self.candidates.rows
+            best = min(gold_rows, key=lambda i: (rows[i].get("rank") is None, -float(rows[i].get("score") or 0.0)))
+            self._set_target(int(rows[best]["memory_id"]))
             idx = self.proxy.mapFromSource(self.candidates.index(best, 0))
             if idx.isValid():
                 self.candidate_view.scrollTo(idx, QAbstractItemView.ScrollHint.PositionAtCenter)
@@ -390,7 +358,7 @@ class TracesPane(PaneBase):
                                   shared=(trace.get("params") or {}).get("shared_places"),
                                   outdated=(trace.get("params") or {}).get("outdated"))
         self.filter_stage(None)
-        self.candidate_view.sortByColumn(self.candidates.columns.index(("fate", "Rank / dropped at")),
+        self.candidate_view.sortByColumn(self.candidates.column_index("fate"),
                                          Qt.SortOrder.AscendingOrder)
         self.candidate_view.resizeColumnsToContents()
         self.candidate_view.setColumnWidth(3, 320)
@@ -497,7 +465,8 @@ class TracesPane(PaneBase):
         mid = int(row["memory_id"])
         self.target_memory = mid
         self._update_why()
-        if self.trace is not None and not self.trace_db and row.get("in_scope") and self.trace_scope == self.ctx.scope:
+        if (self.trace is not None and not self.trace_db and row.get("in_scope") and self.ctx is not None
+                and self.trace_scope == self.ctx.scope):
             self.select("memory", mid, extra=("trace", int(self.trace["id"])))
 
     def _follow_replacement(self, index) -> None:
@@ -605,7 +574,7 @@ class TracesPane(PaneBase):
             self.why_text.setText(f"m{mid} was never a candidate of trace {self.trace['id']}: no channel proposed it. "
                                   "Ask “Why not” for the channel-by-channel reason.")
             return
-        row = self.candidates.row(i)
+        row = self.candidates.rows[i]
         up = row.get("updated_by")
         outdated = (f"<br><span style='color:{OUTDATED_LIGHT}'>Outdated for this question: "
                     f"{html.escape(outdated_label(up))}</span> ({up['rule']}: {html.escape(up['reason'])}) — "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import PurePath
-from typing import Any
+from typing import Any, Literal
 
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.limits import check_turn
@@ -21,7 +21,12 @@ from engine.ingest.model import ParsedDocument
 from engine.ingest.normalize import DocumentBuilder, decode, label, normalize
 from engine.timeutil import to_utc_iso
 
-ROLE_TRUST = {
+# The one rule for a message's role, wherever a turn comes from (a chat file, add_turns, MCP's
+# memory_add): user, assistant, system or tool, or another exporter's name for one of them
+# (LangChain's human/ai, Gemini's model, OpenAI's developer/function). Anything else is refused.
+Role = Literal["user", "assistant", "system", "tool", "human", "ai", "model", "developer", "function"]
+# the trust each role gives its turn (a key for every Role: tests/engine/test_ingest_formats.py)
+ROLE_TRUST: dict[str, str] = {
     "user": "user",
     "human": "user",
     "assistant": "assistant",
@@ -51,6 +56,16 @@ def role_label(value: Any) -> str | None:
     if value is None:
         return None
     return label(str(value).lower()) or None
+
+
+def checked_role(value: Any, where: str, *, required: bool = False) -> str | None:
+    """role_label(value), refused with BadInput unless it is a Role. Without a role: None, unless
+    `required` (a file's message may name only its speaker; a live turn must say who wrote it)."""
+    role = role_label(value) if isinstance(value, str) or not required else None
+    if (role is None and required) or (role is not None and role not in ROLE_TRUST):
+        raise BadInput(f"{where}: role must be user, assistant, system or tool (or human, ai, model, developer, "
+                       f"function), got {value!r}")
+    return role
 
 
 def content_text(content: Any) -> str:
@@ -131,7 +146,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
         for i, message in enumerate(messages):
             if not isinstance(message, dict):
                 raise BadInput(f"{name}: {where}: message {i} is not a JSON object")
-            role = role_label(message.get("role"))
+            role = checked_role(message.get("role"), f"{name}: {where}: message {i}")
             raw = content_text(message.get("content"))
             check_turn(raw, f"{name}: {where}: message {i}")
             content = normalize(raw)
