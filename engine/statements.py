@@ -111,6 +111,9 @@ CHANGE = re.compile(
     # "since September I've been", "since the summer": a state that began then, not "since I was 17"
     r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
+# Words that add to what holds instead of replacing it: "I also adopted a cat", "a cat as well",
+# "in addition to Rex". A clause with one states no change, whatever its verb.
+ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")
 # Someone else's act that changes the speaker's state: "the neurologist put me on sumatriptan".
 _DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)"
                               r"\s+(?:on|off|to|from|onto)\b")
@@ -270,7 +273,7 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 question=is_question and (index == len(pieces) - 1 or bool(_QUESTION_OPEN.match(piece))),
                 modal=modal,
                 visit=visit, retracts=bool(RETRACTS.search(piece)),
-                change=bool(CHANGE.search(piece))))
+                change=bool(CHANGE.search(piece)) and not ADDITIVE.search(piece)))
     return tuple(out)
 
 

@@ -75,6 +75,7 @@ def _asks(text: str) -> bool:
 
 
 RESTATEMENT_MIN_WORDS = 8
+SIDES = frozenset({"user", "assistant"})  # intent.speakers' names for the two sides of a conversation
 
 
 class _VectorMemo:
@@ -451,8 +452,10 @@ class Recall:
             prior("review", r.review_penalty, -1.0 if m.get("status") == "needs_review" else 0.0)
             prior("pinned", 0.05, 1.0 if m["pinned"] else 0.0)
             who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
-            # whom the question is about is read by the speaker_* features (intent.speakers)
-            prior("speaker", r.speaker_weight, 1.0 if speaker_matches(who, intent.speakers) else 0.0)
+            # whom the question is about is read by the speaker_* features (intent.speakers): a
+            # person it names, or a side it speaks as ("user" / "assistant")
+            prior("speaker", r.speaker_weight, 1.0 if speaker_matches(who, intent.speakers - SIDES) else 0.0)
+            prior("side", r.side_weight, 1.0 if speaker_matches(who, intent.speakers & SIDES) else 0.0)
             near = 0.0
             if frame is not None:
                 if when:

@@ -41,6 +41,11 @@ class Recipe:
     trust_penalty: dict[str, float] = field(default_factory=lambda: {
         "user": 0.0, "assistant": 0.0, "tool": 0.04, "external": 0.03})
     speaker_weight: float = 0.2  # who said it: turns by (facts about) a person the query names
+    # the same for a side of the conversation the question speaks as ("what did I ...": the user's
+    # turns; "you recommended": the assistant's). Its own weight: a first-person question in a
+    # two-party chat points at one side far more surely than a name in a group chat points at that
+    # person (LoCoMo's adversarial questions name the wrong one)
+    side_weight: float = 0.2
     # memories inside the window a time in the query names ("on 9 May"; "two weeks ago" also fades out)
     timeframe_weight: float = 0.3
     when_weight: float = 0.1  # a "when" question: turns that name a time
@@ -84,8 +89,8 @@ class Recipe:
 # current-truth ranking rules are correctness priors the benchmark files cannot identify: they stay as set.
 FITTED = (("vector", "weights.vector"), ("fts", "weights.fts"), ("entity", "weights.entity"),
           ("relation", "weights.relation"), ("neighbour", "weights.neighbour"), ("baseline", "weights.baseline"),
-          ("session", "session_weight"), ("speaker", "speaker_weight"), ("timeframe", "timeframe_weight"),
-          ("recency", "recency_weight"), ("when_time", "when_weight"))
+          ("session", "session_weight"), ("speaker", "speaker_weight"), ("side", "side_weight"),
+          ("timeframe", "timeframe_weight"), ("recency", "recency_weight"), ("when_time", "when_weight"))
 # Written by `memlens bench fit --write` (with the files, commit and figures it was fitted on).
 FITTED_WEIGHTS = resources_dir() / "recipes" / "fitted.json"
 

@@ -112,7 +112,8 @@ def test_the_weight_search_moves_towards_what_ranks_the_gold_first():
     before = fit.offline_metric(compiled, vec(start), k=1)
     fitted = fit.fit_weights(items, ["f"], start)
     assert fitted["vector"] == 1.0 and fitted["fts"] > start["fts"]
-    assert before < 0.5 < fit.offline_metric(compiled, vec(fitted), k=1)
+    after = fit.offline_metric(compiled, vec(fitted), k=1)
+    assert before < 0.2 and after > before + 0.3, (before, after)
 
 
 def test_fit_end_to_end_reports_dev_and_cross_validated_figures(engine):

@@ -119,6 +119,21 @@ def test_a_non_change_never_replaces_the_earlier_statement(engine, later):
     assert not any(f["status"] == "superseded" for f in engine.facts(S, history=True))
 
 
+@pytest.mark.parametrize("later", [
+    "I also adopted a cat named Miso last week.",
+    "We adopted a cat named Miso as well, last week.",
+    "In addition to Rex we got a cat, Miso, she arrived last week.",
+])
+def test_an_addition_replaces_nothing(engine, later):
+    # 'also', 'as well', 'in addition': a second pet joins the first (the demo's "What pets does
+    # Ana have?" put the dog below the cat as history)
+    chat(engine, [("2023-02-01T10:00:00Z", ["I have a dog named Rex, he's a beagle.", "Cute!"]),
+                  ("2023-08-15T10:00:00Z", [later, "Lovely!"])], extract=engine.extract_mode)
+    res = engine.recall("What pets do I have?", scope=S)
+    assert not res.trace.params.get("outdated")
+    assert not any(f["status"] == "superseded" for f in engine.facts(S, history=True))
+
+
 def test_a_retracted_change_leaves_the_original_value(engine):
     chat(engine, [("2023-01-09T12:00:00Z", ["I live in Berlin with my wife.", "Cosy!"]),
                   ("2023-03-21T21:10:00Z", ["We're moving to Hamburg in June, the flat is signed!", "Exciting!"]),

@@ -177,8 +177,10 @@ def test_the_speaker_prior_follows_who_the_question_says_spoke(empty, query, fav
         ("user", "I ate pasta in Trastevere last year."),
     ])
     res = empty.recall(query, scope=SCOPE, k=3, origin="bench")
-    prior = {c.meta["speaker"]: c.components["speaker"] for c in res.trace.candidates.values() if c.components}
+    prior = {c.meta["speaker"]: c.components["side"] for c in res.trace.candidates.values() if c.components}
     assert {who for who, v in prior.items() if v > 0} == favoured
+    # a side is not a person the question names: that prior stays off
+    assert all(c.components["speaker"] == 0 for c in res.trace.candidates.values() if c.components)
 
 
 def test_turns_of_the_best_matching_session_gain_its_context(engine):
