@@ -722,10 +722,18 @@ class Recall:
             claims = [f.meta["text"] for f in facts] if len(facts) >= 2 else [
                 c.text for c in clauses(_body(earlier.meta["text"], earlier.meta["speaker"])) if c.asserts]
             if len(claims) < 2:
-                return changes[0]
+                # one claim: a change replaces it only if it is about the same thing ("I started a
+                # new job at BMW" says nothing of "I have a dog named Rex", in the same turn as a
+                # sentence about the dog or not)
+                own = claims or [_body(earlier.meta["text"], earlier.meta["speaker"])]
+                vs = embed(own + changes)
+                near = [c for c, v in zip(changes, vs[len(own):]) if float(np.dot(v, vs[0])) >= r.restatement_change_similarity]
+                return near[0] if near else None
             vs = embed(claims + changes)
             asked_at = closest(claim_query(), q_terms, claims, vs[:len(claims)])
             for clause, v in zip(changes, vs[len(claims):]):
+                if asked_at is not None and float(np.dot(v, vs[asked_at])) < r.restatement_change_similarity:
+                    continue  # about something else than the asked claim, however unclear the alignment
                 aligned_at = closest(v, words(clause), claims, vs[:len(claims)])
                 if asked_at is None or aligned_at is None or asked_at == aligned_at:
                     return clause

@@ -58,6 +58,7 @@ class Recipe:
     restatement_pool: int = 20  # the best-scored turns compared with each other
     restatement_starts: int = 3  # chains followed from this many of the best-scored statements
     restatement_count_similarity: float = 0.5  # "how many ...?": a later count of the same thing, this close
+    restatement_change_similarity: float = 0.1  # a change clause this close to the one claim it would replace
     restatement_state_similarity: float = 0.4  # a later statement of the same claim with no change word, in the top k
     restatement_answer_share: float = 0.8  # ... whose claim answers the question at least this well, relative
     restatement_similarity: float = 0.2  # cosine between the two statements, at least

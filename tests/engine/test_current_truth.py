@@ -134,6 +134,17 @@ def test_an_addition_replaces_nothing(engine, later):
     assert not any(f["status"] == "superseded" for f in engine.facts(S, history=True))
 
 
+def test_a_change_about_something_else_replaces_nothing(engine):
+    # the later turn speaks of the dog and states a change, of job: the dog's turn still holds
+    # (the demo's "What pets does Ana have?" put it below the BMW turn as history)
+    chat(engine, [("2023-02-01T10:00:00Z", ["I have a dog named Rex. He is a very energetic border collie.", "Cute!"]),
+                  ("2023-08-15T10:00:00Z", ["He loves the river paths. And I started a new job at BMW, in the battery "
+                                            "research group.", "Congratulations!"])], extract=engine.extract_mode)
+    res = engine.recall("What pets do I have?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+
+
 def test_a_retracted_change_leaves_the_original_value(engine):
     chat(engine, [("2023-01-09T12:00:00Z", ["I live in Berlin with my wife.", "Cosy!"]),
                   ("2023-03-21T21:10:00Z", ["We're moving to Hamburg in June, the flat is signed!", "Exciting!"]),
