@@ -213,15 +213,15 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
     return "none", None, False
 
 
+CACHED_TEXT_CHARS = 4000  # longer texts are parsed each time: the cache holds what it parses
+
+
 def clauses(text: str) -> list[Clause]:
     """The clauses of a text, each with its subject and flags (see the module docstring)."""
-    return list(_clauses(text))
+    return list(_cached_clauses(text) if len(text) <= CACHED_TEXT_CHARS else _clauses(text))
 
 
-@lru_cache(maxsize=8192)
 def _clauses(text: str) -> tuple[Clause, ...]:
-    """clauses(), read once per text: recall asks it of the same best-scored turns for question
-    after question (a third of the current-truth stage's CPU before the cache)."""
     out: list[Clause] = []
     last_person: str | None = None
     # A sentence's question mark and modality reach its clauses: "if I change jobs I'll ...".
@@ -275,6 +275,12 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 visit=visit, retracts=bool(RETRACTS.search(piece)),
                 change=bool(CHANGE.search(piece)) and not ADDITIVE.search(piece)))
     return tuple(out)
+
+
+# Recall asks for the clauses of the same best-scored turns question after question (a third of
+# the current-truth stage's CPU before this cache); bounded in entries and, by CACHED_TEXT_CHARS,
+# in the size of each.
+_cached_clauses = lru_cache(maxsize=8192)(_clauses)
 
 
 @dataclass(frozen=True, slots=True)

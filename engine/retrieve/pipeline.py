@@ -85,6 +85,8 @@ class _VectorMemo:
     again was most of that stage's CPU (LoCoMo dev: 2.9 of 6.9 s of recall). Bounded; least
     recently used goes first."""
 
+    MAX_TEXT_CHARS = 4000
+
     def __init__(self, size: int = 8192) -> None:
         self._size = size
         self._vecs: OrderedDict[tuple[str, int, str, str], np.ndarray] = OrderedDict()
@@ -105,7 +107,8 @@ class _VectorMemo:
             with self._lock:
                 for t, v in zip(missing, fresh):
                     out[t] = v
-                    self._vecs[(*model, t)] = v
+                    if len(t) <= self.MAX_TEXT_CHARS:  # a key the size of a whole long turn is not kept
+                        self._vecs[(*model, t)] = v
                 while len(self._vecs) > self._size:
                     self._vecs.popitem(last=False)
         return out
