@@ -137,13 +137,6 @@ def discard(path: Path) -> None:
 def settle(path: Path) -> None:
     """Fold a closed container's write-ahead log into the file, so the one file is the whole
     container (copied while nothing has it open)."""
-    import apsw
+    from ..store.db import fold_wal
 
-    conn = apsw.Connection(str(path))
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("PRAGMA journal_mode=DELETE")
-    finally:
-        conn.close()
-    for suffix in ("-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
+    fold_wal(path)

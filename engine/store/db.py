@@ -122,6 +122,19 @@ def check_file(path: Path) -> None:
         raise NotAMemlensDatabase(f"{path}: not a memlens database (an SQLite file of another application)")
 
 
+def fold_wal(path: Path | str) -> None:
+    """Fold a closed database's write-ahead log into its file and leave it in rollback-journal
+    mode, so the one file is the whole database (for copying while nothing has it open)."""
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        conn.close()
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+
+
 class Database:
     """A memlens database file: per-thread connections and one process-wide writer lock."""
 
