@@ -154,18 +154,14 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
                     continue
                 if builder.chunks:
                     builder.add("\n", normalized=True)
-                start, end = builder.add(f"{speaker}: ", normalized=True)
+                line = f"{speaker}: " + (text if text.strip() else "")
                 meta: dict[str, Any] = {}
-                if text.strip():
-                    _, end = builder.add(text, normalized=True)
                 if caption.strip():
-                    opening = " [shares a photo: " if text.strip() else "[shares a photo: "
-                    builder.add(opening, normalized=True)
-                    builder.add(caption, normalized=True)
-                    _, end = builder.add("]", normalized=True)
+                    line += (" [shares a photo: " if text.strip() else "[shares a photo: ") + caption + "]"
                     meta["blip_caption"] = caption.strip()
                     if isinstance(turn.get("img_url"), list):
                         meta["img_url"] = [str(u) for u in turn["img_url"]]
+                start, end = builder.add(line)  # one piece, scrubbed as a line: DocumentBuilder.add
                 dia_id = turn.get("dia_id")
                 builder.add_chunk(
                     start,

@@ -159,8 +159,7 @@ def _document(session: _Session) -> ParsedDocument | None:
         role = role_label(turn.get("role")) or "unknown"
         if builder.chunks:
             builder.add("\n\n", normalized=True)
-        start, _ = builder.add(f"{role}: ", normalized=True)
-        _, end = builder.add(content, normalized=True)
+        start, end = builder.add(f"{role}: {content}")  # one piece, scrubbed as a line: DocumentBuilder.add
         builder.add_chunk(
             start,
             end,
