@@ -135,7 +135,7 @@ class Curator:
         now = now_iso()
         rivals = [f for f in self.store.facts_for_keys(self.scope, [(fact.subject_key, fact.predicate_key)],
                                                         statuses=("active",))
-                  if f["id"] != fact_id and f["object_key"] != fact.object_key]
+                  if f.id != fact_id and f.object_key != fact.object_key]
         if fact.predicate_key in canonical.MULTI_VALUED:
             rivals = []
 
@@ -144,10 +144,10 @@ class Curator:
             w.update_fact(fact_id, status="active", invalidated_at=None, valid_to=None, rule="operator_restore",
                           reason="restored by operator")
             for r in rivals:
-                ch.touch(w, "facts", r["id"])
-                w.update_fact(r["id"], status="superseded", invalidated_at=now, valid_to=r["valid_to"] or now,
+                ch.touch(w, "facts", r.id)
+                w.update_fact(r.id, status="superseded", invalidated_at=now, valid_to=r.valid_to or now,
                               rule="operator_restore", reason=f"fact {fact_id} restored over it by operator")
-            return {"fact_id": fact_id, "superseded": [r["id"] for r in rivals]}
+            return {"fact_id": fact_id, "superseded": [r.id for r in rivals]}
 
         return self._run("restore", "fact", fact_id, note, body)
 
@@ -239,10 +239,10 @@ class Curator:
 
         def body(w: Writer, ch: ChangeSet) -> dict[str, Any]:
             for f in due:
-                ch.touch(w, "facts", f["id"])
-                w.update_fact(f["id"], status="expired", invalidated_at=now, valid_to=f["forget_after"],
-                              rule="forget_after_passed", reason=f"forget_after {f['forget_after']} passed")
-            return {"expired": [f["id"] for f in due]}
+                ch.touch(w, "facts", f.id)
+                w.update_fact(f.id, status="expired", invalidated_at=now, valid_to=f.forget_after,
+                              rule="forget_after_passed", reason=f"forget_after {f.forget_after} passed")
+            return {"expired": [f.id for f in due]}
 
         return self._run("expire", "facts", None, None, body)
 
@@ -296,8 +296,8 @@ class Curator:
                 raise BadInput(f"fact {f.id} is {f.status}, not current")
         ids = {fact_a_id, fact_b_id} - {None}
         for c in self.store.conflicts(self.scope, status="open"):
-            if {c["fact_a_id"], c["fact_b_id"]} - {None} == ids:
-                raise BadInput(f"conflict {c['id']} already holds {'these facts' if len(ids) > 1 else 'this fact'}")
+            if {c.fact_a_id, c.fact_b_id} - {None} == ids:
+                raise BadInput(f"conflict {c.id} already holds {'these facts' if len(ids) > 1 else 'this fact'}")
 
         def body(w: Writer, ch: ChangeSet) -> dict[str, Any]:
             cid = w.open_conflict(fact_a_id=fact_a_id, fact_b_id=fact_b_id,

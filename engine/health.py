@@ -486,17 +486,17 @@ def unsupported_facts(ctx: CheckContext) -> CheckResult:
     for r, reasons in page:
         f = facts[r["id"]]
         items.append(HealthItem(
-            key=f"unsupported_facts:{f['id']}",
-            summary=f"Fact #{f['id']} “{_brief(f['text'], 60)}”: " + "; ".join(words[x] for x in reasons),
-            target={"kind": "fact", "id": f["id"]}, pane="spans",
-            evidence={"fact": _fact_brief(f), "reasons": reasons, "quote": f["evidence"],
+            key=f"unsupported_facts:{f.id}",
+            summary=f"Fact #{f.id} “{_brief(f.text, 60)}”: " + "; ".join(words[x] for x in reasons),
+            target={"kind": "fact", "id": f.id}, pane="spans",
+            evidence={"fact": _fact_brief(f.as_dict()), "reasons": reasons, "quote": f.evidence,
                       "sources": [{"document_id": s["document_id"], "document": s["title"], "chunk_id": s["chunk_id"],
-                                   "retracted_at": s["retracted_at"], "text": s["text"]} for s in spans.get(f["memory_id"], [])],
-                      "gone_turns": gone.get(f["memory_id"], [])},
-            fixes=[Fix("retract_fact", {"fact_id": f["id"], "reason": "its support is gone (" + ", ".join(reasons) + ")"},
-                       f"Retract fact #{f['id']}"),
-                   Fix("forget", {"memory_id": f["memory_id"], "reason": "its support is gone"},
-                       f"Forget fact #{f['id']}")]))
+                                   "retracted_at": s["retracted_at"], "text": s["text"]} for s in spans.get(f.memory_id, [])],
+                      "gone_turns": gone.get(f.memory_id, [])},
+            fixes=[Fix("retract_fact", {"fact_id": f.id, "reason": "its support is gone (" + ", ".join(reasons) + ")"},
+                       f"Retract fact #{f.id}"),
+                   Fix("forget", {"memory_id": f.memory_id, "reason": "its support is gone"},
+                       f"Forget fact #{f.id}")]))
     return CheckResult("unsupported_facts", TITLES["unsupported_facts"], len(found), items)
 
 
@@ -559,8 +559,8 @@ def shaky_profile(ctx: CheckContext) -> CheckResult:
     facts = ctx.store.facts_by_ids(ctx.scope, sorted({i for line in lines for i in line.fact_ids}))
     found = []
     for line in lines:
-        weak = sorted((facts[i] for i in line.fact_ids if i in facts and facts[i]["confidence"] < LOW_CONFIDENCE),
-                      key=lambda f: (f["confidence"], f["id"]))
+        weak = sorted((facts[i] for i in line.fact_ids if i in facts and facts[i].confidence < LOW_CONFIDENCE),
+                      key=lambda f: (f.confidence, f.id))
         if weak:
             found.append((line, weak))
     items = []
@@ -568,15 +568,15 @@ def shaky_profile(ctx: CheckContext) -> CheckResult:
         w = weak[0]
         items.append(HealthItem(
             key=f"shaky_profile:{'-'.join(map(str, line.fact_ids))}",
-            summary=f"Profile line “{_brief(line.text, 70)}” rests on fact #{w['id']} at confidence {w['confidence']:.2f}",
-            target={"kind": "fact", "id": w["id"]}, pane="profile",
+            summary=f"Profile line “{_brief(line.text, 70)}” rests on fact #{w.id} at confidence {w.confidence:.2f}",
+            target={"kind": "fact", "id": w.id}, pane="profile",
             evidence={"line": line.text, "section": line.section, "fact_ids": line.fact_ids,
-                      "weak": [_fact_brief(f) for f in weak], "threshold": LOW_CONFIDENCE},
-            fixes=[Fix("open_conflict", {"fact_a_id": w["id"], "fact_b_id": None,
-                                         "reason": f"the profile line rests on confidence {w['confidence']:.2f}"},
-                       f"Hold fact #{w['id']} for review"),
-                   Fix("retract_fact", {"fact_id": w["id"], "reason": "low confidence, retracted from the health view"},
-                       f"Retract fact #{w['id']}")]))
+                      "weak": [_fact_brief(f.as_dict()) for f in weak], "threshold": LOW_CONFIDENCE},
+            fixes=[Fix("open_conflict", {"fact_a_id": w.id, "fact_b_id": None,
+                                         "reason": f"the profile line rests on confidence {w.confidence:.2f}"},
+                       f"Hold fact #{w.id} for review"),
+                   Fix("retract_fact", {"fact_id": w.id, "reason": "low confidence, retracted from the health view"},
+                       f"Retract fact #{w.id}")]))
     return CheckResult("shaky_profile", TITLES["shaky_profile"], len(found), items)
 
 

@@ -34,7 +34,7 @@ def _state(engine, scope=ANA):
     data = engine.export(scope)
     data.pop("entities")
     return data | {"entities": engine.store.export(scope)["entities"],
-                   "conflicts": engine.store.conflicts(scope, status=None)}
+                   "conflicts": engine.conflicts(scope, status=None)}
 
 
 @pytest.mark.parametrize("name", list(CHECKS))

@@ -245,7 +245,7 @@ def test_typed_fact_and_conflict_rows_hold_every_column(tmp_path):
                       background_reembed=False) as eng:
         eng.add_turns([{"role": "user", "name": "Ana", "content": "I live in Lisbon. I work at Acme as a nurse.",
                         "timestamp": "2024-03-01T09:00:00Z"}], scope=scope, extract="heuristic")
-        fact_id = eng.store.facts(scope)[0]["id"]
+        fact_id = eng.store.facts(scope)[0].id
         conflict_id = eng.curator(scope).open_conflict(fact_id, None, reason="checked").details["conflict_id"]
         row, record = eng.store.fact(scope, fact_id), eng.store.fact_record(scope, fact_id)
         assert row is not None and record is not None
