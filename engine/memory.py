@@ -504,16 +504,15 @@ class MemoryEngine(InspectorReads):
         t = self.store.trace(scope, trace_id)
         if t is None:
             raise BadInput(f"no trace {trace_id} in this scope")
-        cands = []
-        for c in t["candidates"]:
-            cands.append({"memory_id": c["memory_id"], "channels": c["channels"], "components": c["components"],
-                          "score": c["score"], "rank": c["rank"], "tokens": c["tokens"],
-                          "dropped": None if not c["drop_reason"] else {
-                              "stage": c["dropped_stage"], "reason": c["drop_reason"], "detail": c["drop_detail"]}})
-        return {"id": t["id"], "query": t["query_text"], "query_hash": t["query_hash"], "origin": t["origin"],
-                "recipe": t["recipe"], "k": t["k"], "as_of": t["as_of"], "created_at": t["created_at"],
-                "params": t["params"], "plan": t["plan"], "rerank": t["rerank"], "stages": t["stages"],
-                "timings_ms": t["timings"], "context": {"text": t["context_text"], "tokens": t["context_tokens"]},
+        cands = [{"memory_id": c.memory_id, "channels": c.channels, "components": c.components, "score": c.score,
+                  "rank": c.rank, "tokens": c.tokens,
+                  "dropped": None if not c.drop_reason else {
+                      "stage": c.dropped_stage, "reason": c.drop_reason, "detail": c.drop_detail}}
+                 for c in t.candidates]
+        return {"id": t.id, "query": t.query_text, "query_hash": t.query_hash, "origin": t.origin,
+                "recipe": t.recipe, "k": t.k, "as_of": t.as_of, "created_at": t.created_at,
+                "params": t.params, "plan": t.plan, "rerank": t.rerank, "stages": t.stages,
+                "timings_ms": t.timings, "context": {"text": t.context_text, "tokens": t.context_tokens},
                 "candidates": cands}
 
     def explain(self, query: str, memory_id: int, *, scope: Scope, **kwargs: Any) -> dict[str, Any]:
@@ -566,11 +565,11 @@ class MemoryEngine(InspectorReads):
         rec = get_recipe(result.trace.recipe)
         reasons = []
         emb = self.store.embedding_of(scope, "memory", memory_id)
-        if emb is None or emb["stale"] == 1 or emb["model"] != self.embedder.model:
+        if emb is None or emb.stale == 1 or emb.model != self.embedder.model:
             reasons.append("it has no current vector for this model")
         else:
             q = self.embedder.embed([query], kind="query")[0]
-            cos = float(np.dot(emb["vector"], q))
+            cos = float(np.dot(emb.vector, q))
             vec = result.trace.candidates
             kth = sorted((c.channels["vector"]["score"] for c in vec.values() if "vector" in c.channels), reverse=True)
             cut = kth[rec.vector_k - 1] if len(kth) >= rec.vector_k else None
@@ -672,10 +671,8 @@ class MemoryEngine(InspectorReads):
                     "times": [t for t in times if src.start <= t["start"] and t["end"] <= src.end],
                 })
             emb = st.embedding_of(scope, "memory", record_id)
-            if emb is not None:
-                emb.pop("vector")
             return {"memory": mem.as_dict(), "sources": sources, "entities": st.mentions_of(scope, record_id),
-                    "embedding": emb}
+                    "embedding": emb.about() if emb is not None else None}
         if kind == "fact":
             return self._show_fact(record_id, scope)
         raise BadInput(f"unknown kind {kind!r} (memory, fact, document or chunk)")

@@ -168,3 +168,70 @@ class Conflict(Record):
     created_at: str
     resolved_at: str | None
     curation_id: int | None
+
+
+@dataclass(slots=True)
+class TraceCandidate(Record):
+    """One candidate of a stored retrieval trace (trace_candidates), its JSON columns decoded."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    trace_id: int
+    memory_id: int
+    channels: dict[str, Any]
+    components: dict[str, Any]
+    score: float
+    rank: int | None
+    dropped_stage: str | None
+    drop_reason: str | None
+    drop_detail: str | None
+    tokens: int | None
+
+
+@dataclass(slots=True)
+class StoredTrace(Record):
+    """A retrieval trace as stored (retrieval_traces, JSON columns decoded) with its candidates,
+    kept first, then by score. engine/retrieve/trace.py's Trace is the one a recall builds."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    origin: str
+    query_text: str | None
+    query_hash: str
+    recipe: str
+    k: int
+    as_of: str | None
+    params: Any
+    plan: Any
+    rerank: Any
+    stages: Any
+    timings: Any
+    context_text: str | None
+    context_tokens: int | None
+    result_count: int | None
+    created_at: str
+    candidates: list[TraceCandidate]
+
+
+@dataclass(slots=True)
+class Embedding(Record):
+    """A stored vector and how it was made (embeddings)."""
+
+    provider: str | None
+    model: str
+    dims: int
+    created_at: str
+    embed_ms: float | None
+    stale: int
+    vector: Any  # np.ndarray of float32, `dims` long
+
+    def about(self) -> dict[str, Any]:
+        """Everything but the vector, JSON-ready."""
+        return {"provider": self.provider, "model": self.model, "dims": self.dims, "created_at": self.created_at,
+                "embed_ms": self.embed_ms, "stale": self.stale}
