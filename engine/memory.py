@@ -722,7 +722,7 @@ class MemoryEngine(InspectorReads):
         conflicts = [c.as_dict() for c in st.conflicts(scope, status=None) if fact_id in (c.fact_a_id, c.fact_b_id)]
         retired_by = forward[0] if forward else None
         return {
-            "fact": fact.as_dict(), "versions": [brief(v) for v in versions], "relations": relations,
+            "fact": fact.as_dict(), "versions": [brief(v) for v in versions], "relations": [r.as_dict() for r in relations],
             "evidence": evidence, "conflicts": conflicts,
             "created_by": {"rule": fact.rule, "reason": fact.reason, "method": fact.extraction_method,
                            "model": fact.extractor_model, "prompt_version": fact.prompt_version},

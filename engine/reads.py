@@ -106,7 +106,7 @@ class InspectorReads:
 
     def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict[str, Any]]:
         """The audit log, newest first."""
-        return self.store.curation_log(scope, limit=limit)
+        return [e.as_dict() for e in self.store.curation_log(scope, limit=limit)]
 
     # source spans -----------------------------------------------------------------------------------------
     def document_of(self, scope: Scope, kind: str, record_id: int) -> tuple[int, int | None] | None:

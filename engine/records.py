@@ -235,3 +235,45 @@ class Embedding(Record):
         """Everything but the vector, JSON-ready."""
         return {"provider": self.provider, "model": self.model, "dims": self.dims, "created_at": self.created_at,
                 "embed_ms": self.embed_ms, "stale": self.stale}
+
+
+@dataclass(slots=True)
+class Relation(Record):
+    """A link between two memories (memory_relations): updates, extends, derives."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    src_memory_id: int
+    dst_memory_id: int
+    type: str
+    confidence: float | None
+    evidence_chunk_id: int | None
+    created_by: str | None
+    rule: str | None
+    reason: str | None
+    created_at: str
+    removed_at: str | None
+
+
+@dataclass(slots=True)
+class CurationEntry(Record):
+    """One curation_log row, its `before` and `after` images decoded."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    command: str
+    target_type: str | None
+    target_id: int | None
+    before: dict[str, Any]
+    after: dict[str, Any]
+    actor: str | None
+    note: str | None
+    created_at: str
+    undone_at: str | None
+    undo_of: int | None

@@ -6,7 +6,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from ..records import Conflict, Fact
+from ..records import Conflict, CurationEntry, Fact, Record, Relation
 from ..scope import Scope
 from .sql import dict_rows, scope_where
 
@@ -27,7 +27,23 @@ FACT_COLUMNS = (
 _MEMORY_FIELDS = ("trust", "text", "pinned", "forgotten_at", "forget_reason")
 _FACT_SELECT = ("SELECT " + ", ".join(f'{"m" if f.name in _MEMORY_FIELDS else "f"}."{f.name}"' for f in fields(Fact))
                 + " FROM facts f JOIN memories m ON m.id = f.memory_id")
-_CONFLICT_SELECT = "SELECT " + ", ".join(f'"{f.name}"' for f in fields(Conflict)) + " FROM conflicts"
+
+
+def _select(record: type[Record], table: str) -> str:
+    """SELECT of a table's columns in the record's field order (so a row is record(*row))."""
+    return "SELECT " + ", ".join(f'"{f.name}"' for f in fields(record)) + f" FROM {table}"  # type: ignore[arg-type]
+
+
+_CONFLICT_SELECT = _select(Conflict, "conflicts")
+_RELATION_SELECT = _select(Relation, "memory_relations")
+_CURATION_SELECT = _select(CurationEntry, "curation_log")
+_CURATION_FIELDS = tuple(f.name for f in fields(CurationEntry))
+
+
+def _entry(row: tuple[Any, ...]) -> CurationEntry:
+    entry = dict(zip(_CURATION_FIELDS, row))
+    entry["before"], entry["after"] = json.loads(entry["before"]), json.loads(entry["after"])
+    return CurationEntry(**entry)
 
 
 class FactWrites:
@@ -243,15 +259,14 @@ class FactReads:
             params += list(statuses)
         return self._facts(where + " ORDER BY f.subject_key, f.predicate_key, f.id LIMIT ?", (*params, limit))
 
-    def relations_of(self, scope: Scope, memory_id: int) -> list[dict[str, Any]]:
-        return dict_rows(self.conn,
-                         "SELECT * FROM memory_relations WHERE (src_memory_id = ? OR dst_memory_id = ?)"
-                         f" AND {scope_where()} AND removed_at IS NULL ORDER BY id",
-                         (memory_id, memory_id, *scope.as_params()))
+    def relations_of(self, scope: Scope, memory_id: int) -> list[Relation]:
+        return [Relation(*row) for row in self.conn.execute(
+            f"{_RELATION_SELECT} WHERE (src_memory_id = ? OR dst_memory_id = ?) AND {scope_where()}"
+            " AND removed_at IS NULL ORDER BY id", (memory_id, memory_id, *scope.as_params()))]
 
-    def relations(self, scope: Scope) -> list[dict[str, Any]]:
-        return dict_rows(self.conn, f"SELECT * FROM memory_relations WHERE {scope_where()} AND removed_at IS NULL"
-                         " ORDER BY id", scope.as_params())
+    def relations(self, scope: Scope) -> list[Relation]:
+        return [Relation(*row) for row in self.conn.execute(
+            f"{_RELATION_SELECT} WHERE {scope_where()} AND removed_at IS NULL ORDER BY id", scope.as_params())]
 
     def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[Conflict]:
         sql = f"{_CONFLICT_SELECT} WHERE {scope_where()}"
@@ -271,23 +286,14 @@ class FactReads:
                                                              (conflict_id, *scope.as_params()))]
         return rows[0] if rows else None
 
-    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict[str, Any]]:
-        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
-                         (*scope.as_params(), limit))
-        for r in rows:
-            r["before"] = json.loads(r["before"])
-            r["after"] = json.loads(r["after"])
-        return rows
+    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[CurationEntry]:
+        return [_entry(row) for row in self.conn.execute(
+            f"{_CURATION_SELECT} WHERE {scope_where()} ORDER BY id DESC LIMIT ?", (*scope.as_params(), limit))]
 
-    def curation_entry(self, scope: Scope, log_id: int) -> dict[str, Any] | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE id = ? AND {scope_where()}",
-                         (log_id, *scope.as_params()))
-        if not rows:
-            return None
-        r = rows[0]
-        r["before"] = json.loads(r["before"])
-        r["after"] = json.loads(r["after"])
-        return r
+    def curation_entry(self, scope: Scope, log_id: int) -> CurationEntry | None:
+        row = self.conn.execute(f"{_CURATION_SELECT} WHERE id = ? AND {scope_where()}",
+                                (log_id, *scope.as_params())).fetchone()
+        return _entry(row) if row is not None else None
 
     def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict[str, Any]]:
         return dict_rows(self.conn,

@@ -80,7 +80,7 @@ def test_a_turn_stored_twice_is_a_duplicate_and_merging_fixes_it_with_undo(engin
     kept = engine.store.sources_of(ANA, min(ids))
     assert len(kept) == 2 and engine.store.memory(ANA, max(ids)).forget_reason == f"merged into memory {min(ids)}"
     assert _run(engine, "duplicate_memories").count == 0
-    assert engine.store.curation_entry(ANA, done.log_id)["command"] == "merge"
+    assert engine.store.curation_entry(ANA, done.log_id).command == "merge"
     _curator(engine).undo()
     assert _state(engine) == before
 
