@@ -198,6 +198,11 @@ class FactReads:
         """Facts (with their memory's fields) WHERE `where`, a condition on `f` and `m`."""
         return [Fact(*row) for row in self.conn.execute(f"{_FACT_SELECT} WHERE {where}", params)]
 
+    def current_facts(self, scope: Scope) -> list[Fact]:
+        """Active and needs-review facts whose memory is live (neither forgotten nor retracted)."""
+        return self._facts(f"{scope_where('f')} AND f.status IN ('active', 'needs_review')"
+                           " AND m.forgotten_at IS NULL AND m.retracted_at IS NULL ORDER BY f.id", scope.as_params())
+
     def facts_by_ids(self, scope: Scope, fact_ids: list[int]) -> dict[int, Fact]:
         if not fact_ids:
             return {}
