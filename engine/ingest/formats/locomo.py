@@ -73,7 +73,7 @@ class Sample:
     conversation: dict[str, Any]
     sessions: tuple[Session, ...]  # the session_<n> lists, by number
     not_lists: tuple[str, ...]  # session_<n> keys whose value is not a list (no session)
-    dates_without_session: tuple[int, ...]  # conv-26 dates sessions it lacks
+    dates_without_session: tuple[int, ...]  # session_<n>_date_time keys without a list (conv-26)
     qa: Any  # sample["qa"] as written (None when absent)
 
     @property
