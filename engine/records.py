@@ -277,3 +277,22 @@ class CurationEntry(Record):
     created_at: str
     undone_at: str | None
     undo_of: int | None
+
+
+@dataclass(slots=True)
+class ExtractionWindow(Record):
+    """A run of a document's chunks queued for fact extraction (extraction_queue)."""
+
+    id: int
+    user_id: str
+    agent_id: str
+    scope_type: str
+    scope_id: str
+    document_id: int
+    first_ordinal: int
+    last_ordinal: int
+    status: str
+    attempts: int
+    last_error: str | None
+    created_at: str
+    updated_at: str

@@ -6,7 +6,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from ..records import Conflict, CurationEntry, Fact, Record, Relation
+from ..records import Conflict, CurationEntry, ExtractionWindow, Fact, Record, Relation
 from ..scope import Scope
 from .sql import dict_rows, scope_where
 
@@ -37,6 +37,7 @@ def _select(record: type[Record], table: str) -> str:
 _CONFLICT_SELECT = _select(Conflict, "conflicts")
 _RELATION_SELECT = _select(Relation, "memory_relations")
 _CURATION_SELECT = _select(CurationEntry, "curation_log")
+_WINDOW_SELECT = _select(ExtractionWindow, "extraction_queue")
 _CURATION_FIELDS = tuple(f.name for f in fields(CurationEntry))
 
 
@@ -300,10 +301,10 @@ class FactReads:
                                 (log_id, *scope.as_params())).fetchone()
         return _entry(row) if row is not None else None
 
-    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict[str, Any]]:
-        return dict_rows(self.conn,
-                         f"SELECT * FROM extraction_queue WHERE {scope_where()} AND status IN ('pending','failed')"
-                         " AND attempts < ? ORDER BY id", (*scope.as_params(), max_attempts))
+    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[ExtractionWindow]:
+        return [ExtractionWindow(*row) for row in self.conn.execute(
+            f"{_WINDOW_SELECT} WHERE {scope_where()} AND status IN ('pending','failed') AND attempts < ? ORDER BY id",
+            (*scope.as_params(), max_attempts))]
 
     def queue_counts(self, scope: Scope) -> dict[str, int]:
         return {r[0]: r[1] for r in self.conn.execute(

@@ -239,7 +239,7 @@ def test_typed_records_hold_every_column_of_their_table(tmp_path):
     """Each record read by a SELECT in its field order declares exactly its table's columns (and
     Fact its memory's fields after them): a column added to the schema fails here until the record
     learns it, so no value is silently dropped or read into the wrong field."""
-    from engine.records import Conflict, CurationEntry, Fact, Relation, StoredTrace, TraceCandidate
+    from engine.records import Conflict, CurationEntry, ExtractionWindow, Fact, Relation, StoredTrace, TraceCandidate
 
     scope = Scope.default("ana", "bot")
     with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(64), llm=False,
@@ -257,6 +257,7 @@ def test_typed_records_hold_every_column_of_their_table(tmp_path):
         assert names(CurationEntry) == columns("curation_log")
         assert names(StoredTrace) == columns("retrieval_traces") + ["candidates"]
         assert names(TraceCandidate) == columns("trace_candidates")
+        assert names(ExtractionWindow) == columns("extraction_queue")
 
         eng.add_turns([{"role": "user", "name": "Ana", "content": "I live in Lisbon. I work at Acme as a nurse.",
                         "timestamp": "2024-03-01T09:00:00Z"}], scope=scope, extract="heuristic")
