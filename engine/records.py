@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -23,7 +23,37 @@ def from_dict(cls: type[T], row: dict[str, Any]) -> T:
 
 class Record:
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload,no-any-return]  # subclasses are dataclasses
+        """{field: value} with nested dicts, lists and records copied (what dataclasses.asdict
+        gives): the JSON-ready shape. Done by hand because asdict costs ~75 us a fact, and the
+        CLI, MCP and UI turn every fact they list into one."""
+        out = {}
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            out[name] = value if type(value) in _SCALARS else _plain(value)
+        return out
+
+
+_SCALARS = frozenset({int, float, str, bool, bytes, type(None)})
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Record):
+        return value.as_dict()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 @dataclass(slots=True)

@@ -275,6 +275,12 @@ def test_typed_records_hold_every_column_of_their_table(tmp_path):
         assert tuple(crow.values()) == eng.store.conn.execute("SELECT * FROM conflicts WHERE id = ?",
                                                               (conflict_id,)).fetchone()
         assert eng.store.fact_record(scope, 10_000) is None and eng.store.conflict_record(scope, 10_000) is None
+        # as_dict is dataclasses.asdict without its cost: the same values, nested images copied
+        (entry, *_) = eng.store.curation_log(scope)
+        doc = eng.store.document(scope, 1)  # the chat add_turns stored, with its meta
+        for rec in (record, crecord, entry, doc):
+            assert rec is not None and rec.as_dict() == dataclasses.asdict(rec)
+        assert entry.as_dict()["after"] == entry.after and entry.as_dict()["after"] is not entry.after
 
 
 def test_interrupt_stops_other_threads_reads_but_not_a_write_in_progress(tmp_path):
