@@ -4,7 +4,9 @@ own update scenarios (resources/bench/updates.json).
 The structure of a LoCoMo or LongMemEval file is read once, by its importer's reader
 (engine/ingest/formats/locomo.read_samples, longmemeval.read_questions); the loaders here build
 the benchmark's view on top of it (questions, gold ids, categories, quirks), refusing what the
-importer would merely label. Each loader reads one JSON file and returns frozen dataclasses with the gold evidence already
+importer would merely label.
+
+Each loader reads one JSON file and returns frozen dataclasses with the gold evidence already
 normalised to the ids the ingest importers give their chunks, so retrieval can be scored by
 id: LoCoMo turns are `dia_id`s ("D3:7") and sessions "<sample_id>:session_<n>" (the LoCoMo
 importer's external_id); LongMemEval turns are "<session_id>:<turn_index>" and sessions the
