@@ -141,16 +141,16 @@ def stage_selection(window) -> dict[str, int]:
         bus.select("trace", traces[0]["id"], source="snapshot")
     conflicts = store.conflicts(scope, status="open")
     if conflicts:
-        chosen["conflict"] = conflicts[0]["id"]
-        bus.select("conflict", conflicts[0]["id"], source="snapshot")
+        chosen["conflict"] = conflicts[0].id
+        bus.select("conflict", conflicts[0].id, source="snapshot")
     facts = store.facts(scope)
-    with_history = [f for f in facts if f["supersedes_fact_id"] and f["status"] == "active"]
-    fact = (with_history or [f for f in facts if f["status"] == "active"] or facts or [None])[0]
+    with_history = [f for f in facts if f.supersedes_fact_id and f.status == "active"]
+    fact = (with_history or [f for f in facts if f.status == "active"] or facts or [None])[0]
     if fact is not None:
-        chosen["memory"], chosen["fact"] = fact["memory_id"], fact["id"]
-        bus.select("memory", fact["memory_id"], source="snapshot")
-        bus.select("fact", fact["id"], source="snapshot")
-    if fact is None or not store.sources_of(scope, fact["memory_id"]):
+        chosen["memory"], chosen["fact"] = fact.memory_id, fact.id
+        bus.select("memory", fact.memory_id, source="snapshot")
+        bus.select("fact", fact.id, source="snapshot")
+    if fact is None or not store.sources_of(scope, fact.memory_id):
         # The source pane follows the last selection: give it a memory that has a source span
         # (an import's facts may have none, its episodes do).
         page = store.browse_memories(scope, limit=50)

@@ -20,7 +20,7 @@ from .embed.text import fact_vector_text, vector_text
 from .errors import BadInput
 from .extract import canonical
 from .profile import build_profile
-from .records import Fact, Memory
+from .records import CurationEntry, Fact, Memory
 from .scope import Scope
 from .store.store import Store, Writer
 from .timeutil import now_iso
@@ -135,7 +135,7 @@ class Curator:
         now = now_iso()
         rivals = [f for f in self.store.facts_for_keys(self.scope, [(fact.subject_key, fact.predicate_key)],
                                                         statuses=("active",))
-                  if f["id"] != fact_id and f["object_key"] != fact.object_key]
+                  if f.id != fact_id and f.object_key != fact.object_key]
         if fact.predicate_key in canonical.MULTI_VALUED:
             rivals = []
 
@@ -144,10 +144,10 @@ class Curator:
             w.update_fact(fact_id, status="active", invalidated_at=None, valid_to=None, rule="operator_restore",
                           reason="restored by operator")
             for r in rivals:
-                ch.touch(w, "facts", r["id"])
-                w.update_fact(r["id"], status="superseded", invalidated_at=now, valid_to=r["valid_to"] or now,
+                ch.touch(w, "facts", r.id)
+                w.update_fact(r.id, status="superseded", invalidated_at=now, valid_to=r.valid_to or now,
                               rule="operator_restore", reason=f"fact {fact_id} restored over it by operator")
-            return {"fact_id": fact_id, "superseded": [r["id"] for r in rivals]}
+            return {"fact_id": fact_id, "superseded": [r.id for r in rivals]}
 
         return self._run("restore", "fact", fact_id, note, body)
 
@@ -239,10 +239,10 @@ class Curator:
 
         def body(w: Writer, ch: ChangeSet) -> dict[str, Any]:
             for f in due:
-                ch.touch(w, "facts", f["id"])
-                w.update_fact(f["id"], status="expired", invalidated_at=now, valid_to=f["forget_after"],
-                              rule="forget_after_passed", reason=f"forget_after {f['forget_after']} passed")
-            return {"expired": [f["id"] for f in due]}
+                ch.touch(w, "facts", f.id)
+                w.update_fact(f.id, status="expired", invalidated_at=now, valid_to=f.forget_after,
+                              rule="forget_after_passed", reason=f"forget_after {f.forget_after} passed")
+            return {"expired": [f.id for f in due]}
 
         return self._run("expire", "facts", None, None, body)
 
@@ -296,8 +296,8 @@ class Curator:
                 raise BadInput(f"fact {f.id} is {f.status}, not current")
         ids = {fact_a_id, fact_b_id} - {None}
         for c in self.store.conflicts(self.scope, status="open"):
-            if {c["fact_a_id"], c["fact_b_id"]} - {None} == ids:
-                raise BadInput(f"conflict {c['id']} already holds {'these facts' if len(ids) > 1 else 'this fact'}")
+            if {c.fact_a_id, c.fact_b_id} - {None} == ids:
+                raise BadInput(f"conflict {c.id} already holds {'these facts' if len(ids) > 1 else 'this fact'}")
 
         def body(w: Writer, ch: ChangeSet) -> dict[str, Any]:
             cid = w.open_conflict(fact_a_id=fact_a_id, fact_b_id=fact_b_id,
@@ -401,11 +401,11 @@ class Curator:
             derived_lost: list[int] = []
             gone = {self._fact(f).memory_id for f in retracted_facts}
             for rel in self.store.relations(self.scope):
-                if rel["type"] != "derives" or rel["dst_memory_id"] not in gone:
+                if rel.type != "derives" or rel.dst_memory_id not in gone:
                     continue
-                premises = [r["dst_memory_id"] for r in self.store.relations_of(self.scope, rel["src_memory_id"])
-                            if r["type"] == "derives" and r["src_memory_id"] == rel["src_memory_id"]]
-                derived = self.store.fact_record_by_memory(self.scope, rel["src_memory_id"])
+                premises = [r.dst_memory_id for r in self.store.relations_of(self.scope, rel.src_memory_id)
+                            if r.type == "derives" and r.src_memory_id == rel.src_memory_id]
+                derived = self.store.fact_record_by_memory(self.scope, rel.src_memory_id)
                 if derived and derived.status != "retracted" and all(p in gone for p in premises):
                     ch.touch(w, "facts", derived.id)
                     w.update_fact(derived.id, status="retracted", invalidated_at=now, rule="premises_retracted",
@@ -438,57 +438,57 @@ class Curator:
     # undo / redo --------------------------------------------------------------------------------
     def undo(self, log_id: int | None = None, *, note: str | None = None) -> CurationResult:
         entry = self._entry(log_id, want_undone=False)
-        if entry["undone_at"]:
-            raise BadInput(f"curation {entry['id']} is already undone")
+        if entry.undone_at:
+            raise BadInput(f"curation {entry.id} is already undone")
 
         def body(w: Writer, ch: ChangeSet) -> dict[str, Any]:
-            apply_images(w, target=entry["before"]["rows"], expect=entry["after"]["rows"])
-            w.mark_undone(entry["id"], True)
-            ch.before, ch.after = entry["after"]["rows"], entry["before"]["rows"]
-            return {"undid": entry["id"], "undid_command": entry["command"]}
+            apply_images(w, target=entry.before["rows"], expect=entry.after["rows"])
+            w.mark_undone(entry.id, True)
+            ch.before, ch.after = entry.after["rows"], entry.before["rows"]
+            return {"undid": entry.id, "undid_command": entry.command}
 
         return self._replay("undo", entry, note, body)
 
     def redo(self, log_id: int | None = None, *, note: str | None = None) -> CurationResult:
         entry = self._entry(log_id, want_undone=True)
-        if not entry["undone_at"]:
-            raise BadInput(f"curation {entry['id']} is not undone")
+        if not entry.undone_at:
+            raise BadInput(f"curation {entry.id} is not undone")
 
         def body(w: Writer, ch: ChangeSet) -> dict[str, Any]:
-            apply_images(w, target=entry["after"]["rows"], expect=entry["before"]["rows"])
-            w.mark_undone(entry["id"], False)
-            return {"redid": entry["id"], "redid_command": entry["command"]}
+            apply_images(w, target=entry.after["rows"], expect=entry.before["rows"])
+            w.mark_undone(entry.id, False)
+            return {"redid": entry.id, "redid_command": entry.command}
 
         return self._replay("redo", entry, note, body)
 
-    def _replay(self, command: str, entry: dict[str, Any], note: str | None, body: Body) -> CurationResult:
+    def _replay(self, command: str, entry: CurationEntry, note: str | None, body: Body) -> CurationResult:
         changes = ChangeSet()
         with self.store.writer(self.scope) as w:
             details = body(w, changes)
-            log_id = w.log_curation(command=command, target_type="curation", target_id=entry["id"],
-                                    before={}, after=details, actor=self.actor, note=note, undo_of=entry["id"])
-        rows = entry["before"]["rows"]
+            log_id = w.log_curation(command=command, target_type="curation", target_id=entry.id,
+                                    before={}, after=details, actor=self.actor, note=note, undo_of=entry.id)
+        rows = entry.before["rows"]
         return CurationResult(log_id, command, {t: len(r) for t, r in rows.items() if r}, details)
 
-    def _entry(self, log_id: int | None, *, want_undone: bool) -> dict[str, Any]:
+    def _entry(self, log_id: int | None, *, want_undone: bool) -> CurationEntry:
         if log_id is not None:
             entry = self.store.curation_entry(self.scope, log_id)
             if entry is None:
                 raise BadInput(f"no curation entry {log_id} in this scope")
-            if entry["command"] in ("undo", "redo"):
-                raise BadInput(f"entry {log_id} is itself an {entry['command']}; undo or redo entry {entry['undo_of']}")
+            if entry.command in ("undo", "redo"):
+                raise BadInput(f"entry {log_id} is itself an {entry.command}; undo or redo entry {entry.undo_of}")
             return entry
         other = None  # the latest entry of another actor that the default passes over
         for entry in self.store.curation_log(self.scope):
-            if entry["command"] in ("undo", "redo") or bool(entry["undone_at"]) != want_undone:
+            if entry.command in ("undo", "redo") or bool(entry.undone_at) != want_undone:
                 continue
-            if entry["actor"] == self.actor:
+            if entry.actor == self.actor:
                 return entry
             other = other or entry
         verb = "redo" if want_undone else "undo"
         if other is None:
             raise BadInput(f"nothing to {verb}")
-        target = f" {other['target_type']} {other['target_id']}" if other["target_id"] is not None else ""
-        raise BadInput(f"nothing to {verb} by the {self.actor}: the latest entry, {other['id']} ({other['command']}"
-                       f"{target} by the {other['actor']}, {other['created_at']}), is not the {self.actor}'s; "
-                       f"{verb} it by its id: memlens {verb} {other['id']}")
+        target = f" {other.target_type} {other.target_id}" if other.target_id is not None else ""
+        raise BadInput(f"nothing to {verb} by the {self.actor}: the latest entry, {other.id} ({other.command}"
+                       f"{target} by the {other.actor}, {other.created_at}), is not the {self.actor}'s; "
+                       f"{verb} it by its id: memlens {verb} {other.id}")

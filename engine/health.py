@@ -48,6 +48,7 @@ from .extract.canonical import MULTI_VALUED
 from .extract.instructions import instruction_span
 from .names import name_key
 from .profile import build_profile
+from .records import Fact
 from .scope import Scope
 from .store.store import Store
 from .timeutil import now_iso
@@ -141,9 +142,9 @@ class CheckContext:
         self.limit = limit
         self.offset = offset
         self.should_stop = should_stop  # the run's cancel check, for reads that loop over many rows
-        self._facts: list[dict[str, Any]] | None = None
+        self._facts: list[Fact] | None = None
         self._pairs: NearPairs | None = None
-        self._fact_memory: dict[int, dict[str, Any]] | None = None
+        self._fact_memory: dict[int, Fact] | None = None
 
     def stop_check(self) -> None:
         if self.should_stop is not None and self.should_stop():
@@ -158,14 +159,14 @@ class CheckContext:
         raw = self.store.get_meta("embedder")
         return json.loads(raw) if raw else None
 
-    def current_facts(self) -> list[dict[str, Any]]:
+    def current_facts(self) -> list[Fact]:
         if self._facts is None:
             self._facts = self.store.current_facts(self.scope)
         return self._facts
 
-    def fact_of_memory(self, memory_id: int) -> dict[str, Any] | None:
+    def fact_of_memory(self, memory_id: int) -> Fact | None:
         if self._fact_memory is None:
-            self._fact_memory = {f["memory_id"]: f for f in self.current_facts()}
+            self._fact_memory = {f.memory_id: f for f in self.current_facts()}
         return self._fact_memory.get(memory_id)
 
     def near_pairs(self) -> NearPairs:
@@ -369,12 +370,12 @@ def object_norm(object_key: str) -> str:
 
 def duplicate_facts(ctx: CheckContext) -> CheckResult:
     facts = ctx.current_facts()
-    by_id = {f["id"]: f for f in facts}
+    by_id = {f.id: f for f in facts}
     groups = _Groups()
     how: dict[tuple[int, int], str] = {}
     keyed: dict[tuple[str, str, str], list[int]] = {}
     for f in facts:
-        keyed.setdefault((f["subject_key"], f["predicate_key"], object_norm(f["object_key"])), []).append(f["id"])
+        keyed.setdefault((f.subject_key, f.predicate_key, object_norm(f.object_key)), []).append(f.id)
     for ids in keyed.values():
         for other in ids[1:]:
             groups.join(ids[0], other)
@@ -383,60 +384,61 @@ def duplicate_facts(ctx: CheckContext) -> CheckResult:
     near = ctx.near_pairs()
     for a, b, cos in near.pairs:
         fa, fb = ctx.fact_of_memory(a), ctx.fact_of_memory(b)
-        if fa is None or fb is None or (fa["subject_key"], fa["predicate_key"]) != (fb["subject_key"], fb["predicate_key"]):
+        if fa is None or fb is None or (fa.subject_key, fa.predicate_key) != (fb.subject_key, fb.predicate_key):
             continue
-        if (fa["evidence"] or "") == (fb["evidence"] or ""):
+        if (fa.evidence or "") == (fb.evidence or ""):
             continue  # two facts read from one quote (likes jazz / likes hiking) embed alike: not the same claim
-        groups.join(fa["id"], fb["id"])
-        how.setdefault((min(fa["id"], fb["id"]), max(fa["id"], fb["id"])), f"cosine {cos:.3f}")
+        groups.join(fa.id, fb.id)
+        how.setdefault((min(fa.id, fb.id), max(fa.id, fb.id)), f"cosine {cos:.3f}")
     found = groups.groups()
     items = []
     for g in ctx.page(found):
         members = [by_id[i] for i in g]
-        keep = max(members, key=lambda f: (f["confidence"], -f["id"]))
-        drops = [f for f in members if f["id"] != keep["id"]]
+        keep = max(members, key=lambda f: (f.confidence, -f.id))
+        drops = [f for f in members if f.id != keep.id]
         why = sorted({v for (a, b), v in how.items() if a in g and b in g})
-        fixes = [Fix("merge", {"keep": keep["memory_id"], "drop": d["memory_id"]},
-                     f"Merge fact #{d['id']} into #{keep['id']}") for d in drops[:3]]
-        fixes += [Fix("retract_fact", {"fact_id": d["id"], "reason": f"duplicate of fact {keep['id']}"},
-                      f"Retract fact #{d['id']}") for d in drops[:3]]
+        fixes = [Fix("merge", {"keep": keep.memory_id, "drop": d.memory_id},
+                     f"Merge fact #{d.id} into #{keep.id}") for d in drops[:3]]
+        fixes += [Fix("retract_fact", {"fact_id": d.id, "reason": f"duplicate of fact {keep.id}"},
+                      f"Retract fact #{d.id}") for d in drops[:3]]
         items.append(HealthItem(
             key=f"duplicate_facts:{'-'.join(map(str, g))}",
-            summary=f"{len(g)} facts make one claim ({'; '.join(why)}): {keep['subject']} · "
-                    f"{keep['predicate']} → {' / '.join(sorted({f['object'] for f in members}))}",
-            target={"kind": "fact", "id": keep["id"]}, pane="graph",
-            evidence={"facts": [_fact_brief(f) for f in members], "keep": keep["id"], "how": why}, fixes=fixes))
+            summary=f"{len(g)} facts make one claim ({'; '.join(why)}): {keep.subject} · "
+                    f"{keep.predicate} → {' / '.join(sorted({f.object for f in members}))}",
+            target={"kind": "fact", "id": keep.id}, pane="graph",
+            evidence={"facts": [_fact_brief(f) for f in members], "keep": keep.id, "how": why}, fixes=fixes))
     return CheckResult("duplicate_facts", TITLES["duplicate_facts"], len(found), items, note=near.note)
 
 
-def _fact_brief(f: dict[str, Any]) -> dict[str, Any]:
-    return {k: f.get(k) for k in ("id", "memory_id", "subject", "predicate", "object", "status", "relation",
-                                  "confidence", "valid_from", "valid_to", "learned_at", "evidence", "text")}
+def _fact_brief(f: Fact) -> dict[str, Any]:
+    return {"id": f.id, "memory_id": f.memory_id, "subject": f.subject, "predicate": f.predicate, "object": f.object,
+            "status": f.status, "relation": f.relation, "confidence": f.confidence, "valid_from": f.valid_from,
+            "valid_to": f.valid_to, "learned_at": f.learned_at, "evidence": f.evidence, "text": f.text}
 
 
-def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _overlap(a: Fact, b: Fact) -> bool:
     """Do two facts claim to hold at the same world time?"""
-    a_from, b_from = a["valid_from"] or "", b["valid_from"] or ""
-    return not ((a["valid_to"] and a["valid_to"] <= b_from) or (b["valid_to"] and b["valid_to"] <= a_from))
+    a_from, b_from = a.valid_from or "", b.valid_from or ""
+    return not ((a.valid_to and a.valid_to <= b_from) or (b.valid_to and b.valid_to <= a_from))
 
 
 def unflagged_contradictions(ctx: CheckContext) -> CheckResult:
-    active = [f for f in ctx.current_facts() if f["status"] == "active" and f["predicate_key"] not in MULTI_VALUED]
+    active = [f for f in ctx.current_facts() if f.status == "active" and f.predicate_key not in MULTI_VALUED]
     linked = {frozenset((s, d)) for s, d, _t in ctx.store.relation_pairs(ctx.scope, ("extends", "updates", "derives"))}
     flagged = [set(p) - {None} for p in ctx.store.open_conflict_pairs(ctx.scope)]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[Fact]] = {}
     for f in active:
-        groups.setdefault((f["subject_key"], f["predicate_key"]), []).append(f)
+        groups.setdefault((f.subject_key, f.predicate_key), []).append(f)
     found = []
     for (_s, _p), group in sorted(groups.items()):
         pairs = []
         for i, a in enumerate(group):
             for b in group[i + 1:]:
-                if object_norm(a["object_key"]) == object_norm(b["object_key"]):
+                if object_norm(a.object_key) == object_norm(b.object_key):
                     continue  # the same value twice: duplicate_facts
-                if frozenset((a["memory_id"], b["memory_id"])) in linked or not _overlap(a, b):
+                if frozenset((a.memory_id, b.memory_id)) in linked or not _overlap(a, b):
                     continue
-                if any({a["id"], b["id"]} <= c for c in flagged):
+                if any({a.id, b.id} <= c for c in flagged):
                     continue
                 pairs.append((a, b))
         if pairs:
@@ -444,20 +446,20 @@ def unflagged_contradictions(ctx: CheckContext) -> CheckResult:
     items = []
     for group, pairs in ctx.page(found):
         first = group[0]
-        fixes = [Fix("open_conflict", {"fact_a_id": a["id"], "fact_b_id": b["id"],
-                                       "reason": f"two active values for single-valued '{a['predicate']}':"
-                                                 f" '{a['object']}' and '{b['object']}' (found by the health check)"},
-                     f"Conflict #{a['id']} vs #{b['id']}") for a, b in pairs[:2]]
-        fixes += [Fix("retract_fact", {"fact_id": f["id"], "reason": "contradicted, retracted from the health view"},
-                      f"Retract #{f['id']} ({_brief(f['object'], 16)})") for f in group[:2]]
-        values = ", ".join(f"“{_brief(f['object'], 30)}” (#{f['id']})" for f in group[:4])
+        fixes = [Fix("open_conflict", {"fact_a_id": a.id, "fact_b_id": b.id,
+                                       "reason": f"two active values for single-valued '{a.predicate}':"
+                                                 f" '{a.object}' and '{b.object}' (found by the health check)"},
+                     f"Conflict #{a.id} vs #{b.id}") for a, b in pairs[:2]]
+        fixes += [Fix("retract_fact", {"fact_id": f.id, "reason": "contradicted, retracted from the health view"},
+                      f"Retract #{f.id} ({_brief(f.object, 16)})") for f in group[:2]]
+        values = ", ".join(f"“{_brief(f.object, 30)}” (#{f.id})" for f in group[:4])
         items.append(HealthItem(
-            key=f"unflagged_contradictions:{first['subject_key']}:{first['predicate_key']}",
-            summary=f"{first['subject']} · {first['predicate']} has {len(group)} active values: {values}"
+            key=f"unflagged_contradictions:{first.subject_key}:{first.predicate_key}",
+            summary=f"{first.subject} · {first.predicate} has {len(group)} active values: {values}"
                     + (f" and {len(group) - 4} more" if len(group) > 4 else ""),
-            target={"kind": "fact", "id": pairs[0][0]["id"]}, pane="timeline",
+            target={"kind": "fact", "id": pairs[0][0].id}, pane="timeline",
             evidence={"facts": [_fact_brief(f) for f in group[:MAX_LISTED]],
-                      "pairs": [[a["id"], b["id"]] for a, b in pairs[:MAX_LISTED]], "pair_count": len(pairs),
+                      "pairs": [[a.id, b.id] for a, b in pairs[:MAX_LISTED]], "pair_count": len(pairs),
                       "value_count": len(group)},
             fixes=fixes))
     return CheckResult("unflagged_contradictions", TITLES["unflagged_contradictions"], len(found), items)
@@ -486,17 +488,17 @@ def unsupported_facts(ctx: CheckContext) -> CheckResult:
     for r, reasons in page:
         f = facts[r["id"]]
         items.append(HealthItem(
-            key=f"unsupported_facts:{f['id']}",
-            summary=f"Fact #{f['id']} “{_brief(f['text'], 60)}”: " + "; ".join(words[x] for x in reasons),
-            target={"kind": "fact", "id": f["id"]}, pane="spans",
-            evidence={"fact": _fact_brief(f), "reasons": reasons, "quote": f["evidence"],
+            key=f"unsupported_facts:{f.id}",
+            summary=f"Fact #{f.id} “{_brief(f.text, 60)}”: " + "; ".join(words[x] for x in reasons),
+            target={"kind": "fact", "id": f.id}, pane="spans",
+            evidence={"fact": _fact_brief(f), "reasons": reasons, "quote": f.evidence,
                       "sources": [{"document_id": s["document_id"], "document": s["title"], "chunk_id": s["chunk_id"],
-                                   "retracted_at": s["retracted_at"], "text": s["text"]} for s in spans.get(f["memory_id"], [])],
-                      "gone_turns": gone.get(f["memory_id"], [])},
-            fixes=[Fix("retract_fact", {"fact_id": f["id"], "reason": "its support is gone (" + ", ".join(reasons) + ")"},
-                       f"Retract fact #{f['id']}"),
-                   Fix("forget", {"memory_id": f["memory_id"], "reason": "its support is gone"},
-                       f"Forget fact #{f['id']}")]))
+                                   "retracted_at": s["retracted_at"], "text": s["text"]} for s in spans.get(f.memory_id, [])],
+                      "gone_turns": gone.get(f.memory_id, [])},
+            fixes=[Fix("retract_fact", {"fact_id": f.id, "reason": "its support is gone (" + ", ".join(reasons) + ")"},
+                       f"Retract fact #{f.id}"),
+                   Fix("forget", {"memory_id": f.memory_id, "reason": "its support is gone"},
+                       f"Forget fact #{f.id}")]))
     return CheckResult("unsupported_facts", TITLES["unsupported_facts"], len(found), items)
 
 
@@ -559,8 +561,8 @@ def shaky_profile(ctx: CheckContext) -> CheckResult:
     facts = ctx.store.facts_by_ids(ctx.scope, sorted({i for line in lines for i in line.fact_ids}))
     found = []
     for line in lines:
-        weak = sorted((facts[i] for i in line.fact_ids if i in facts and facts[i]["confidence"] < LOW_CONFIDENCE),
-                      key=lambda f: (f["confidence"], f["id"]))
+        weak = sorted((facts[i] for i in line.fact_ids if i in facts and facts[i].confidence < LOW_CONFIDENCE),
+                      key=lambda f: (f.confidence, f.id))
         if weak:
             found.append((line, weak))
     items = []
@@ -568,15 +570,15 @@ def shaky_profile(ctx: CheckContext) -> CheckResult:
         w = weak[0]
         items.append(HealthItem(
             key=f"shaky_profile:{'-'.join(map(str, line.fact_ids))}",
-            summary=f"Profile line “{_brief(line.text, 70)}” rests on fact #{w['id']} at confidence {w['confidence']:.2f}",
-            target={"kind": "fact", "id": w["id"]}, pane="profile",
+            summary=f"Profile line “{_brief(line.text, 70)}” rests on fact #{w.id} at confidence {w.confidence:.2f}",
+            target={"kind": "fact", "id": w.id}, pane="profile",
             evidence={"line": line.text, "section": line.section, "fact_ids": line.fact_ids,
                       "weak": [_fact_brief(f) for f in weak], "threshold": LOW_CONFIDENCE},
-            fixes=[Fix("open_conflict", {"fact_a_id": w["id"], "fact_b_id": None,
-                                         "reason": f"the profile line rests on confidence {w['confidence']:.2f}"},
-                       f"Hold fact #{w['id']} for review"),
-                   Fix("retract_fact", {"fact_id": w["id"], "reason": "low confidence, retracted from the health view"},
-                       f"Retract fact #{w['id']}")]))
+            fixes=[Fix("open_conflict", {"fact_a_id": w.id, "fact_b_id": None,
+                                         "reason": f"the profile line rests on confidence {w.confidence:.2f}"},
+                       f"Hold fact #{w.id} for review"),
+                   Fix("retract_fact", {"fact_id": w.id, "reason": "low confidence, retracted from the health view"},
+                       f"Retract fact #{w.id}")]))
     return CheckResult("shaky_profile", TITLES["shaky_profile"], len(found), items)
 
 

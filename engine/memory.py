@@ -54,7 +54,7 @@ from .ingest.sources import SourceSet, collect_sources
 from .llm import LLMClient, LLMConfig
 from .profile import Profile, build_profile
 from .reads import InspectorReads
-from .records import Document
+from .records import Document, Fact
 from .retrieve.pipeline import Recall, RecallResult, updated_by
 from .retrieve.query import fts_query
 from .retrieve.recipes import get_recipe
@@ -401,11 +401,11 @@ class MemoryEngine(InspectorReads):
         if ex is not None:
             out.fact_ids = list(ex.facts.fact_ids)
             for fid in out.fact_ids:
-                fact = st.fact(scope, fid)
+                fact = st.fact_record(scope, fid)
                 if fact is not None:
-                    out.fact_memory_ids.append(fact["memory_id"])
-                    if fact["supersedes_fact_id"]:
-                        out.superseded_fact_ids.append(fact["supersedes_fact_id"])
+                    out.fact_memory_ids.append(fact.memory_id)
+                    if fact.supersedes_fact_id:
+                        out.superseded_fact_ids.append(fact.supersedes_fact_id)
             out.reinforced_fact_ids = sorted({d["fact_id"] for d in ex.facts.decisions
                                               if d.get("action") == "reinforce" and d.get("fact_id")})
         return out
@@ -504,16 +504,15 @@ class MemoryEngine(InspectorReads):
         t = self.store.trace(scope, trace_id)
         if t is None:
             raise BadInput(f"no trace {trace_id} in this scope")
-        cands = []
-        for c in t["candidates"]:
-            cands.append({"memory_id": c["memory_id"], "channels": c["channels"], "components": c["components"],
-                          "score": c["score"], "rank": c["rank"], "tokens": c["tokens"],
-                          "dropped": None if not c["drop_reason"] else {
-                              "stage": c["dropped_stage"], "reason": c["drop_reason"], "detail": c["drop_detail"]}})
-        return {"id": t["id"], "query": t["query_text"], "query_hash": t["query_hash"], "origin": t["origin"],
-                "recipe": t["recipe"], "k": t["k"], "as_of": t["as_of"], "created_at": t["created_at"],
-                "params": t["params"], "plan": t["plan"], "rerank": t["rerank"], "stages": t["stages"],
-                "timings_ms": t["timings"], "context": {"text": t["context_text"], "tokens": t["context_tokens"]},
+        cands = [{"memory_id": c.memory_id, "channels": c.channels, "components": c.components, "score": c.score,
+                  "rank": c.rank, "tokens": c.tokens,
+                  "dropped": None if not c.drop_reason else {
+                      "stage": c.dropped_stage, "reason": c.drop_reason, "detail": c.drop_detail}}
+                 for c in t.candidates]
+        return {"id": t.id, "query": t.query_text, "query_hash": t.query_hash, "origin": t.origin,
+                "recipe": t.recipe, "k": t.k, "as_of": t.as_of, "created_at": t.created_at,
+                "params": t.params, "plan": t.plan, "rerank": t.rerank, "stages": t.stages,
+                "timings_ms": t.timings, "context": {"text": t.context_text, "tokens": t.context_tokens},
                 "candidates": cands}
 
     def explain(self, query: str, memory_id: int, *, scope: Scope, **kwargs: Any) -> dict[str, Any]:
@@ -566,11 +565,11 @@ class MemoryEngine(InspectorReads):
         rec = get_recipe(result.trace.recipe)
         reasons = []
         emb = self.store.embedding_of(scope, "memory", memory_id)
-        if emb is None or emb["stale"] == 1 or emb["model"] != self.embedder.model:
+        if emb is None or emb.stale == 1 or emb.model != self.embedder.model:
             reasons.append("it has no current vector for this model")
         else:
             q = self.embedder.embed([query], kind="query")[0]
-            cos = float(np.dot(emb["vector"], q))
+            cos = float(np.dot(emb.vector, q))
             vec = result.trace.candidates
             kth = sorted((c.channels["vector"]["score"] for c in vec.values() if "vector" in c.channels), reverse=True)
             cut = kth[rec.vector_k - 1] if len(kth) >= rec.vector_k else None
@@ -585,13 +584,13 @@ class MemoryEngine(InspectorReads):
     def facts(self, scope: Scope, *, subject: str | None = None, history: bool = False) -> list[dict[str, Any]]:
         statuses = None if history else ("active", "needs_review")
         key = canonical_subject(subject, speaker=None) if subject else None
-        return self.store.facts(scope, subject_key=key, statuses=statuses)
+        return [f.as_dict() for f in self.store.facts(scope, subject_key=key, statuses=statuses)]
 
     def profile(self, scope: Scope, *, budget: int = 400) -> Profile:
         return build_profile(self.store, scope, budget=budget)
 
     def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict[str, Any]]:
-        return self.store.conflicts(scope, status=status)
+        return [c.as_dict() for c in self.store.conflicts(scope, status=status)]
 
     def _document(self, scope: Scope, document_id: int) -> Document:
         """The document a chunk or source span points at (its foreign key keeps it)."""
@@ -672,10 +671,8 @@ class MemoryEngine(InspectorReads):
                     "times": [t for t in times if src.start <= t["start"] and t["end"] <= src.end],
                 })
             emb = st.embedding_of(scope, "memory", record_id)
-            if emb is not None:
-                emb.pop("vector")
             return {"memory": mem.as_dict(), "sources": sources, "entities": st.mentions_of(scope, record_id),
-                    "embedding": emb}
+                    "embedding": emb.about() if emb is not None else None}
         if kind == "fact":
             return self._show_fact(record_id, scope)
         raise BadInput(f"unknown kind {kind!r} (memory, fact, document or chunk)")
@@ -688,48 +685,49 @@ class MemoryEngine(InspectorReads):
 
     def _show_fact(self, fact_id: int, scope: Scope) -> dict[str, Any]:
         st = self.store
-        fact = st.fact(scope, fact_id)
+        fact = st.fact_record(scope, fact_id)
         if fact is None:
             raise BadInput(f"no fact {fact_id} in this scope")
         # The version chain: walk supersedes_fact_id back, and the facts that supersede forward.
         chain_back, seen = [], {fact_id}
         cur = fact
-        while cur["supersedes_fact_id"] and cur["supersedes_fact_id"] not in seen:
-            prev = st.fact(scope, cur["supersedes_fact_id"])
+        while cur.supersedes_fact_id and cur.supersedes_fact_id not in seen:
+            prev = st.fact_record(scope, cur.supersedes_fact_id)
             if prev is None:
                 break
-            seen.add(prev["id"])
+            seen.add(prev.id)
             chain_back.append(prev)
             cur = prev
         forward, cur = [], fact
-        by_prev = {f["supersedes_fact_id"]: f for f in st.facts(scope) if f["supersedes_fact_id"]}
-        while cur["id"] in by_prev and by_prev[cur["id"]]["id"] not in seen:
-            cur = by_prev[cur["id"]]
-            seen.add(cur["id"])
+        by_prev = {f.supersedes_fact_id: f for f in st.facts(scope) if f.supersedes_fact_id}
+        while cur.id in by_prev and by_prev[cur.id].id not in seen:
+            cur = by_prev[cur.id]
+            seen.add(cur.id)
             forward.append(cur)
         versions = list(reversed(chain_back)) + [fact] + forward
 
-        def brief(f: dict[str, Any]) -> dict[str, Any]:
-            return {k: f[k] for k in ("id", "object", "status", "valid_from", "valid_to", "learned_at",
-                                      "invalidated_at", "confidence", "rule", "reason")}
+        def brief(f: Fact) -> dict[str, Any]:
+            return {"id": f.id, "object": f.object, "status": f.status, "valid_from": f.valid_from,
+                    "valid_to": f.valid_to, "learned_at": f.learned_at, "invalidated_at": f.invalidated_at,
+                    "confidence": f.confidence, "rule": f.rule, "reason": f.reason}
 
         evidence = []
         document = functools.cache(functools.partial(self._document, scope))
-        for src in st.sources_of(scope, fact["memory_id"]):  # a fact confirmed 1,000 times has 1,000
+        for src in st.sources_of(scope, fact.memory_id):  # a fact confirmed 1,000 times has 1,000
             doc = document(src.document_id)
             evidence.append({**src.as_dict(), "document_title": doc.title, "source_type": doc.source_type,
                              "trust": doc.trust, "retracted": bool(doc.retracted_at),
                              "text": doc.text[src.start:src.end]})
-        relations = st.relations_of(scope, fact["memory_id"])
-        conflicts = [c for c in st.conflicts(scope, status=None) if fact_id in (c["fact_a_id"], c["fact_b_id"])]
+        relations = st.relations_of(scope, fact.memory_id)
+        conflicts = [c.as_dict() for c in st.conflicts(scope, status=None) if fact_id in (c.fact_a_id, c.fact_b_id)]
         retired_by = forward[0] if forward else None
         return {
-            "fact": fact, "versions": [brief(v) for v in versions], "relations": relations,
+            "fact": fact.as_dict(), "versions": [brief(v) for v in versions], "relations": [r.as_dict() for r in relations],
             "evidence": evidence, "conflicts": conflicts,
-            "created_by": {"rule": fact["rule"], "reason": fact["reason"], "method": fact["extraction_method"],
-                           "model": fact["extractor_model"], "prompt_version": fact["prompt_version"]},
-            "retired_by": None if retired_by is None else {"fact_id": retired_by["id"], "rule": retired_by["rule"],
-                                                           "reason": retired_by["reason"]},
+            "created_by": {"rule": fact.rule, "reason": fact.reason, "method": fact.extraction_method,
+                           "model": fact.extractor_model, "prompt_version": fact.prompt_version},
+            "retired_by": None if retired_by is None else {"fact_id": retired_by.id, "rule": retired_by.rule,
+                                                           "reason": retired_by.reason},
         }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .extract.canonical import MULTI_VALUED
+from .records import Fact
 from .scope import Scope
 from .store.store import Store
 from .tokens import estimate_tokens
@@ -51,12 +52,16 @@ class Profile:
         return self.static + self.dynamic
 
 
-def _section(fact: dict[str, Any]) -> str:
-    if fact["is_static"]:
+def _section(fact: Fact) -> str:
+    if fact.is_static:
         return "static"
-    if fact["category"] in DYNAMIC_CATEGORIES or fact["predicate_key"] in DYNAMIC_PREDICATES or fact["forget_after"]:
+    if fact.category in DYNAMIC_CATEGORIES or fact.predicate_key in DYNAMIC_PREDICATES or fact.forget_after:
         return "dynamic"
     return "static"
+
+
+def _weight(fact: Fact) -> float:
+    return fact.importance * fact.confidence + (1.0 if fact.pinned else 0.0)
 
 
 # How a merged multi-valued line reads ("Ana has pets Rex and Miso."); others use the predicate.
@@ -71,23 +76,22 @@ def _join(values: list[str]) -> str:
 
 def build_profile(store: Store, scope: Scope, *, budget: int = 400) -> Profile:
     facts = [f for f in store.facts(scope, statuses=("active",))
-             if f["trust"] != "external" and not f["forgotten_at"] and f["relation"] != "derives"]
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+             if f.trust != "external" and not f.forgotten_at and f.relation != "derives"]
+    groups: dict[tuple[str, str], list[Fact]] = {}
     for f in facts:
-        groups.setdefault((f["subject_key"], f["predicate_key"]), []).append(f)
+        groups.setdefault((f.subject_key, f.predicate_key), []).append(f)
     lines: list[ProfileLine] = []
     for (_, pkey), group in groups.items():
-        group.sort(key=lambda f: (f["valid_from"] or f["learned_at"], f["id"]))
-        weight = max(f["importance"] * f["confidence"] + (1.0 if f["pinned"] else 0.0) for f in group)
+        group.sort(key=lambda f: (f.valid_from or f.learned_at, f.id))
+        weight = max(_weight(f) for f in group)
         section = _section(group[-1])
         if pkey in MULTI_VALUED and len(group) > 1:
-            verb = VERB_PHRASES.get(pkey, group[0]["predicate"].replace("_", " "))
-            text = f"{group[0]['subject']} {verb} {_join([f['object'] for f in group])}."
-            lines.append(ProfileLine(text, [f["id"] for f in group], section, group[0]["subject"], pkey, weight))
+            verb = VERB_PHRASES.get(pkey, group[0].predicate.replace("_", " "))
+            text = f"{group[0].subject} {verb} {_join([f.object for f in group])}."
+            lines.append(ProfileLine(text, [f.id for f in group], section, group[0].subject, pkey, weight))
         else:
             for f in group:
-                lines.append(ProfileLine(f["text"], [f["id"]], section, f["subject"], pkey,
-                                         f["importance"] * f["confidence"] + (1.0 if f["pinned"] else 0.0)))
+                lines.append(ProfileLine(f.text, [f.id], section, f.subject, pkey, _weight(f)))
     lines.sort(key=lambda x: (-x.weight, x.text))
     profile = Profile(budget=budget)
     used = 0

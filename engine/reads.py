@@ -90,7 +90,7 @@ class InspectorReads:
         return self.store.fact_by_memory(scope, memory_id)
 
     def facts_by_ids(self, scope: Scope, fact_ids: list[int]) -> dict[int, dict[str, Any]]:
-        return self.store.facts_by_ids(scope, fact_ids)
+        return {i: f.as_dict() for i, f in self.store.facts_by_ids(scope, fact_ids).items()}
 
     def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         """episode memory -> the facts read from its chunk (any status): the claims a turn carried."""
@@ -106,7 +106,7 @@ class InspectorReads:
 
     def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict[str, Any]]:
         """The audit log, newest first."""
-        return self.store.curation_log(scope, limit=limit)
+        return [e.as_dict() for e in self.store.curation_log(scope, limit=limit)]
 
     # source spans -----------------------------------------------------------------------------------------
     def document_of(self, scope: Scope, kind: str, record_id: int) -> tuple[int, int | None] | None:

@@ -1,6 +1,11 @@
 """Benchmark dataset loaders: LoCoMo, LongMemEval (oracle and S shapes), ConvoMem and memlens's
 own update scenarios (resources/bench/updates.json).
 
+The structure of a LoCoMo or LongMemEval file is read once, by its importer's reader
+(engine/ingest/formats/locomo.read_samples, longmemeval.read_questions); the loaders here build
+the benchmark's view on top of it (questions, gold ids, categories, quirks), refusing what the
+importer would merely label.
+
 Each loader reads one JSON file and returns frozen dataclasses with the gold evidence already
 normalised to the ids the ingest importers give their chunks, so retrieval can be scored by
 id: LoCoMo turns are `dia_id`s ("D3:7") and sessions "<sample_id>:session_<n>" (the LoCoMo
@@ -30,8 +35,7 @@ from typing import Any
 from engine.errors import BadInput, UnknownFormat
 from engine.ingest.detect import UPDATES_NAME as UPDATES_NAME  # re-exported: an updates file's "dataset"
 from engine.ingest.detect import sniff_json
-from engine.ingest.formats.locomo import parse_session_date
-from engine.ingest.formats.longmemeval import parse_haystack_date
+from engine.ingest.formats import locomo, longmemeval
 from engine.ingest.normalize import read_file_bytes
 from engine.timeutil import to_iso
 
@@ -244,12 +248,9 @@ class LocomoDataset:
         }
 
 
-def locomo_session_id(sample_id: str, number: int) -> str:
-    return f"{sample_id}:session_{number}"
+locomo_session_id = locomo.session_id  # the importer's external_id of a session's document
 
 
-_SESSION_KEY = re.compile(r"^session_(\d+)$")
-_DATE_KEY = re.compile(r"^session_(\d+)_date_time$")
 # "D3:7", also the broken "D:11:26" and "D30:05"; anything else ("D") is unrecognisable.
 _DIA = re.compile(r"^D(:?)(\d+):(\d+)$")
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
@@ -274,22 +275,19 @@ def _locomo(data: Any, sha: str, path: Path | str) -> LocomoDataset:
     conversations: list[LocomoConversation] = []
     questions: list[LocomoQuestion] = []
     seen_samples: set[str] = set()
-    for i, sample in enumerate(data):
-        if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
-            raise _fail(name, f"not LoCoMo: item {i} has no \"conversation\" object")
-        sample_id = sample.get("sample_id")
+    for sample in locomo.read_samples(data, name):
+        i, sample_id = sample.index, sample.sample_id
         if not isinstance(sample_id, str) or not sample_id:
             raise _fail(name, f"item {i}: missing \"sample_id\"")
         if sample_id in seen_samples:
             raise _fail(name, f"item {i}: sample_id {sample_id} repeats an earlier sample")
         seen_samples.add(sample_id)
-        conversation = _locomo_conversation(sample_id, sample["conversation"], name, quirks)
+        conversation = _locomo_conversation(sample_id, sample, name, quirks)
         conversations.append(conversation)
-        qa = sample.get("qa")
-        if not isinstance(qa, list):
+        if not isinstance(sample.qa, list):
             raise _fail(name, f"{sample_id}: \"qa\" is missing or not a list")
         turn_session = {t.dia_id: t.session for t in conversation.turns()}
-        for index, item in enumerate(qa):
+        for index, item in enumerate(sample.qa):
             questions.append(_locomo_question(sample_id, index, item, turn_session, name, quirks))
     return LocomoDataset(
         path=name,
@@ -301,40 +299,31 @@ def _locomo(data: Any, sha: str, path: Path | str) -> LocomoDataset:
 
 
 def _locomo_conversation(
-    sample_id: str, conv: dict[str, Any], name: str, quirks: QuirkReport
+    sample_id: str, sample: locomo.Sample, name: str, quirks: QuirkReport
 ) -> LocomoConversation:
-    numbers: list[int] = []
-    dated: set[int] = set()
-    for key, value in conv.items():
-        if (m := _SESSION_KEY.match(key)) is not None:
-            if not isinstance(value, list):
-                raise _fail(name, f"{sample_id}: {key} is not a list of turns")
-            numbers.append(int(m.group(1)))
-        elif (m := _DATE_KEY.match(key)) is not None:
-            dated.add(int(m.group(1)))
-    # Iterate the session lists, not the date keys: conv-26 has dates for sessions it lacks.
-    for n in sorted(dated - set(numbers)):
+    if sample.not_lists:
+        raise _fail(name, f"{sample_id}: {sample.not_lists[0]} is not a list of turns")
+    # The session lists, not the date keys: conv-26 has dates for sessions it lacks.
+    for n in sample.dates_without_session:
         quirks.note("date_without_session", locomo_session_id(sample_id, n))
     sessions = []
     seen_ids: set[str] = set()
-    for n in sorted(numbers):
+    for session in sample.sessions:
+        n = session.number
         where = locomo_session_id(sample_id, n)
-        date = conv.get(f"session_{n}_date_time")
+        date = session.date_raw
         time = None
         if isinstance(date, str) and date.strip():
-            moment = parse_session_date(date)
-            if moment is None:
+            if session.when is None:
                 quirks.note("unparsed_date", where)
             else:
-                time = to_iso(moment)
+                time = to_iso(session.when)
         else:
             quirks.note("session_without_date", where)
             date = None
         turns = []
-        for t, turn in enumerate(conv[f"session_{n}"]):
+        for t, turn in enumerate(session.turns):
             at = f"{where} turn {t}"
-            if not isinstance(turn, dict):
-                raise _fail(name, f"{at}: not a JSON object")
             dia_id = _text(turn.get("dia_id"), name, at, "dia_id").strip()
             if dia_id in seen_ids:
                 quirks.note("duplicate_dia_id", f"{sample_id}: {dia_id}")
@@ -353,6 +342,7 @@ def _locomo_conversation(
         sessions.append(LocomoSession(sample_id, n, date, time, tuple(turns)))
     if not sessions:
         raise _fail(name, f"{sample_id}: no session_<n> lists")
+    conv = sample.conversation
     return LocomoConversation(
         sample_id=sample_id,
         speaker_a=str(conv.get("speaker_a") or ""),
@@ -524,7 +514,7 @@ def _lme_date(raw: Any, quirks: QuirkReport, where: str) -> tuple[str | None, st
     if not isinstance(raw, str):
         quirks.note("unparsed_date", where)
         return None, None
-    parsed = parse_haystack_date(raw)
+    parsed = longmemeval.parse_haystack_date(raw)
     if parsed is None:
         quirks.note("unparsed_date", where)
     return parsed, raw
@@ -532,15 +522,12 @@ def _lme_date(raw: Any, quirks: QuirkReport, where: str) -> tuple[str | None, st
 
 def _longmemeval(data: Any, sha: str, path: Path | str) -> LongMemEvalDataset:
     name = str(path)
-    items = [data] if isinstance(data, dict) else data
-    if not isinstance(items, list) or not items:
-        raise _fail(name, "not LongMemEval: expected a non-empty list of questions")
     quirks = QuirkReport()
     questions = []
     seen: set[str] = set()
     oracle = True
-    for i, item in enumerate(items):
-        question = _lme_question(i, item, name, quirks)
+    for raw in longmemeval.read_questions(data, name):
+        question = _lme_question(raw, name, quirks)
         if question.question_id in seen:
             raise _fail(name, f"question {question.question_id} appears twice")
         seen.add(question.question_id)
@@ -556,22 +543,18 @@ def _longmemeval(data: Any, sha: str, path: Path | str) -> LongMemEvalDataset:
     )
 
 
-def _lme_question(i: int, item: Any, name: str, quirks: QuirkReport) -> LongMemEvalQuestion:
-    if not isinstance(item, dict):
-        raise _fail(name, f"not LongMemEval: item {i} is not a JSON object")
-    for key in ("haystack_session_ids", "haystack_sessions", "answer_session_ids"):
-        if not isinstance(item.get(key), list):
-            raise _fail(name, f"not LongMemEval: item {i} has no \"{key}\" list")
+def _lme_question(raw: longmemeval.Question, name: str, quirks: QuirkReport) -> LongMemEvalQuestion:
+    i, item = raw.index, raw.item
+    if not isinstance(item.get("answer_session_ids"), list):
+        raise _fail(name, f"not LongMemEval: item {i} has no \"answer_session_ids\" list")
     for key in _LME_REQUIRED:
         if key not in item or item[key] is None:
             raise _fail(name, f"item {i}: missing \"{key}\"")
     qid = _text(item["question_id"], name, f"item {i}", "question_id")
-    ids, bodies = item["haystack_session_ids"], item["haystack_sessions"]
     dates = item.get("haystack_dates")
     if dates is None:
-        dates = [None] * len(bodies)
         quirks.note("no_haystack_dates", qid)
-    if not isinstance(dates, list) or not len(ids) == len(dates) == len(bodies):
+    elif not isinstance(dates, list):  # the importer reads such a question as undated
         raise _fail(
             name,
             f"question {qid}: haystack_session_ids, haystack_dates and haystack_sessions "
@@ -582,19 +565,15 @@ def _lme_question(i: int, item: Any, name: str, quirks: QuirkReport) -> LongMemE
     sessions: list[LongMemEvalSession] = []
     seen: set[str] = set()
     evidence: list[str] = []
-    for sid_raw, date_raw, body in zip(ids, dates, bodies):
-        sid = str(sid_raw)
+    for haystack in raw.sessions:
+        sid = str(haystack.session_id)
         if sid in seen:
             quirks.note("duplicate_session", f"{qid}: {sid}")
             continue
         seen.add(sid)
-        if not isinstance(body, list):
-            raise _fail(name, f"question {qid}: session {sid} is not a list of turns")
-        date, raw = _lme_date(date_raw, quirks, f"{qid}: {sid}")
+        date, date_raw = _lme_date(haystack.date_raw, quirks, f"{qid}: {sid}")
         turns = []
-        for t, turn in enumerate(body):
-            if not isinstance(turn, dict):
-                raise _fail(name, f"question {qid}: session {sid} turn {t} is not a JSON object")
+        for t, turn in enumerate(haystack.turns):
             content = turn.get("content")
             if not isinstance(content, str):
                 quirks.note("non_string_content", f"{qid}: {sid}:{t}")
@@ -608,7 +587,7 @@ def _lme_question(i: int, item: Any, name: str, quirks: QuirkReport) -> LongMemE
                     quirks.note("evidence_turn_outside_answer_sessions", f"{qid}: {sid}:{t}")
         if sid in answer_ids and not any(turn.has_answer for turn in turns):
             quirks.note("answer_session_without_evidence_turns", f"{qid}: {sid}")
-        sessions.append(LongMemEvalSession(sid, date, raw, tuple(turns)))
+        sessions.append(LongMemEvalSession(sid, date, date_raw, tuple(turns)))
     for sid in answer_ids:
         if sid not in seen:
             quirks.note("answer_session_not_in_haystack", f"{qid}: {sid}")

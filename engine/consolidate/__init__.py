@@ -23,6 +23,7 @@ from ..extract.model import Candidate, SourceChunk
 from ..extract.secrets import scrub
 from ..names import find_mentions
 from ..reconcile import Decision, FactView, ReconcileConfig, reconcile
+from ..records import Fact
 from ..scope import Scope
 from ..store.store import Store, Writer
 from ..timeutil import now_iso
@@ -50,11 +51,10 @@ class ConsolidationReport:
         self.decisions += other.decisions
 
 
-def _view(row: dict[str, Any]) -> FactView:
-    return FactView(id=row["id"], memory_id=row["memory_id"], subject_key=row["subject_key"],
-                    predicate_key=row["predicate_key"], object_key=row["object_key"], object=row["object"],
-                    confidence=row["confidence"], status=row["status"], valid_from=row["valid_from"],
-                    learned_at=row["learned_at"], category=row["category"] or "other", trust=row["trust"])
+def _view(f: Fact) -> FactView:
+    return FactView(id=f.id, memory_id=f.memory_id, subject_key=f.subject_key, predicate_key=f.predicate_key,
+                    object_key=f.object_key, object=f.object, confidence=f.confidence, status=f.status,
+                    valid_from=f.valid_from, learned_at=f.learned_at, category=f.category or "other", trust=f.trust)
 
 
 def prepare(candidates: list[tuple[SourceChunk, Candidate]]) -> tuple[list[Candidate], list[str]]:

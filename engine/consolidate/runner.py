@@ -26,7 +26,7 @@ from ..extract import heuristic
 from ..extract.model import Candidate, SourceChunk
 from ..llm import FATAL_ERRORS, LLMClient, LLMConfig, describe_failure
 from ..prompts import extract_v2
-from ..records import Chunk, Document
+from ..records import Chunk, Document, ExtractionWindow
 from ..scope import Scope
 from ..store.store import Store, Writer
 from . import ConsolidationReport, consolidate
@@ -115,10 +115,10 @@ class Extractor:
                     n += w.enqueue_window(doc_id, first, last)
         return n
 
-    def _views(self, window: dict[str, Any], documents: dict[int, Document | None]) -> list[SourceChunk]:
+    def _views(self, window: ExtractionWindow, documents: dict[int, Document | None]) -> list[SourceChunk]:
         # One read per document and run: reading it (its whole text) for each of its windows made
         # a long file's extraction quadratic (10 MB of text: 3,600 windows, 36 GB copied).
-        doc_id = window["document_id"]
+        doc_id = window.document_id
         if doc_id not in documents:
             documents.clear()  # windows come document by document: keep one text in memory
             documents[doc_id] = self.store.document(self.scope, doc_id)
@@ -128,7 +128,7 @@ class Extractor:
         return [SourceChunk(chunk_id=c.id, document_id=doc.id, text=c.text, start=c.start, end=c.end,
                             speaker=c.speaker, role=c.role, trust=c.trust, source_time=c.source_time,
                             source_type=doc.source_type)
-                for c in self.store.chunks_between(self.scope, doc.id, window["first_ordinal"], window["last_ordinal"])
+                for c in self.store.chunks_between(self.scope, doc.id, window.first_ordinal, window.last_ordinal)
                 if c.kind != "heading"]
 
     def run(self, *, progress: Callable[[float, str], None] | None = None,
@@ -165,17 +165,17 @@ class Extractor:
                 if error is None and pairs:
                     mark()
                     facts = consolidate(self.store, self.scope, self.embedder, pairs,
-                                        note=f"window {window['id']} ({self.mode})",
-                                        then=functools.partial(_finish_window, window["id"]))
+                                        note=f"window {window.id} ({self.mode})",
+                                        then=functools.partial(_finish_window, window.id))
                     report.facts.merge(facts)
                 else:
-                    unmarked.append((window["id"], error))
+                    unmarked.append((window.id, error))
                     if len(unmarked) >= MARK_BATCH:
                         mark()
                 report.windows += 1
                 if error is not None:
                     report.failed_windows += 1
-                    report.errors.append(f"window {window['id']}: {error}")
+                    report.errors.append(f"window {window.id}: {error}")
                 if progress is not None:
                     progress((i + 1) / len(pending), f"extracted window {i + 1}/{len(pending)}")
                 if fatal:

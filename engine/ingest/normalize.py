@@ -203,7 +203,12 @@ class DocumentBuilder:
         return self._length
 
     def add(self, piece: str, *, normalized: bool = False) -> tuple[int, int]:
-        """Append `piece` (normalised here unless the caller already did) -> its span."""
+        """Append `piece` (normalised here unless the caller already did) -> its span.
+
+        Secrets are scrubbed per piece, so a turn's line goes in as ONE piece: "password" and
+        "hunter2xyz9" each pass the scrubber, "password: hunter2xyz9" does not. Pieces that
+        were normalised apart and joined ("<speaker>: " + text) could store what the scrubber
+        would have redacted."""
         if not normalized:
             piece = normalize(piece)
         start = self._length

@@ -261,17 +261,6 @@ class BrowseReads:
         return {"document": doc, "chunks": chunks, "spans": spans, "mentions": mentions, "times": times}
 
     # evidence for facts (profile, conflicts) -----------------------------------------------------------
-    def facts_by_ids(self, scope: Scope, fact_ids: list[int]) -> dict[int, dict[str, Any]]:
-        if not fact_ids:
-            return {}
-        marks = ",".join("?" * len(fact_ids))
-        rows = dict_rows(self.conn,
-                         "SELECT f.*, m.text, m.trust, m.pinned, m.forgotten_at FROM facts f"
-                         f" JOIN memories m ON m.id = f.memory_id WHERE f.id IN ({marks})"
-                         f" AND {scope_where('f')}",
-                         (*fact_ids, *scope.as_params()))
-        return {r["id"]: r for r in rows}
-
     def evidence_spans(self, scope: Scope, memory_ids: list[int], *, context: int = 80
                        ) -> dict[int, list[dict[str, Any]]]:
         """Per memory: each source span with its document's title/type/trust and up to `context`

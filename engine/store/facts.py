@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
-from ..records import Conflict, Fact, from_dict
+from ..records import Conflict, CurationEntry, ExtractionWindow, Fact, Record, Relation
 from ..scope import Scope
 from .sql import dict_rows, scope_where
 
@@ -19,6 +20,31 @@ FACT_COLUMNS = (
     "learned_at", "invalidated_at", "forget_after", "supersedes_fact_id", "evidence", "evidence_unverified",
     "source_count", "extraction_method", "extractor_model", "prompt_version", "rule", "reason", "external_ref",
 )
+
+
+# The one read of a fact: its row and, from its memory, the fields Fact lists after the table's,
+# in Fact's field order (so a row is Fact(*row)).
+_MEMORY_FIELDS = ("trust", "text", "pinned", "forgotten_at", "forget_reason")
+_FACT_SELECT = ("SELECT " + ", ".join(f'{"m" if f.name in _MEMORY_FIELDS else "f"}."{f.name}"' for f in fields(Fact))
+                + " FROM facts f JOIN memories m ON m.id = f.memory_id")
+
+
+def _select(record: type[Record], table: str) -> str:
+    """SELECT of a table's columns in the record's field order (so a row is record(*row))."""
+    return "SELECT " + ", ".join(f'"{f.name}"' for f in fields(record)) + f" FROM {table}"  # type: ignore[arg-type]
+
+
+_CONFLICT_SELECT = _select(Conflict, "conflicts")
+_RELATION_SELECT = _select(Relation, "memory_relations")
+_CURATION_SELECT = _select(CurationEntry, "curation_log")
+_WINDOW_SELECT = _select(ExtractionWindow, "extraction_queue")
+_CURATION_FIELDS = tuple(f.name for f in fields(CurationEntry))
+
+
+def _entry(row: tuple[Any, ...]) -> CurationEntry:
+    entry = dict(zip(_CURATION_FIELDS, row))
+    entry["before"], entry["after"] = json.loads(entry["before"]), json.loads(entry["after"])
+    return CurationEntry(**entry)
 
 
 class FactWrites:
@@ -169,19 +195,30 @@ class FactReads:
 
     conn: Any
 
+    def _facts(self, where: str, params: tuple[Any, ...]) -> list[Fact]:
+        """Facts (with their memory's fields) WHERE `where`, a condition on `f` and `m`."""
+        return [Fact(*row) for row in self.conn.execute(f"{_FACT_SELECT} WHERE {where}", params)]
+
+    def current_facts(self, scope: Scope) -> list[Fact]:
+        """Active and needs-review facts whose memory is live (neither forgotten nor retracted)."""
+        return self._facts(f"{scope_where('f')} AND f.status IN ('active', 'needs_review')"
+                           " AND m.forgotten_at IS NULL AND m.retracted_at IS NULL ORDER BY f.id", scope.as_params())
+
+    def facts_by_ids(self, scope: Scope, fact_ids: list[int]) -> dict[int, Fact]:
+        if not fact_ids:
+            return {}
+        marks = ",".join("?" * len(fact_ids))
+        return {f.id: f for f in self._facts(f"f.id IN ({marks}) AND {scope_where('f')}",
+                                               (*fact_ids, *scope.as_params()))}
+
     def facts_for_keys(self, scope: Scope, keys: list[tuple[str, str]],
-                       statuses: tuple[str, ...] = ("active", "needs_review")) -> list[dict[str, Any]]:
-        if not keys:
-            return []
-        out: list[dict[str, Any]] = []
+                       statuses: tuple[str, ...] = ("active", "needs_review")) -> list[Fact]:
+        out: list[Fact] = []
         marks = ",".join("?" * len(statuses))
         for subject_key, predicate_key in sorted(set(keys)):
-            out += dict_rows(
-                self.conn,
-                "SELECT f.*, m.trust FROM facts f JOIN memories m ON m.id = f.memory_id"
-                f" WHERE {scope_where('f')}"
-                f" AND f.subject_key = ? AND f.predicate_key = ? AND f.status IN ({marks}) ORDER BY f.id",
-                (*scope.as_params(), subject_key, predicate_key, *statuses))
+            out += self._facts(f"{scope_where('f')} AND f.subject_key = ? AND f.predicate_key = ?"
+                               f" AND f.status IN ({marks}) ORDER BY f.id",
+                               (*scope.as_params(), subject_key, predicate_key, *statuses))
         return out
 
     def facts_of_subjects(self, scope: Scope, subject_keys: list[str],
@@ -200,90 +237,74 @@ class FactReads:
 
     def fact(self, scope: Scope, fact_id: int) -> dict[str, Any] | None:
         """The fact as a JSON-ready dict (the inspector, CLI and MCP); domain code reads fact_record."""
-        rows = dict_rows(self.conn,
-                         "SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at, m.forget_reason"
-                         " FROM facts f JOIN memories m ON m.id = f.memory_id"
-                         f" WHERE f.id = ? AND {scope_where('f')}",
-                         (fact_id, *scope.as_params()))
-        return rows[0] if rows else None
+        record = self.fact_record(scope, fact_id)
+        return record.as_dict() if record is not None else None
 
     def fact_record(self, scope: Scope, fact_id: int) -> Fact | None:
-        row = self.fact(scope, fact_id)
-        return from_dict(Fact, row) if row is not None else None
+        rows = self._facts(f"f.id = ? AND {scope_where('f')}", (fact_id, *scope.as_params()))
+        return rows[0] if rows else None
 
     def fact_by_memory(self, scope: Scope, memory_id: int) -> dict[str, Any] | None:
-        rows = dict_rows(self.conn, f"SELECT id FROM facts WHERE memory_id = ? AND {scope_where()}",
-                         (memory_id, *scope.as_params()))
-        return self.fact(scope, rows[0]["id"]) if rows else None
+        record = self.fact_record_by_memory(scope, memory_id)
+        return record.as_dict() if record is not None else None
 
     def fact_record_by_memory(self, scope: Scope, memory_id: int) -> Fact | None:
-        row = self.fact_by_memory(scope, memory_id)
-        return from_dict(Fact, row) if row is not None else None
+        rows = self._facts(f"f.memory_id = ? AND {scope_where('f')} ORDER BY f.id LIMIT 1",
+                           (memory_id, *scope.as_params()))
+        return rows[0] if rows else None
 
     def facts(self, scope: Scope, *, subject_key: str | None = None, statuses: tuple[str, ...] | None = None,
-              limit: int = 100000) -> list[dict[str, Any]]:
-        sql = ("SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at FROM facts f JOIN memories m ON m.id = f.memory_id"
-               f" WHERE {scope_where('f')}")
+              limit: int = 100000) -> list[Fact]:
+        where = scope_where("f")
         params: list[Any] = [*scope.as_params()]
         if subject_key is not None:
-            sql += " AND f.subject_key = ?"
+            where += " AND f.subject_key = ?"
             params.append(subject_key)
         if statuses:
-            sql += f" AND f.status IN ({','.join('?' * len(statuses))})"
+            where += f" AND f.status IN ({','.join('?' * len(statuses))})"
             params += list(statuses)
-        sql += " ORDER BY f.subject_key, f.predicate_key, f.id LIMIT ?"
-        params.append(limit)
-        return dict_rows(self.conn, sql, tuple(params))
+        return self._facts(where + " ORDER BY f.subject_key, f.predicate_key, f.id LIMIT ?", (*params, limit))
 
-    def relations_of(self, scope: Scope, memory_id: int) -> list[dict[str, Any]]:
-        return dict_rows(self.conn,
-                         "SELECT * FROM memory_relations WHERE (src_memory_id = ? OR dst_memory_id = ?)"
-                         f" AND {scope_where()} AND removed_at IS NULL ORDER BY id",
-                         (memory_id, memory_id, *scope.as_params()))
+    def relations_of(self, scope: Scope, memory_id: int) -> list[Relation]:
+        return [Relation(*row) for row in self.conn.execute(
+            f"{_RELATION_SELECT} WHERE (src_memory_id = ? OR dst_memory_id = ?) AND {scope_where()}"
+            " AND removed_at IS NULL ORDER BY id", (memory_id, memory_id, *scope.as_params()))]
 
-    def relations(self, scope: Scope) -> list[dict[str, Any]]:
-        return dict_rows(self.conn, f"SELECT * FROM memory_relations WHERE {scope_where()} AND removed_at IS NULL"
-                         " ORDER BY id", scope.as_params())
+    def relations(self, scope: Scope) -> list[Relation]:
+        return [Relation(*row) for row in self.conn.execute(
+            f"{_RELATION_SELECT} WHERE {scope_where()} AND removed_at IS NULL ORDER BY id", scope.as_params())]
 
-    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[dict[str, Any]]:
-        sql = f"SELECT * FROM conflicts WHERE {scope_where()}"
+    def conflicts(self, scope: Scope, *, status: str | None = "open") -> list[Conflict]:
+        sql = f"{_CONFLICT_SELECT} WHERE {scope_where()}"
         params: tuple[Any, ...] = scope.as_params()
         if status:
             sql += " AND status = ?"
             params += (status,)
-        return dict_rows(self.conn, sql + " ORDER BY id", params)
+        return [Conflict(*row) for row in self.conn.execute(sql + " ORDER BY id", params)]
 
     def conflict(self, scope: Scope, conflict_id: int) -> dict[str, Any] | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM conflicts WHERE id = ? AND {scope_where()}",
-                         (conflict_id, *scope.as_params()))
-        return rows[0] if rows else None
+        """The conflict as a JSON-ready dict; domain code reads conflict_record."""
+        record = self.conflict_record(scope, conflict_id)
+        return record.as_dict() if record is not None else None
 
     def conflict_record(self, scope: Scope, conflict_id: int) -> Conflict | None:
-        row = self.conflict(scope, conflict_id)
-        return from_dict(Conflict, row) if row is not None else None
+        rows = [Conflict(*row) for row in self.conn.execute(f"{_CONFLICT_SELECT} WHERE id = ? AND {scope_where()}",
+                                                             (conflict_id, *scope.as_params()))]
+        return rows[0] if rows else None
 
-    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[dict[str, Any]]:
-        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
-                         (*scope.as_params(), limit))
-        for r in rows:
-            r["before"] = json.loads(r["before"])
-            r["after"] = json.loads(r["after"])
-        return rows
+    def curation_log(self, scope: Scope, *, limit: int = 1000) -> list[CurationEntry]:
+        return [_entry(row) for row in self.conn.execute(
+            f"{_CURATION_SELECT} WHERE {scope_where()} ORDER BY id DESC LIMIT ?", (*scope.as_params(), limit))]
 
-    def curation_entry(self, scope: Scope, log_id: int) -> dict[str, Any] | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM curation_log WHERE id = ? AND {scope_where()}",
-                         (log_id, *scope.as_params()))
-        if not rows:
-            return None
-        r = rows[0]
-        r["before"] = json.loads(r["before"])
-        r["after"] = json.loads(r["after"])
-        return r
+    def curation_entry(self, scope: Scope, log_id: int) -> CurationEntry | None:
+        row = self.conn.execute(f"{_CURATION_SELECT} WHERE id = ? AND {scope_where()}",
+                                (log_id, *scope.as_params())).fetchone()
+        return _entry(row) if row is not None else None
 
-    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[dict[str, Any]]:
-        return dict_rows(self.conn,
-                         f"SELECT * FROM extraction_queue WHERE {scope_where()} AND status IN ('pending','failed')"
-                         " AND attempts < ? ORDER BY id", (*scope.as_params(), max_attempts))
+    def pending_windows(self, scope: Scope, *, max_attempts: int) -> list[ExtractionWindow]:
+        return [ExtractionWindow(*row) for row in self.conn.execute(
+            f"{_WINDOW_SELECT} WHERE {scope_where()} AND status IN ('pending','failed') AND attempts < ? ORDER BY id",
+            (*scope.as_params(), max_attempts))]
 
     def queue_counts(self, scope: Scope) -> dict[str, int]:
         return {r[0]: r[1] for r in self.conn.execute(
@@ -293,11 +314,10 @@ class FactReads:
         return dict_rows(self.conn, f"SELECT * FROM llm_calls WHERE {scope_where()} ORDER BY id DESC LIMIT ?",
                          (*scope.as_params(), limit))
 
-    def due_for_expiry(self, scope: Scope, now: str) -> list[dict[str, Any]]:
-        return dict_rows(self.conn,
-                         f"SELECT id, memory_id, forget_after FROM facts WHERE {scope_where()}"
-                         " AND status IN ('active','needs_review') AND forget_after IS NOT NULL AND forget_after <= ?",
-                         (*scope.as_params(), now))
+    def due_for_expiry(self, scope: Scope, now: str) -> list[Fact]:
+        return self._facts(f"{scope_where('f')} AND f.status IN ('active','needs_review')"
+                           " AND f.forget_after IS NOT NULL AND f.forget_after <= ? ORDER BY f.id",
+                           (*scope.as_params(), now))
 
     def document_support(self, scope: Scope, document_id: int) -> list[dict[str, Any]]:
         """Memories with a source in this document, and how many sources they have in other documents

@@ -84,15 +84,6 @@ class HealthReads:
         return out
 
     # facts ------------------------------------------------------------------------------------
-    def current_facts(self, scope: Scope) -> list[dict[str, Any]]:
-        """Active and needs-review facts whose memory is live, with their memory text and trust."""
-        return dict_rows(
-            self.conn,
-            "SELECT f.id, f.memory_id, f.subject, f.predicate, f.object, f.subject_key, f.predicate_key,"
-            " f.object_key, f.status, f.relation, f.confidence, f.valid_from, f.valid_to, f.learned_at,"
-            " f.evidence, f.evidence_unverified, m.text, m.trust FROM facts f JOIN memories m ON m.id = f.memory_id"
-            f" WHERE {scope_where('f')} AND f.status IN {_CURRENT} AND {_LIVE_M} ORDER BY f.id", scope.as_params())
-
     def open_conflict_pairs(self, scope: Scope) -> list[tuple[int, int | None]]:
         return [(r[0], r[1]) for r in self.conn.execute(
             f"SELECT fact_a_id, fact_b_id FROM conflicts WHERE {scope_where()} AND status = 'open'", scope.as_params())]

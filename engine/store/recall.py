@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import fields
 from typing import Any
 
 import apsw
 import numpy as np
 
+from ..records import StoredTrace, TraceCandidate
 from ..scope import Scope
 from .schema import FTS_TOKENIZER
 from .sql import dict_rows, scope_where
 
+_TRACE_FIELDS = tuple(f.name for f in fields(StoredTrace) if f.name != "candidates")
+_TRACE_COLUMNS = ", ".join(f'"{name}"' for name in _TRACE_FIELDS)
+_CANDIDATE_FIELDS = tuple(f.name for f in fields(TraceCandidate))
+_CANDIDATE_COLUMNS = ", ".join(f'"{name}"' for name in _CANDIDATE_FIELDS)
 _IN_CHUNK = 500  # SQLite variable limit is far higher; this keeps statements cacheable
 
 
@@ -304,21 +310,22 @@ class RecallReads:
         return row[0]
 
     # traces ------------------------------------------------------------------------------------
-    def trace(self, scope: Scope, trace_id: int) -> dict[str, Any] | None:
-        rows = dict_rows(self.conn, f"SELECT * FROM retrieval_traces WHERE id = ? AND {scope_where()}",
-                         (trace_id, *scope.as_params()))
-        if not rows:
+    def trace(self, scope: Scope, trace_id: int) -> StoredTrace | None:
+        row = self.conn.execute(f"SELECT {_TRACE_COLUMNS} FROM retrieval_traces WHERE id = ? AND {scope_where()}",
+                                (trace_id, *scope.as_params())).fetchone()
+        if row is None:
             return None
-        t = rows[0]
+        t = dict(zip(_TRACE_FIELDS, row))
         for key in ("params", "plan", "rerank", "stages", "timings"):
             if t.get(key):
                 t[key] = json.loads(t[key])
-        t["candidates"] = dict_rows(self.conn, "SELECT * FROM trace_candidates WHERE trace_id = ? ORDER BY"
-                                    " rank IS NULL, rank, score DESC, id", (trace_id,))
-        for c in t["candidates"]:
-            c["channels"] = json.loads(c["channels"])
-            c["components"] = json.loads(c["components"])
-        return t
+        candidates = []
+        for c in self.conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM trace_candidates WHERE trace_id = ? ORDER BY"
+                                   " rank IS NULL, rank, score DESC, id", (trace_id,)):
+            cand = dict(zip(_CANDIDATE_FIELDS, c))
+            cand["channels"], cand["components"] = json.loads(cand["channels"]), json.loads(cand["components"])
+            candidates.append(TraceCandidate(**cand))
+        return StoredTrace(**t, candidates=candidates)
 
     def traces(self, scope: Scope, *, limit: int = 200) -> list[dict[str, Any]]:
         return dict_rows(self.conn, "SELECT id, origin, query_text, query_hash, recipe, k, as_of, result_count,"

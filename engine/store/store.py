@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import apsw
 import numpy as np
 
-from ..records import Chunk, Document, Memory, Source, from_dict
+from ..records import Chunk, Document, Embedding, Memory, Source, from_dict
 from ..scope import Scope
 from ..timeutil import now_iso
 from .browse import BrowseReads
@@ -351,16 +351,14 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
                       " FROM entity_mentions m JOIN entities e ON e.id = m.entity_id"
                       f" WHERE m.memory_id = ? AND {scope_where('m')} ORDER BY m.start", (memory_id, *scope.as_params()))
 
-    def embedding_of(self, scope: Scope, owner_type: str, owner_id: int) -> dict[str, Any] | None:
-        rows = dict_rows(self.conn,
-                      "SELECT provider, model, dims, created_at, embed_ms, stale, vector FROM embeddings"
-                      f" WHERE owner_type = ? AND owner_id = ? AND {scope_where()}",
-                      (owner_type, owner_id, *scope.as_params()))
-        if not rows:
+    def embedding_of(self, scope: Scope, owner_type: str, owner_id: int) -> Embedding | None:
+        row = self.conn.execute("SELECT provider, model, dims, created_at, embed_ms, stale, vector FROM embeddings"
+                                f" WHERE owner_type = ? AND owner_id = ? AND {scope_where()}",
+                                (owner_type, owner_id, *scope.as_params())).fetchone()
+        if row is None:
             return None
-        row = rows[0]
-        row["vector"] = np.frombuffer(row["vector"], dtype=np.float32)
-        return row
+        provider, model, dims, created_at, embed_ms, stale, blob = row
+        return Embedding(provider, model, dims, created_at, embed_ms, stale, np.frombuffer(blob, dtype=np.float32))
 
     # search (the recall pipeline builds on these) --------------------------------------------
     def sole_scope(self, scope: Scope) -> bool:

@@ -601,3 +601,31 @@ def test_real_convomem_premixed_files_load_with_every_evidence_text_matched():
     one = load_dataset(SHARED_DATA / "convomem" / "category_1_basic_facts__dataset_0.json")
     assert [c.context_size for c in one.cases] == [19] and len(one.cases[0].conversations) == 19
     assert {q.category for q in one.questions} == {"basic facts"}
+
+
+# --- the benchmark's gold names what the importer stores --------------------------------------
+
+
+@pytest.mark.parametrize("path", [LOCOMO, LME_S, LME_ORACLE], ids=lambda p: p.name)
+def test_gold_ids_name_the_importers_chunks_and_documents(path):
+    """The loaders build their view on the importer's reader, so every gold turn id is a chunk's
+    message_id and every gold session a document's external_id (or LongMemEval session id)."""
+    from engine.ingest.formats import locomo, longmemeval
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    dataset = load_dataset(path)
+    if isinstance(dataset, LocomoDataset):
+        docs = locomo.parse_json(data, name=path.name)
+        sessions = {d.external_id for d in docs}
+        gold_turns = {e for q in dataset.questions for e in q.evidence}
+        gold_sessions = {s for q in dataset.questions for s in q.evidence_sessions}
+        assert {s.session_id for c in dataset.conversations for s in c.sessions} >= sessions
+    else:
+        docs = longmemeval.parse_json(data, name=path.name)
+        sessions = {d.meta["session_id"] for d in docs}
+        gold_turns = {t for q in dataset.questions for t in q.evidence_turn_ids}
+        gold_sessions = {s for q in dataset.questions for s in q.answer_session_ids} & {
+            s.session_id for q in dataset.questions for s in q.sessions}
+    turns = {c.message_id for d in docs for c in d.chunks}
+    assert gold_turns and gold_sessions
+    assert gold_turns <= turns and gold_sessions <= sessions

@@ -254,3 +254,14 @@ def test_real_convomem_files_run_end_to_end_with_per_category_figures(engine, ca
     code = main(["bench", "convomem", "--data", str(SHARED_DATA / "convomem" / "category_1_basic_facts__dataset_0.json"),
                  "--db", str(engine.path), "--embedder", "hashing", "--k", "5", "--limit", "3", "--json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["questions"] == 3
+
+
+def test_the_container_key_hashes_code_that_exists():
+    """A container is rebuilt when the code that makes its rows changes: each path the key hashes
+    names a file or package (consolidate.py became a package and its code dropped out of the key)."""
+    from engine.bench import containers
+
+    for rel in containers._DEFINITION_PATHS:
+        path = containers._ENGINE / rel
+        assert path.is_file() or (path.is_dir() and any(path.rglob("*.py"))), rel
+    assert "consolidate" in containers._DEFINITION_PATHS and "store" in containers._DEFINITION_PATHS

@@ -202,7 +202,7 @@ def test_add_recall_profile_explain_forget(tmp_path):
         traces = engine.store.traces(ANA)
         assert len(traces) == 2  # the two recalls; explain stored nothing
         assert all(t["query_text"] is None for t in traces)
-        log = engine.store.curation_log(ANA, limit=5)
+        log = engine.curation_log(ANA, limit=5)
         assert log[0]["command"] == "forget" and log[0]["actor"] == "agent"
     assert b"Where does Ana live" not in db.read_bytes()
     assert "Traceback" not in server_log(tmp_path)

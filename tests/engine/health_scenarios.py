@@ -100,4 +100,4 @@ def copy_of(template: Path, tmp_path: Path):
 
 
 def fact(engine: MemoryEngine, scope: Scope, predicate: str, obj: str) -> dict:
-    return next(f for f in engine.store.facts(scope) if f["predicate"] == predicate and f["object"] == obj)
+    return next(f for f in engine.facts(scope, history=True) if f["predicate"] == predicate and f["object"] == obj)

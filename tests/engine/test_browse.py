@@ -138,7 +138,7 @@ def test_span_view_and_evidence(db):
         wide = st.evidence_spans(ANA, [mid], context=500)[mid][0]  # context never leaves the chunk
         assert wide["before"] + wide["text"] + wide["after"] == "Ana: I work as a nurse in Berlin."
         facts = st.facts_by_ids(ANA, [nurse["id"]])
-        assert facts[nurse["id"]]["text"] == "Ana has role nurse."
+        assert facts[nurse["id"]].text == "Ana has role nurse."
         assert st.memory_ids_for_facts(ANA, [nurse["id"]]) == {nurse["id"]: mid}
 
 

@@ -44,7 +44,7 @@ def seed(engine: MemoryEngine, scope: Scope) -> None:
 
 def state(engine: MemoryEngine, scope: Scope) -> str:
     data = engine.export(scope)
-    data["conflicts"] = engine.store.conflicts(scope, status=None)
+    data["conflicts"] = engine.conflicts(scope, status=None)
     return json.dumps(data, sort_keys=True, default=str)
 
 

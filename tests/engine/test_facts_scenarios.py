@@ -77,7 +77,7 @@ def test_move_berlin_to_munich_updates(engine, openai_server):
     assert berlin["valid_to"] == munich["valid_from"] == "2024-03-01T10:00:00Z"
     assert munich["supersedes_fact_id"] == berlin["id"] and munich["rule"] == "explicit_update"
     rels = engine.store.relations_of(ANA, munich["memory_id"])
-    assert [(r["type"], r["dst_memory_id"]) for r in rels] == [("updates", berlin["memory_id"])]
+    assert [(r.type, r.dst_memory_id) for r in rels] == [("updates", berlin["memory_id"])]
     lines = [x["text"] for x in engine.profile(ANA).as_dict()["static"]]
     assert any("Munich" in t for t in lines) and not any("Berlin" in t for t in lines)
     shown = engine.show("fact", munich["id"], scope=ANA)
@@ -107,7 +107,7 @@ def test_added_detail_extends(engine, openai_server):
     assert len(both) == 2
     newer = max(both, key=lambda f: f["id"])
     assert newer["relation"] == "extends" and newer["rule"] == "explicit_extends"
-    assert [r["type"] for r in engine.store.relations_of(ANA, newer["memory_id"])] == ["extends"]
+    assert [r.type for r in engine.store.relations_of(ANA, newer["memory_id"])] == ["extends"]
 
 
 def test_inference_derives_with_lower_confidence(engine, openai_server):
@@ -123,7 +123,7 @@ def test_inference_derives_with_lower_confidence(engine, openai_server):
     assert derived["relation"] == "derives" and derived["confidence"] <= 0.6
     pet = current(engine, "has_pet")[0]
     rels = engine.store.relations_of(ANA, derived["memory_id"])
-    assert ("derives", pet["memory_id"]) in [(r["type"], r["dst_memory_id"]) for r in rels]
+    assert ("derives", pet["memory_id"]) in [(r.type, r.dst_memory_id) for r in rels]
     assert not any("park" in x.text for x in engine.profile(ANA).lines()), "inferences stay out of the profile"
 
 

@@ -34,7 +34,7 @@ def _state(engine, scope=ANA):
     data = engine.export(scope)
     data.pop("entities")
     return data | {"entities": engine.store.export(scope)["entities"],
-                   "conflicts": engine.store.conflicts(scope, status=None)}
+                   "conflicts": engine.conflicts(scope, status=None)}
 
 
 @pytest.mark.parametrize("name", list(CHECKS))
@@ -80,7 +80,7 @@ def test_a_turn_stored_twice_is_a_duplicate_and_merging_fixes_it_with_undo(engin
     kept = engine.store.sources_of(ANA, min(ids))
     assert len(kept) == 2 and engine.store.memory(ANA, max(ids)).forget_reason == f"merged into memory {min(ids)}"
     assert _run(engine, "duplicate_memories").count == 0
-    assert engine.store.curation_entry(ANA, done.log_id)["command"] == "merge"
+    assert engine.store.curation_entry(ANA, done.log_id).command == "merge"
     _curator(engine).undo()
     assert _state(engine) == before
 
@@ -88,7 +88,7 @@ def test_a_turn_stored_twice_is_a_duplicate_and_merging_fixes_it_with_undo(engin
 def test_near_identical_vectors_are_duplicates_even_with_different_text(engine):
     mem = engine.store.browse_memories(ANA, limit=1)[0]["id"]
     other = next(m["id"] for m in engine.store.browse_memories(ANA, limit=10) if m["id"] != mem and m["kind"] == "episode")
-    vec = engine.store.embedding_of(ANA, "memory", mem)["vector"]
+    vec = engine.store.embedding_of(ANA, "memory", mem).vector
     nudge = np.random.default_rng(2).standard_normal(EMB.dims).astype(np.float32)
     near = vec + 0.15 * nudge / np.linalg.norm(nudge)  # cosine about 0.99
     with engine.store.writer(ANA) as w:

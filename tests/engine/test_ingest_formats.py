@@ -621,3 +621,34 @@ def test_iter_source_files(tmp_path):
     found = [p.relative_to(tmp_path).as_posix() for p in iter_source_files(tmp_path)]
     assert found == ["a.md", "sub/b.py"]
     assert list(iter_source_files(tmp_path / "a.md")) == [tmp_path / "a.md"]
+
+
+# --- secrets across the "<speaker>: <text>" join -------------------------------------------
+
+# Neither half is a secret on its own; joined, "password: hunter2xyz9" is one (the scrubber
+# passes "password" and "hunter2xyz9" alone, and redacts the line).
+_SECRET_TURNS = {
+    "chat": lambda: chat.parse_json(
+        {"messages": [{"role": "user", "name": "password", "content": "hunter2xyz9"}]}, name="c.json"),
+    "locomo": lambda: locomo.parse_json(
+        [{"sample_id": "s", "conversation": {"session_1": [
+            {"speaker": "password", "dia_id": "D1:1", "text": "hunter2xyz9"},
+            {"speaker": "PIN", "dia_id": "D1:2", "text": "4821 on a card", "blip_caption": "a bank card"}]}}], name="l.json"),
+    "longmemeval": lambda: longmemeval.parse_json(
+        [{"question_id": "q", "haystack_session_ids": ["a"], "haystack_dates": [None],
+          "haystack_sessions": [[{"role": "password", "content": "hunter2xyz9"}]]}], name="q.json"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(_SECRET_TURNS))
+def test_a_secret_made_by_joining_speaker_and_text_is_scrubbed(fmt):
+    from engine.extract.secrets import scrub
+
+    assert scrub("password")[0] == "password" and scrub("hunter2xyz9")[0] == "hunter2xyz9"
+    (doc,) = _SECRET_TURNS[fmt]()
+    assert "hunter2xyz9" not in doc.text and "4821" not in doc.text
+    assert scrub(doc.text)[0] == doc.text  # what is stored is what the scrubber passes
+    assert_well_formed([doc])
+    for chunk in doc.chunks:  # spans stay exact and the line still names its speaker
+        assert doc.text[chunk.start:chunk.end] == doc.chunk_text(chunk)
+        assert doc.chunk_text(chunk).startswith(f"{chunk.speaker}: [secret:")

@@ -231,7 +231,7 @@ def test_reimport_is_idempotent_and_changes_update(engine, quirky, tmp_path):
     assert third["embedded"] == 1  # the changed text got a new vector
     gone = by_ref(engine, A_CONV)["neoagent:memory:m-conv"]  # deleted in NeoAgent: forgotten here, not deleted
     assert gone["forgotten_at"] is not None and "deleted in NeoAgent" in gone["forget_reason"]
-    (entry,) = engine.store.curation_log(A_CONV)
+    (entry,) = engine.curation_log(A_CONV)
     assert (entry["command"], entry["actor"]) == ("retire", "neoagent-import")
 
 

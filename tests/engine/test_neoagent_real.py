@@ -180,12 +180,12 @@ def test_entities_sentence_starts_and_relation_evidence(engine, neo):
 def test_reimport_is_a_no_op(engine, neo):
     first = import_neoagent(engine, neo.path).as_dict()
     counts = {s: engine.counts(s) for s in engine.store.scopes()}
-    log = {s: engine.store.curation_log(s) for s in engine.store.scopes()}
+    log = {s: engine.curation_log(s) for s in engine.store.scopes()}
     second = import_neoagent(engine, neo.path).as_dict()
     assert second["imported"] == {} and second["updated"] == {} and second["retired"] == {}
     assert second["unchanged"] == first["imported"] and second["embedded"] == 0
     assert {s: engine.counts(s) for s in engine.store.scopes()} == counts
-    assert {s: engine.store.curation_log(s) for s in engine.store.scopes()} == log
+    assert {s: engine.curation_log(s) for s in engine.store.scopes()} == log
     assert set(engine.store.scopes()) == {A, NOAGENT, B, B_CONV}
 
 
@@ -216,7 +216,7 @@ def test_deleted_rows_retire_with_an_audit_entry_unless_the_operator_curated_the
     mems = by_ref(engine, A)
     assert mems["neoagent:memory:m-rita"]["forgotten_at"] and mems["neoagent:memory:m-flat"]["forgotten_at"] is None
     assert engine.conflicts(A) == []  # the review of the deleted fact is dismissed with it
-    entry = next(e for e in engine.store.curation_log(A) if e["command"] == "retire")
+    entry = next(e for e in engine.curation_log(A) if e["command"] == "retire")
     assert entry["actor"] == "neoagent-import"
     images = entry["before"]["rows"]
     assert str(old["id"]) in images["facts"] and images["facts"][str(old["id"])]["status"] == "active"

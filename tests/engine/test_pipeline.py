@@ -65,10 +65,10 @@ def test_read_your_writes_fts_and_vectors(engine):
     mem = engine.store.memory(ALICE, hits[0][0])
     assert "Munich" in mem.text
     emb = engine.store.embedding_of(ALICE, "memory", mem.id)
-    assert (emb["provider"], emb["model"], emb["dims"]) == ("hashing", "hashing-v1-384", 384)
-    assert emb["created_at"] and emb["embed_ms"] is not None and emb["embed_ms"] >= 0
+    assert (emb.provider, emb.model, emb.dims) == ("hashing", "hashing-v1-384", 384)
+    assert emb.created_at and emb.embed_ms is not None and emb.embed_ms >= 0
     expected = HashingEmbedder().embed([mem.text])[0]
-    assert np.allclose(emb["vector"], expected)
+    assert np.allclose(emb.vector, expected)
     stemmed = engine.store.fts_memories(ALICE, "moving")  # porter stemming: moving ~ moved
     assert [h[0] for h in stemmed] == [mem.id]
 
@@ -161,7 +161,7 @@ def test_model_change_marks_vectors_stale_and_reembeds(tmp_path):
         assert eng.counts(ALICE)["stale_embeddings"] == 0
         for m in eng.export(ALICE)["memories"]:
             emb = eng.store.embedding_of(ALICE, "memory", m["id"])
-            assert (emb["model"], emb["dims"], emb["vector"].shape) == ("hashing-v1-256", 256, (256,))
+            assert (emb.model, emb.dims, emb.vector.shape) == ("hashing-v1-256", 256, (256,))
 
 
 @pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="per-thread nice is Linux")
@@ -229,14 +229,14 @@ def test_reembedding_uses_the_same_contextual_text_as_ingestion(tmp_path):
     doc = chat_doc(MSGS)
     with MemoryEngine(path, embedder=HashingEmbedder(384)) as eng:
         eng.ingest_documents([doc], scope=ALICE)
-        first = {m["text"]: eng.store.embedding_of(ALICE, "memory", m["id"])["vector"] for m in eng.export(ALICE)["memories"]}
+        first = {m["text"]: eng.store.embedding_of(ALICE, "memory", m["id"]).vector for m in eng.export(ALICE)["memories"]}
     with MemoryEngine(path, embedder=HashingEmbedder(256)) as eng:
         _ = eng.embedder
         eng.wait_for_background()
         for i, ch in enumerate(doc.chunks):
             text = doc.text[ch.start:ch.end]
             mid = eng.store.fts_memories(ALICE, '"' + text.split()[-1].strip("?.!") + '"')[0][0]
-            got = eng.store.embedding_of(ALICE, "memory", mid)["vector"]
+            got = eng.store.embedding_of(ALICE, "memory", mid).vector
             assert np.allclose(got, HashingEmbedder(256).embed([embedding_text(doc, i)])[0])
     assert len(first) == 3
 
@@ -252,13 +252,13 @@ def test_a_fact_is_embedded_with_its_evidence_and_reembedding_reproduces_it(tmp_
         mem = eng.store.memory(ALICE, fact["memory_id"])
         expected = fact_vector_text(mem.text, fact["evidence"])
         assert mem.text == "Ana likes hiking." and "Honestly" in expected
-        got = eng.store.embedding_of(ALICE, "memory", mem.id)["vector"]
+        got = eng.store.embedding_of(ALICE, "memory", mem.id).vector
         assert np.allclose(got, HashingEmbedder(384).embed([expected])[0])
         assert not np.allclose(got, HashingEmbedder(384).embed([mem.text])[0])
     with MemoryEngine(path, embedder=HashingEmbedder(256)) as eng:  # another model: every vector is redone
         _ = eng.embedder
         eng.wait_for_background()
-        got = eng.store.embedding_of(ALICE, "memory", mem.id)["vector"]
+        got = eng.store.embedding_of(ALICE, "memory", mem.id).vector
         assert np.allclose(got, HashingEmbedder(256).embed([expected])[0])
 
 
@@ -299,18 +299,18 @@ def test_facts_embedded_by_an_older_version_are_redone_on_open(tmp_path):
     with MemoryEngine(path, embedder=emb, background_reembed=False) as eng:
         _ = eng.embedder
         row = eng.store.embedding_of(ALICE, "memory", mem.id)
-        assert not row["stale"] and np.allclose(row["vector"], emb.embed([mem.text])[0])
+        assert not row.stale and np.allclose(row.vector, emb.embed([mem.text])[0])
         assert eng.store.get_meta("vector_text") is None
     with MemoryEngine(foreground, embedder=emb, background_reembed=False) as eng:  # `memlens reembed`
         assert eng.reembed_stale() == 1
         row = eng.store.embedding_of(ALICE, "memory", mem.id)
-        assert np.allclose(row["vector"], emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
+        assert np.allclose(row.vector, emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
     with MemoryEngine(path, embedder=emb) as eng:
         _ = eng.embedder
         eng.wait_for_background()
         row = eng.store.embedding_of(ALICE, "memory", mem.id)
-        assert not row["stale"]
-        assert np.allclose(row["vector"], emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
+        assert not row.stale
+        assert np.allclose(row.vector, emb.embed([fact_vector_text(mem.text, fact["evidence"])])[0])
         assert eng.store.get_meta("vector_text") == str(VECTOR_TEXT_VERSION)
 
 

@@ -71,8 +71,8 @@ def _fill(path, people) -> str:
         facts = eng.store.facts(scope)
         assert facts, f"the heuristic extractor found no fact for {scope}"
         cur = eng.curator(scope)
-        current = next(f for f in facts if f["status"] == "active")
-        cur.open_conflict(current["id"], None, reason=f"checked by {name}")
+        current = next(f for f in facts if f.status == "active")
+        cur.open_conflict(current.id, None, reason=f"checked by {name}")
         episode = next(m for m in eng.store.browse_memories(scope) if m["kind"] == "episode")
         cur.forget(episode["id"], reason=f"forgotten for {name}")
     eng.wait_for_background()

@@ -131,7 +131,7 @@ def expected_chat(msgs):
             continue
         role = chat.role_label(m.get("role"))
         speaker = label(m.get("name")) or role or "unknown"
-        out.append((f"{speaker}: " + content).strip())
+        out.append(normalize(f"{speaker}: " + content).strip())  # the line is scrubbed as one
     return out
 
 
@@ -197,7 +197,7 @@ def expected_locomo_turn(t):
     out = f"{label(t['speaker']) or 'unknown'}: " + (body if body.strip() else "")
     if caption.strip():
         out += (" [shares a photo: " if body.strip() else "[shares a photo: ") + caption + "]"
-    return out.strip()
+    return normalize(out).strip()  # the line is scrubbed as one
 
 
 @given(locomo_samples())

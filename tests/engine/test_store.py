@@ -235,27 +235,52 @@ def test_entity_keys_move_to_the_one_name_key(tmp_path):
     store.close()
 
 
-def test_typed_fact_and_conflict_rows_hold_every_column(tmp_path):
-    """Fact and Conflict declare exactly the columns their reads return: a column added to the
-    schema (or the query) fails here until the record learns it, so no value is silently dropped."""
-    from engine.records import Conflict, Fact
+def test_typed_records_hold_every_column_of_their_table(tmp_path):
+    """Each record read by a SELECT in its field order declares exactly its table's columns (and
+    Fact its memory's fields after them): a column added to the schema fails here until the record
+    learns it, so no value is silently dropped or read into the wrong field."""
+    from engine.records import Conflict, CurationEntry, ExtractionWindow, Fact, Relation, StoredTrace, TraceCandidate
 
     scope = Scope.default("ana", "bot")
     with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(64), llm=False,
                       background_reembed=False) as eng:
+        def columns(table: str) -> list[str]:
+            return [r[1] for r in eng.store.conn.execute(f"PRAGMA table_info({table})")]
+
+        def names(record) -> list[str]:
+            return [f.name for f in dataclasses.fields(record)]
+
+        assert names(Fact) == columns("facts") + ["trust", "text", "pinned", "forgotten_at", "forget_reason"]
+        assert set(names(Fact)[len(columns("facts")):]) <= set(columns("memories"))
+        assert names(Conflict) == columns("conflicts")
+        assert names(Relation) == columns("memory_relations")
+        assert names(CurationEntry) == columns("curation_log")
+        assert names(StoredTrace) == columns("retrieval_traces") + ["candidates"]
+        assert names(TraceCandidate) == columns("trace_candidates")
+        assert names(ExtractionWindow) == columns("extraction_queue")
+
         eng.add_turns([{"role": "user", "name": "Ana", "content": "I live in Lisbon. I work at Acme as a nurse.",
                         "timestamp": "2024-03-01T09:00:00Z"}], scope=scope, extract="heuristic")
-        fact_id = eng.store.facts(scope)[0]["id"]
+        fact_id = eng.store.facts(scope)[0].id
         conflict_id = eng.curator(scope).open_conflict(fact_id, None, reason="checked").details["conflict_id"]
         row, record = eng.store.fact(scope, fact_id), eng.store.fact_record(scope, fact_id)
-        assert row is not None and record is not None
-        assert [f.name for f in dataclasses.fields(Fact)] == list(row) and record.as_dict() == row
+        assert row is not None and record is not None and record.as_dict() == row
+        sql = eng.store.conn.execute("SELECT f.*, m.trust, m.text, m.pinned, m.forgotten_at, m.forget_reason FROM facts f"
+                                     " JOIN memories m ON m.id = f.memory_id WHERE f.id = ?", (fact_id,)).fetchone()
+        assert tuple(row.values()) == tuple(sql)  # the fields hold their own columns' values
         by_memory = eng.store.fact_record_by_memory(scope, row["memory_id"])
         assert by_memory == record
         crow, crecord = eng.store.conflict(scope, conflict_id), eng.store.conflict_record(scope, conflict_id)
-        assert crow is not None and crecord is not None
-        assert [f.name for f in dataclasses.fields(Conflict)] == list(crow) and crecord.as_dict() == crow
+        assert crow is not None and crecord is not None and crecord.as_dict() == crow
+        assert tuple(crow.values()) == eng.store.conn.execute("SELECT * FROM conflicts WHERE id = ?",
+                                                              (conflict_id,)).fetchone()
         assert eng.store.fact_record(scope, 10_000) is None and eng.store.conflict_record(scope, 10_000) is None
+        # as_dict is dataclasses.asdict without its cost: the same values, nested images copied
+        (entry, *_) = eng.store.curation_log(scope)
+        doc = eng.store.document(scope, 1)  # the chat add_turns stored, with its meta
+        for rec in (record, crecord, entry, doc):
+            assert rec is not None and rec.as_dict() == dataclasses.asdict(rec)
+        assert entry.as_dict()["after"] == entry.after and entry.as_dict()["after"] is not entry.after
 
 
 def test_interrupt_stops_other_threads_reads_but_not_a_write_in_progress(tmp_path):

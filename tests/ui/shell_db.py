@@ -64,7 +64,7 @@ def state(engine: MemoryEngine) -> str:
     import json
 
     data = engine.export(SAMPLE_SCOPE)
-    data["conflicts"] = engine.store.conflicts(SAMPLE_SCOPE, status=None)
+    data["conflicts"] = engine.conflicts(SAMPLE_SCOPE, status=None)
     return json.dumps(data, sort_keys=True, default=str)
 
 

@@ -93,7 +93,7 @@ def test_a_fix_runs_the_curation_command_reruns_the_checks_and_undoes(qtbot, eng
         pane.fix_buttons[0].click()  # "Merge #b into #a"
     qtbot.waitUntil(lambda: _row(pane, "duplicate_memories")["count"] == 0, timeout=5000)
     assert "Merged memory" in pane.banner.text
-    assert engine.store.curation_log(ANA)[0]["command"] == "merge"
+    assert engine.curation_log(ANA)[0]["command"] == "merge"
     assert [t["trigger"] for t in engine.health_trend(ANA)] == ["open"]  # a rerun after curation is no trend point
     pane.undo_button.click()
     qtbot.waitUntil(lambda: _row(pane, "duplicate_memories")["count"] == 1, timeout=5000)
@@ -138,7 +138,7 @@ def test_reembed_covers_every_selected_item(qtbot, engine):
     pane.items.selectAll()
     with qtbot.waitSignal(ctx.bus.sigDataChanged):
         pane.fix_buttons[0].click()
-    entry = engine.store.curation_log(ANA)[0]
+    entry = engine.curation_log(ANA)[0]
     assert entry["command"] == "reembed" and entry["after"]["memory_ids"] == sorted(mids)
 
 

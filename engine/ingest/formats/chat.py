@@ -158,8 +158,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
             msg_id = message.get("id")
             if len(builder):
                 builder.add("\n\n", normalized=True)
-            start, _ = builder.add(f"{speaker}: ", normalized=True)
-            _, end = builder.add(content, normalized=True)
+            start, end = builder.add(f"{speaker}: {content}")  # one piece, scrubbed as a line: DocumentBuilder.add
             meta = {}
             if when is None and raw_time is not None:
                 meta["time_raw"] = str(raw_time)

@@ -11,6 +11,7 @@ has `session_<n>_date_time` keys without sessions.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from engine.timeexpr import month_number
 from engine.timeutil import to_iso, to_utc_iso
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
+_DATE_KEY = re.compile(r"^session_(\d+)_date_time$")
 _DATE = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$",
     re.IGNORECASE,
@@ -50,31 +52,89 @@ def parse_session_date(raw: Any) -> datetime | None:
         return None
 
 
-def _samples(data: Any, name: str) -> list[dict[str, Any]]:
-    samples = [data] if isinstance(data, dict) else data
-    if not isinstance(samples, list) or not samples:
+@dataclass(frozen=True)
+class Session:
+    """One `session_<n>` list of a LoCoMo conversation, as written."""
+
+    number: int
+    date_raw: Any  # conversation["session_<n>_date_time"]; None when the key is absent
+    when: datetime | None  # parse_session_date(date_raw)
+    turns: tuple[dict[str, Any], ...]  # the turn objects, in file order
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One LoCoMo sample: the structure both the importer (below) and the benchmark loader
+    (engine/bench/datasets.py) read, so the file is walked by one rule. Values stay as written:
+    the importer labels them leniently, the benchmark refuses what its gold cannot use."""
+
+    index: int
+    sample_id: Any  # as written (None when absent)
+    conversation: dict[str, Any]
+    sessions: tuple[Session, ...]  # the session_<n> lists, by number
+    not_lists: tuple[str, ...]  # session_<n> keys whose value is not a list (no session)
+    dates_without_session: tuple[int, ...]  # session_<n>_date_time keys without a list (conv-26)
+    qa: Any  # sample["qa"] as written (None when absent)
+
+    @property
+    def id_label(self) -> str:
+        """The sample's id as the importer writes it: a label, "sample_<index>" without one."""
+        return _id_label(self.sample_id, self.index)
+
+
+def _id_label(sample_id: Any, index: int) -> str:
+    return label(sample_id) or f"sample_{index}"
+
+
+def read_samples(data: Any, name: str) -> list[Sample]:
+    """LoCoMo JSON already loaded (a list of samples, or one sample) -> its samples.
+    UnknownFormat when it is not LoCoMo's shape; BadInput for a turn that is not an object."""
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
         raise UnknownFormat(f"{name}: not LoCoMo: expected a list of samples with \"conversation\"")
-    for i, sample in enumerate(samples):
+    samples = []
+    for i, sample in enumerate(items):
         if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
             raise UnknownFormat(f"{name}: not LoCoMo: item {i} has no \"conversation\" object")
+        conv = sample["conversation"]
+        lists: dict[int, list[Any]] = {}
+        not_lists: list[str] = []
+        dated: set[int] = set()
+        for key, value in conv.items():
+            if (m := _SESSION_KEY.match(key)) is not None:
+                if isinstance(value, list):
+                    lists[int(m.group(1))] = value
+                else:
+                    not_lists.append(key)
+            elif (m := _DATE_KEY.match(key)) is not None:
+                dated.add(int(m.group(1)))
+        sessions = []
+        for n in sorted(lists):
+            for t, turn in enumerate(lists[n]):
+                if not isinstance(turn, dict):
+                    where = _id_label(sample.get("sample_id"), i)
+                    raise BadInput(f"{name}: {where} session_{n}: turn {t} is not a JSON object")
+            date_raw = conv.get(f"session_{n}_date_time")
+            sessions.append(Session(n, date_raw, parse_session_date(date_raw), tuple(lists[n])))
+        samples.append(Sample(i, sample.get("sample_id"), conv, tuple(sessions), tuple(not_lists),
+                              tuple(sorted(dated - set(lists))), sample.get("qa")))
     return samples
+
+
+def session_id(sample_id: str, number: int) -> str:
+    """A session's document external_id, "<sample_id>:session_<n>" (what gold sessions name)."""
+    return f"{sample_id}:session_{number}"
 
 
 def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
     """LoCoMo JSON already loaded -> one ParsedDocument per session."""
     docs = []
-    for index, sample in enumerate(_samples(data, name)):
-        sample_id = label(sample.get("sample_id")) or f"sample_{index}"
-        conv = sample["conversation"]
+    for sample in read_samples(data, name):
+        sample_id = sample.id_label
+        conv = sample.conversation
         speakers = [s for s in (label(conv.get("speaker_a")), label(conv.get("speaker_b"))) if s]
-        sessions = sorted(
-            (int(m.group(1)), value)
-            for key, value in conv.items()
-            if (m := _SESSION_KEY.match(key)) and isinstance(value, list)
-        )
-        for n, turns in sessions:
-            date_raw = conv.get(f"session_{n}_date_time")
-            when = parse_session_date(date_raw)
+        for session in sample.sessions:
+            n, date_raw, when = session.number, session.date_raw, session.when
             builder = DocumentBuilder()
             if when is not None:
                 header = f"Session {n} ({when:%Y-%m-%d %H:%M})"
@@ -85,9 +145,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
             builder.add(header + "\n\n")
             source_time = to_iso(when) if when else None
             skipped = 0
-            for t, turn in enumerate(turns):
-                if not isinstance(turn, dict):
-                    raise BadInput(f"{name}: {sample_id} session_{n}: turn {t} is not a JSON object")
+            for turn in session.turns:
                 speaker = label(turn.get("speaker")) or "unknown"
                 text = normalize(str(turn.get("text") or ""))
                 caption = normalize(str(turn.get("blip_caption") or ""))
@@ -96,18 +154,14 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
                     continue
                 if builder.chunks:
                     builder.add("\n", normalized=True)
-                start, end = builder.add(f"{speaker}: ", normalized=True)
+                line = f"{speaker}: " + (text if text.strip() else "")
                 meta: dict[str, Any] = {}
-                if text.strip():
-                    _, end = builder.add(text, normalized=True)
                 if caption.strip():
-                    opening = " [shares a photo: " if text.strip() else "[shares a photo: "
-                    builder.add(opening, normalized=True)
-                    builder.add(caption, normalized=True)
-                    _, end = builder.add("]", normalized=True)
+                    line += (" [shares a photo: " if text.strip() else "[shares a photo: ") + caption + "]"
                     meta["blip_caption"] = caption.strip()
                     if isinstance(turn.get("img_url"), list):
                         meta["img_url"] = [str(u) for u in turn["img_url"]]
+                start, end = builder.add(line)  # one piece, scrubbed as a line: DocumentBuilder.add
                 dia_id = turn.get("dia_id")
                 builder.add_chunk(
                     start,
@@ -128,7 +182,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
                     trust="user",
                     title=f"{sample_id} session {n}" + (f": {who}" if who else ""),
                     source_time=source_time,
-                    external_id=f"{sample_id}:session_{n}",
+                    external_id=session_id(sample_id, n),
                     meta={
                         "sample_id": sample_id,
                         "session": n,

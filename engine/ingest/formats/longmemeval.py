@@ -49,7 +49,7 @@ def parse_haystack_date(raw: Any) -> str | None:
 class _Session:
     session_id: str
     external_id: str
-    turns: list[dict[str, Any]]
+    turns: tuple[dict[str, Any], ...]
     key: tuple[tuple[Any, str], ...]
     question_ids: list[str] = field(default_factory=list)
     times: list[str] = field(default_factory=list)
@@ -57,23 +57,66 @@ class _Session:
     has_answer: dict[int, bool] = field(default_factory=dict)
 
 
-def _questions(data: Any, name: str) -> list[dict[str, Any]]:
-    questions = [data] if isinstance(data, dict) else data
-    if not isinstance(questions, list) or not questions:
+@dataclass(frozen=True)
+class HaystackSession:
+    """One entry of a question's parallel haystack lists, as written."""
+
+    session_id: Any  # haystack_session_ids[i]
+    date_raw: Any  # haystack_dates[i]; None when the question has no haystack_dates list
+    turns: tuple[dict[str, Any], ...]  # haystack_sessions[i], the turn objects
+
+
+@dataclass(frozen=True)
+class Question:
+    """One LongMemEval question: the structure both the importer (below) and the benchmark
+    loader (engine/bench/datasets.py) read, so the file is walked by one rule. Values stay as
+    written: the importer labels them leniently, the benchmark refuses what its gold cannot use."""
+
+    index: int
+    item: dict[str, Any]  # the question object (question_id, question, answer, answer_session_ids, ...)
+    sessions: tuple[HaystackSession, ...]  # the haystack in file order (repeated ids included)
+
+    @property
+    def id_label(self) -> str:
+        """The question's id as the importer writes it: a label, "question_<index>" without one."""
+        return _id_label(self.item, self.index)
+
+
+def _id_label(item: dict[str, Any], index: int) -> str:
+    return label(item.get("question_id")) or f"question_{index}"
+
+
+def read_questions(data: Any, name: str) -> list[Question]:
+    """LongMemEval JSON already loaded (a list of questions, or one) -> its questions.
+    UnknownFormat when it is not LongMemEval's shape; BadInput when its haystack lists differ
+    in length or a session is not a list of turn objects."""
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
         raise UnknownFormat(f"{name}: not LongMemEval: expected a list of questions with haystack_sessions")
-    for i, q in enumerate(questions):
+    questions = []
+    for i, q in enumerate(items):
         if not isinstance(q, dict) or any(not isinstance(q.get(k), list) for k in _KEYS):
             raise UnknownFormat(
                 f"{name}: not LongMemEval: item {i} lacks haystack_session_ids/haystack_sessions lists"
             )
-        dates = q.get("haystack_dates")
-        if len(q["haystack_session_ids"]) != len(q["haystack_sessions"]) or (
-            isinstance(dates, list) and len(dates) != len(q["haystack_sessions"])
-        ):
+        ids, bodies, dates = q["haystack_session_ids"], q["haystack_sessions"], q.get("haystack_dates")
+        if len(ids) != len(bodies) or (isinstance(dates, list) and len(dates) != len(bodies)):
             raise BadInput(
-                f"{name}: question {q.get('question_id', i)}: haystack_session_ids, haystack_dates "
+                f"{name}: question {label(q.get('question_id', i))}: haystack_session_ids, haystack_dates "
                 "and haystack_sessions differ in length"
             )
+        if not isinstance(dates, list):
+            dates = [None] * len(bodies)
+        qid = _id_label(q, i)
+        sessions = []
+        for sid, date_raw, turns in zip(ids, dates, bodies):
+            if not isinstance(turns, list):
+                raise BadInput(f"{name}: question {qid}: session {label(sid)} is not a list of turns")
+            for t, turn in enumerate(turns):
+                if not isinstance(turn, dict):
+                    raise BadInput(f"{name}: question {qid}: session {label(sid)} turn {t} is not a JSON object")
+            sessions.append(HaystackSession(sid, date_raw, tuple(turns)))
+        questions.append(Question(i, q, tuple(sessions)))
     return questions
 
 
@@ -81,17 +124,10 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
     """LongMemEval JSON already loaded -> one ParsedDocument per distinct haystack session."""
     by_id: dict[str, list[_Session]] = {}
     order: list[_Session] = []
-    for qi, question in enumerate(_questions(data, name)):
-        qid = label(question.get("question_id")) or f"question_{qi}"
-        dates = question.get("haystack_dates")
-        if not isinstance(dates, list):
-            dates = [None] * len(question["haystack_sessions"])
-        for sid_raw, date_raw, turns in zip(
-            question["haystack_session_ids"], dates, question["haystack_sessions"]
-        ):
-            sid = label(sid_raw)
-            if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
-                raise BadInput(f"{name}: question {qid}: session {sid} is not a list of turn objects")
+    for question in read_questions(data, name):
+        qid = question.id_label
+        for haystack in question.sessions:
+            sid, date_raw, turns = label(haystack.session_id), haystack.date_raw, haystack.turns
             key = tuple((t.get("role"), content_text(t.get("content"))) for t in turns)
             variants = by_id.setdefault(sid, [])
             session = next((s for s in variants if s.key == key), None)
@@ -123,8 +159,7 @@ def _document(session: _Session) -> ParsedDocument | None:
         role = role_label(turn.get("role")) or "unknown"
         if builder.chunks:
             builder.add("\n\n", normalized=True)
-        start, _ = builder.add(f"{role}: ", normalized=True)
-        _, end = builder.add(content, normalized=True)
+        start, end = builder.add(f"{role}: {content}")  # one piece, scrubbed as a line: DocumentBuilder.add
         builder.add_chunk(
             start,
             end,
