@@ -46,7 +46,7 @@ import numpy as np
 from .errors import BadInput
 from .extract.canonical import MULTI_VALUED
 from .extract.instructions import instruction_span
-from .names import name_key
+from .names import name_key, sentence_opener
 from .profile import build_profile
 from .records import Fact
 from .scope import Scope
@@ -648,18 +648,6 @@ def fts_out_of_sync(ctx: CheckContext) -> CheckResult:
 
 
 _SENTENCE_BREAK = re.compile(r"[.!?;]\s")
-_OPENERS = " \t#*->•\"'“‘([0123456789"  # list bullets, heading marks and quotes before a sentence's first word
-
-
-def _sentence_initial(mention: dict[str, Any], before_chars: int = 8) -> bool:
-    if mention["offset"] == 0:
-        return True
-    before = (mention["before"] or "").rstrip(_OPENERS)
-    if not before:
-        return bool(mention["offset"] <= before_chars)  # only openers since the chunk began
-    return bool(before.endswith((".", "!", "?", "\n", ":")))
-
-
 def noisy_entities(ctx: CheckContext) -> CheckResult:
     live = ctx.store.live_memory_count(ctx.scope)
     stats = ctx.store.entity_stats(ctx.scope)
@@ -677,7 +665,7 @@ def noisy_entities(ctx: CheckContext) -> CheckResult:
             found.append((e, "everywhere", f"mentioned in {e['memories']:,} of {live:,} memories "
                                            f"({e['memories'] / live:.0%}): as a key it selects almost nothing"))
         elif e["id"] in contexts and contexts[e["id"]] and all(
-                _sentence_initial(m) and m["after"] != ":" for m in contexts[e["id"]]):
+                sentence_opener(m["offset"], m["before"], m["after"]) for m in contexts[e["id"]]):
             found.append((e, "sentence_initial", "only ever the capitalised first word of a sentence"))
     items = []
     for e, reason, why in ctx.page(found):

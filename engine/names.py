@@ -39,6 +39,25 @@ _COMMON = frozenset(
 )
 
 
+# What may stand between a sentence break and its first word: list bullets, heading marks, quotes.
+_OPENERS = " \t#*->•\"'“‘([0123456789"
+
+
+def sentence_opener(offset: int, before: str | None, after: str | None, *, before_chars: int = 8) -> bool:
+    """Is a capitalised word at `offset` of its chunk (`before`: up to `before_chars` characters
+    before it, `after`: the one after) just the first word of a sentence? Capitalised there, a
+    word says nothing about being a name ("Family is everything", "Bake at 180"); "Ana:" is a
+    label, not a sentence."""
+    if after == ":":
+        return False
+    if offset == 0:
+        return True
+    rest = (before or "").rstrip(_OPENERS)
+    if not rest:
+        return offset <= before_chars  # only openers since the chunk began
+    return rest.endswith((".", "!", "?", "\n", ":"))
+
+
 @dataclass(frozen=True, slots=True)
 class Mention:
     name: str

@@ -50,7 +50,8 @@ _F = [
     # candidate channels
     Feature("vector", "channel", "nearest neighbours of the question's embedding"),
     Feature("fts", "channel", "BM25 over the question's rarest content words"),
-    Feature("entity", "channel", "memories that mention a name the question names"),
+    Feature("entity", "channel", "memories that mention a name the question names (a word only ever capitalised "
+            "as a sentence's first word is not a name)"),
     Feature("relation", "channel", "one hop along updates / extends / derives relations"),
     Feature("neighbour", "channel", "turns next to a strong hit join as its context"),
     Feature("answer_turn", "channel", "the turn right after a hit that asks something is its answer"),
@@ -60,7 +61,8 @@ _F = [
     # priors and ranking rules
     Feature("confidence", "prior", "confident facts and memories rank higher"),
     Feature("importance", "prior", "important memories rank higher"),
-    Feature("recency", "prior", "newer memories rank higher (half-life from the recipe)"),
+    Feature("recency", "prior", "newer memories rank higher (half-life from the recipe; weight 0 in the shipped "
+            "recipes: it hurt on held-out folds)"),
     Feature("usage", "prior", "memories recalled often rank higher"),
     Feature("trust", "prior", "assistant, tool and external content rank slightly below the user's"),
     Feature("fact_bonus", "prior", "a fact distils its evidence: a small edge over the raw turn"),

@@ -21,7 +21,7 @@ import numpy as np
 from ..embed.base import Embedder
 from ..index.vectors import VectorIndex
 from ..llm import LLMClient, Recorder
-from ..names import find_mentions, name_key
+from ..names import find_mentions, name_key, sentence_opener
 from ..scope import Scope
 from ..statements import asks_state
 from ..store.store import Store
@@ -36,6 +36,7 @@ from .trace import CandidateTrace, DropReason, Trace
 # Which of a turn's claims a question asks, and which one a later change concerns, must be clear
 # by this much (cosine plus 0.15 a shared content word) for the change to count as another claim's.
 CLAIM_MARGIN = 0.1
+NAME_MENTIONS_READ = 32  # mentions read to tell a name from a sentence's capitalised first word
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost
 # tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).
@@ -237,7 +238,7 @@ class Recall:
             names |= set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
             known = self.store.entity_names(self.scope, sorted(names))
             total = max(1, len(self.vectors) if self.vectors is not None else 1)
-            useful = [n for n, c in known.items() if c <= max(50, ENTITY_MAX_SHARE * total)]
+            useful = self._names_in_sentence([n for n, c in known.items() if c <= max(50, ENTITY_MAX_SHARE * total)])
             named = self.store.entity_memories(self.scope, useful, r.entity_k) if useful else []
             for rank, (mid, n) in enumerate(named, start=1):
                 trace.candidate(mid).channels.setdefault("entity", {"rank": rank, "score": float(n)})
@@ -278,6 +279,30 @@ class Recall:
 
         self._load_meta(trace)
         trace.stage("candidates", before, len(trace.candidates), _ms(t0), channels=counts)
+
+    def _names_in_sentence(self, names: list[str]) -> list[str]:
+        """The names that are names: a speaker, an address, several capitalised words, or a word
+        capitalised inside a sentence at least once. A word only ever capitalised as a sentence's
+        first word ("Family is everything", "Bake at 180") is an ordinary word, and matching the
+        question's words against it made the channel a noisy second keyword search."""
+        if not names:
+            return []
+        kinds = self.store.entity_kinds(self.scope, names)
+        keep: list[str] = []
+        check: dict[str, list[int]] = {}
+        for name in names:
+            filed = kinds.get(name, [])
+            if " " in name or any(kind != "name" for _eid, kind in filed):
+                keep.append(name)
+            else:
+                check[name] = [eid for eid, _kind in filed]
+        if check:
+            contexts = self.store.mention_contexts(self.scope, [e for ids in check.values() for e in ids],
+                                                   each=NAME_MENTIONS_READ)
+            keep += [name for name, ids in check.items()
+                     if any(not sentence_opener(m["offset"], m["before"], m["after"])
+                            for eid in ids for m in contexts.get(eid, []))]
+        return sorted(keep)
 
     def _fts_terms(self, terms: list[str]) -> list[str]:
         """The query's rarest content words: common ones cost much and rank nothing (PERF.md)."""

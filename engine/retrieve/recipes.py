@@ -33,7 +33,11 @@ class Recipe:
     # priors, added to the fused score
     confidence_weight: float = 0.05
     importance_weight: float = 0.03
-    recency_weight: float = 0.05
+    # Off: a newer-first prior over every memory lost on held-out folds of every file it moved
+    # (LoCoMo conversations, the update scenarios' held-out half), and what it was meant for, the
+    # newer statement of a changed claim leading, is done by the current-truth rules. A recipe
+    # may still set it.
+    recency_weight: float = 0.0
     recency_half_life_days: float = 180.0
     usage_weight: float = 0.02
     # Untrusted sources rank a little lower. The assistant's own turns are not: they are half of
@@ -91,7 +95,7 @@ class Recipe:
 FITTED = (("vector", "weights.vector"), ("fts", "weights.fts"), ("entity", "weights.entity"),
           ("relation", "weights.relation"), ("neighbour", "weights.neighbour"), ("baseline", "weights.baseline"),
           ("session", "session_weight"), ("speaker", "speaker_weight"), ("side", "side_weight"),
-          ("timeframe", "timeframe_weight"), ("recency", "recency_weight"), ("when_time", "when_weight"))
+          ("timeframe", "timeframe_weight"), ("when_time", "when_weight"))
 # Written by `memlens bench fit --write` (with the files, commit and figures it was fitted on).
 FITTED_WEIGHTS = resources_dir() / "recipes" / "fitted.json"
 

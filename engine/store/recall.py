@@ -151,6 +151,17 @@ class RecallReads:
             " GROUP BY em.memory_id ORDER BY n DESC, em.memory_id DESC LIMIT ?",
             (*scope.as_params(), *canonicals, limit))]
 
+    def entity_kinds(self, scope: Scope, canonicals: list[str]) -> dict[str, list[tuple[int, str]]]:
+        """canonical name -> (entity id, kind) of every entity filed under it."""
+        out: dict[str, list[tuple[int, str]]] = {}
+        if canonicals:
+            marks = ",".join("?" * len(canonicals))
+            for eid, canonical, kind in self.conn.execute(
+                    f"SELECT id, canonical, kind FROM entities WHERE {scope_where()} AND canonical IN ({marks})"
+                    " ORDER BY id", (*scope.as_params(), *canonicals)):
+                out.setdefault(canonical, []).append((eid, kind))
+        return out
+
     def entity_names(self, scope: Scope, canonicals: list[str]) -> dict[str, int]:
         """Which of these canonical names are known entities (canonical -> mention count, over every
         kind a name was filed as: "Ana" the speaker and "Ana" the name are one name here)."""

@@ -99,14 +99,17 @@ def test_the_weight_search_moves_towards_what_ranks_the_gold_first():
     rng = np.random.default_rng(7)
     items = []
     for q in range(30):
+        # the two columns that matter are drawn first, so the draw does not depend on how many
+        # weights are fitted
+        vector, fts = rng.uniform(0.4, 0.6, size=20), rng.uniform(0, 0.3, size=20)
         x = rng.uniform(0, 1, size=(20, len(names)))
-        x[:, names.index("vector")] = rng.uniform(0.4, 0.6, size=20)
-        x[:, names.index("fts")] *= 0.3
+        x[:, names.index("vector")] = vector
+        x[:, names.index("fts")] = fts
         x[0, names.index("fts")] = 1.0
         rows = [(list(x[i]), 0.0, [f"D{q}:{i}"]) for i in range(20)]
         items.append({"file": "f", "rows": rows, "gold": {"turn": [f"D{q}:0"]}, "category": "single-hop",
                       "question_id": f"q{q}", "excluded": False})
-    start = {n: 0.0 for n in names} | {"vector": 1.0, "fts": 0.05}
+    start = {n: 0.0 for n in names} | {"vector": 1.0, "fts": 0.01}
     compiled = fit._compiled(items, ["f"])
     vec = lambda w: np.array([w[n] for n in names])  # noqa: E731
     before = fit.offline_metric(compiled, vec(start), k=1)
@@ -151,5 +154,8 @@ def test_the_shipped_fitted_weights_are_loaded_and_the_hand_recipe_keeps_the_old
     if not FITTED_WEIGHTS.is_file():
         pytest.skip("no fitted weights shipped")
     doc = json.loads(FITTED_WEIGHTS.read_text())
-    assert recipe_weights(get_recipe("offline")) == {k: float(v) for k, v in doc["fitted"].items()}
+    # every fitted weight comes from the file; the file may hold weights no longer fitted (recency,
+    # fitted at its hand-set 0.05 before the ablation turned it off), which are not applied
+    assert recipe_weights(get_recipe("offline")) == {k: float(doc["fitted"][k]) for k, _ in FITTED}
+    assert get_recipe("offline").recency_weight == 0.0
     assert doc["files"] and all("/" not in f["file"] for f in doc["files"])  # names, not paths of this machine

@@ -309,3 +309,28 @@ def test_a_trace_is_committed_without_a_sync_but_an_agents_usage_counts_are_sync
     engine.recall("Where does Ana live?", scope=ANA, origin="operator")
     engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # reinforces usage: data
     assert seen == [False, True]
+
+
+def test_the_entity_channel_matches_names_not_a_sentences_capitalised_first_word(tmp_path):
+    """"Family is everything" files "Family" as a capitalised word; a question about family must not
+    pull it through the entity channel as a name, while "Rosa", capitalised inside a sentence once,
+    is a name even where a sentence starts with her."""
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        say(eng, ANA, 1, "Family is everything to me. Bake at 180 for an hour.")
+        say(eng, ANA, 2, "Rosa sent me her recipe.")
+        say(eng, ANA, 3, "I had lunch with Rosa yesterday.")
+        res = eng.recall("what does my family bake with rosa", scope=ANA, now="2024-06-01T00:00:00Z")
+        assert res.trace.params["entities"] == ["rosa"]
+        assert {"family", "bake"} <= set(eng.store.entity_kinds(ANA, ["family", "bake"]))  # filed, yet left out
+        named = {c.memory_id for c in res.trace.candidates.values() if "entity" in c.channels}
+        texts = {mid: res.trace.candidates[mid].meta["text"] for mid in named}
+        assert texts and all("Rosa" in t for t in texts.values())
+
+
+@pytest.mark.parametrize(("offset", "before", "after", "opener"), [
+    (0, "", " ", True), (12, "great. ", " ", True), (3, "- ", " ", True), (10, "said to ", " ", False),
+    (0, "", ":", False), (9, "hey you\n", " ", True), (30, "**", " ", False),
+])
+def test_sentence_opener(offset, before, after, opener):
+    from engine.names import sentence_opener
+    assert sentence_opener(offset, before, after) is opener
