@@ -685,7 +685,7 @@ class Recall:
         does not replace (not_a_change, reasons in trace.params["asides"]). Asked about the past
         ("what did I drive before the RAV4?"), the statement before the best-matching one leads it
         (history_first, in trace.params["history_first"])."""
-        from ..statements import asked, asks_about_asides, claims_for, clauses, stance_for
+        from ..statements import DEPENDANTS, PERSON_NOUNS, asked, asks_about_asides, changes_for, claims_for, clauses, stance_for, widened
 
         r = self.recipe
         pool = sorted((c for c in turns if c.meta.get("trust") in ("user", "external") and c.meta.get("speaker")
@@ -703,8 +703,8 @@ class Recall:
         if asks_about_asides(trace.query):
             kinds.discard("aside")  # "which car did I say I'd get someday?" asks for the aside itself
             stance = {m: (("none", None) if k == "aside" else (k, c)) for m, (k, c) in stance.items()}
-        if "change" not in kinds and "aside" not in kinds:
-            return
+        if not kinds & {"change", "aside", "state"}:
+            return  # nothing to order: no statement of the asked state, no change, no aside
         vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
         clause_vecs: dict[str, np.ndarray] = {}
 
@@ -723,6 +723,7 @@ class Recall:
             return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
 
         q_terms = words(masked)
+        who_terms = words(" ".join(question.people)) if question.people else set()
         masked_vec: list[np.ndarray] = []
 
         def claim_query() -> np.ndarray:
@@ -762,19 +763,56 @@ class Recall:
             for clause, v in zip(changes, vs[len(claims):]):
                 if asked_at is not None and float(np.dot(v, vs[asked_at])) < r.restatement_change_similarity:
                     continue  # about something else than the asked claim, however unclear the alignment
-                aligned_at = closest(v, words(clause), claims, vs[:len(claims)])
+                aligned_at = closest(v, words(clause) - who_terms, claims, vs[:len(claims)])
                 if asked_at is None or aligned_at is None or asked_at == aligned_at:
                     return clause
             return None
 
-        def answers_as_well(stated: list[str], earlier: CandidateTrace) -> bool:
+        def answers_as_well(stated: list[str], earlier: CandidateTrace, share: float | None = None) -> bool:
             own = claims_for(_body(earlier.meta["text"], earlier.meta["speaker"]), question) or [earlier.meta["text"]]
             q = claim_query()
 
             def best(texts: list[str]) -> float:
                 return max(float(np.dot(v, q)) for v in embed(texts))
 
-            return best(stated) >= r.restatement_answer_share * best(own)
+            return best(stated) >= (r.restatement_answer_share if share is None else share) * best(own)
+
+        def own_claims(turn: CandidateTrace) -> list[str]:
+            body = _body(turn.meta["text"], turn.meta["speaker"])
+            return claims_for(body, question) or [body]
+
+        def claim_similarity(earlier: CandidateTrace, stated: list[str]) -> float:
+            """How close the later claims are to the earlier ones: the best pair of clauses (a turn's
+            other sentences, "is 16 GB enough for Docker?", say nothing of which laptop it is)."""
+            own = own_claims(earlier)
+            vs = embed(own + stated)
+            return max(float(np.dot(a, b)) for a in vs[:len(own)] for b in vs[len(own):])
+
+        def change_of(earlier: CandidateTrace, later: CandidateTrace) -> list[str]:
+            """The later turn's change clauses for the asked claim, read beside the earlier statement:
+            a thing it names counts as named ("The oil boiler was ripped out" after "we heat the
+            house with an old oil boiler")."""
+            kind, found = stance[later.memory_id]
+            if kind == "change":
+                return found
+            named = later.meta["speaker"] if later.meta["speaker"].casefold() not in ("user", "human", "me") else None
+            return changes_for(_body(later.meta["text"], later.meta["speaker"]),
+                               widened(question, " ".join(own_claims(earlier))), speaker_named=named)
+
+        def others_matter(earlier: CandidateTrace, later: CandidateTrace, found: list[str]) -> bool:
+            """Is the later turn's change of the asked claim someone else's ("my manager left Spotify
+            and joined Klarna, so I'm reporting to someone new" for "where do I work?"): a third
+            person's change clause is closer to the earlier claim than the speaker's own?"""
+            others = [c.text for c in clauses(_body(later.meta["text"], later.meta["speaker"]))
+                      if c.subject == "person" and c.states_change and c.key in PERSON_NOUNS
+                      and c.key not in question.people and not (question.self_ and c.key in DEPENDANTS)
+                      and c.text not in found]
+            if not others:
+                return False
+            own = own_claims(earlier)
+            vs = embed(own + others + found)
+            near = [max(float(np.dot(v, o)) for o in vs[:len(own)]) for v in vs[len(own):]]
+            return max(near[:len(others)]) > max(near[len(others):])
 
         def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
@@ -827,7 +865,24 @@ class Recall:
         quantity = bool(QUANTITY.search(trace.query))
         top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
 
+        def push_below(aside: CandidateTrace, clause: str, answer: CandidateTrace) -> None:
+            """not_a_change: a later plan, visit or someone else's matter goes below the statement it
+            does not replace."""
+            floor = min(m.score for m in group(answer))
+            if max(m.score for m in group(aside)) < floor:
+                return
+            for m in group(aside):
+                if m.score >= floor:
+                    delta = floor - 1e-6 - m.score
+                    m.components["not_a_change"] = round(m.components.get("not_a_change", 0.0) + delta, 6)
+                    m.score += delta
+            asides[str(aside.memory_id)] = {
+                "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
+                "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
+                          f"what m{answer.memory_id} states"}
+
         def follow(answer: CandidateTrace) -> None:
+            pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
             while answer.memory_id not in seen:
                 seen.add(answer.memory_id)
                 later = [c for c in pool if c.meta["source_time"] > answer.meta["source_time"]
@@ -836,11 +891,18 @@ class Recall:
                 # it (in free chat, "my new job" or "right now" in a turn about something else would
                 # otherwise push an answer out: LoCoMo dev, 2 questions).
                 successors = [c for c in later if c.memory_id in top_k]
-                changes = {c.memory_id: about_asked_claim(answer, stance[c.memory_id][1]) for c in successors
-                           if stance[c.memory_id][0] == "change"}
-                # asked how many / how long / how much, a later count of the same thing is the newer
-                # count, change word or not: "half of the 10 are women" -> "6 women out of 10"
-                if quantity and _counts(answer.meta["text"]):
+                found = {c.memory_id: change_of(answer, c) for c in successors}
+                # someone else's change told with its consequence for the speaker is their matter
+                theirs = {mid for mid, f in found.items() if f and others_matter(answer, by_id[mid], f)}
+                changes = {mid: about_asked_claim(answer, f) for mid, f in found.items() if f and mid not in theirs
+                           # a change that answers the question far worse than the statement it would
+                           # replace is about another of its claims ("my wife's new job" for her name)
+                           and answers_as_well(f, answer, r.restatement_change_answer_share)}
+                # asked how many / how long / how much, or about an amount ("I earn 42k"), a later
+                # amount of the same thing is the newer one, change word or not: "half of the 10 are
+                # women" -> "6 women out of 10", "the senior role pays 57k"
+                counting = quantity or any(_counts(c) for c in own_claims(answer) if re.search(r"\d", c))
+                if counting and _counts(answer.meta["text"]):
                     changes |= {c.memory_id: claim for c in successors if c.memory_id not in changes
                                 and stance[c.memory_id][0] == "state" and (claim := _counts(c.meta["text"]))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
@@ -849,32 +911,26 @@ class Recall:
                     # No change word, no fact: the same claim stated again later still comes first, only
                     # when it answers the question about as well as the earlier one ("I have a shift
                     # tonight" restates nothing of "I'm a nurse at St Mary's" for "what is my current job?"),
-                    # and not as a short reply to the assistant.
+                    # and not as a short reply to the assistant. "The same claim": the turns, or their
+                    # closest claims, are this near (a turn's other sentences say nothing of it).
                     changes = {c.memory_id: about_asked_claim(answer, stated) for c in successors
-                               if stance[c.memory_id][0] == "state"
+                               if stance[c.memory_id][0] == "state" and c.memory_id not in theirs
                                and len(_body(c.meta["text"], c.meta["speaker"]).split()) >= RESTATEMENT_MIN_WORDS
                                and (stated := claims_for(_body(c.meta["text"], c.meta["speaker"]), question))
-                               and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id]))
-                               >= r.restatement_state_similarity
+                               and max(float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])),
+                                       claim_similarity(answer, stated)) >= r.restatement_state_similarity
                                and answers_as_well(stated, answer)}
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
                     changes = {}
+                if r.on("not_a_change"):
+                    pending += [(c, stance[c.memory_id][1] if stance[c.memory_id][0] == "aside" else found[c.memory_id][0])
+                                for c in later if c.memory_id not in changes
+                                and (stance[c.memory_id][0] == "aside" or c.memory_id in theirs)]
                 if not changes:
-                    floor = min(m.score for m in group(answer))
-                    for aside in later if r.on("not_a_change") else ():
-                        kind, clause = stance[aside.memory_id]
-                        if kind != "aside" or max(m.score for m in group(aside)) < floor:
-                            continue
-                        for m in group(aside):
-                            if m.score >= floor:
-                                delta = floor - 1e-6 - m.score
-                                m.components["not_a_change"] = round(delta, 6)
-                                m.score += delta
-                        asides[str(aside.memory_id)] = {
-                            "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
-                            "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
-                                      f"what m{answer.memory_id} states"}
+                    for aside, clause in pending:
+                        if aside.memory_id != answer.memory_id:
+                            push_below(aside, clause, answer)
                     return
                 nxt = max((c for c in later if c.memory_id in changes), key=lambda c: (c.meta["source_time"], c.score))
                 earlier = group(answer)
@@ -895,6 +951,7 @@ class Recall:
         # statements of the asked state): a later change about the same thing leads it and becomes
         # the answer in its turn; a later plan, visit or someone else's change about it goes below
         # it. Only those chains move: the rest of the ranking keeps its order.
+        by_id = {c.memory_id: c for c in pool}
         starts = sorted(statements, key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
         for start in starts:
             if start.memory_id not in seen and str(start.memory_id) not in marks:
