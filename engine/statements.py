@@ -527,7 +527,7 @@ _NOW = re.compile(r"(?i)\b(?:now|currently|current|these\s+days|nowadays|still|a
                   r"|right\s+now|most\s+recent(?:ly)?|latest|at\s+present|today)\b")
 _PAST = re.compile(r"(?i)\b(?:did|was|were|when|had|ago|last|first|before|after|during|used\s+to|yesterday"
                    r"|in\s+(?:19|20)\d\d)\b")
-_PRESENT = re.compile(r"(?i)\b(?:is|are|am|do|does|have|has|'s|’s|'re|’re|'m|’m)\b")
+_PRESENT = re.compile(r"(?i)\b(?:is|are|am|do|does|have|has|should|'s|’s|'re|’re|'m|’m)\b")
 
 
 def asks_state(question: str) -> bool:

@@ -117,7 +117,7 @@ class _VectorMemo:
 
 CLAUSE_VECTORS = _VectorMemo()
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
-_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
+_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
                     r"|eleven|twelve|dozen|twenty|thirty|hundred"
                     r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
 
@@ -716,9 +716,12 @@ class Recall:
 
         # who is asked about says nothing about which of their claims is asked: "Where does Dana
         # live now?" asks for a place, not for "my name is Dana Okafor"
-        masked = trace.query
-        for name in question.people:
-            masked = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", masked)
+        def mask(text: str) -> str:
+            for name in question.people:
+                text = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", text)
+            return text
+
+        masked = mask(trace.query)
         def words(text: str) -> set[str]:
             return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
 
@@ -758,7 +761,9 @@ class Recall:
                 vs = embed(own + changes)
                 near = [c for c, v in zip(changes, vs[len(own):]) if float(np.dot(v, vs[0])) >= r.restatement_change_similarity]
                 return near[0] if near else None
-            vs = embed(claims + changes)
+            # aligned as the query is, without whom they are about: "the kitten is called Pepper now"
+            # is about "named her Biscuit", not about "we picked up a kitten"
+            vs = embed([mask(c) for c in claims + changes])
             asked_at = closest(claim_query(), q_terms, claims, vs[:len(claims)])
             for clause, v in zip(changes, vs[len(claims):]):
                 if asked_at is not None and float(np.dot(v, vs[asked_at])) < r.restatement_change_similarity:
