@@ -694,9 +694,11 @@ class Recall:
             return
         question = asked(trace.query)
         stance: dict[int, tuple[str, Any]] = {}  # stance_for: ("change", [clauses]), ("state", clause), ...
+        def speaker_of(c: CandidateTrace) -> str | None:
+            return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
+
         for c in pool:
-            named = c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
-            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question, speaker_named=named)
+            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question, speaker_named=speaker_of(c))
         kinds = {k for k, _ in stance.values()}
         if historical:
             kinds.add("change")
@@ -800,9 +802,8 @@ class Recall:
             kind, found = stance[later.memory_id]
             if kind == "change":
                 return found
-            named = later.meta["speaker"] if later.meta["speaker"].casefold() not in ("user", "human", "me") else None
             return changes_for(_body(later.meta["text"], later.meta["speaker"]),
-                               widened(question, " ".join(own_claims(earlier))), speaker_named=named)
+                               widened(question, " ".join(own_claims(earlier))), speaker_named=speaker_of(later))
 
         def others_matter(earlier: CandidateTrace, later: CandidateTrace, found: list[str]) -> bool:
             """Is the later turn's change of the asked claim someone else's ("my manager left Spotify
@@ -844,9 +845,18 @@ class Recall:
         if historical:
             if not statements:
                 return
+            # read beside each other, the turns name what the question does not: "the oil boiler was
+            # ripped out" is a statement of how we heat the house after "we heat it with an oil boiler"
+            def states(c: CandidateTrace, beside: str) -> bool:
+                return stance_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, beside),
+                                  speaker_named=speaker_of(c))[0] in ("state", "change")
+
+            told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in statements)
+            statements += [c for c in pool if c not in statements and stance[c.memory_id][0] != "aside" and states(c, told)]
             anchor = max(statements, key=lambda c: max(m.score for m in group(c)))
-            before = [c for c in statements if c.meta["source_time"] < anchor.meta["source_time"]
-                      and same_thing(c, anchor)]
+            anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
+            before = [c for c in pool if c.meta["source_time"] < anchor.meta["source_time"] and same_thing(c, anchor)
+                      and (c in statements or (stance[c.memory_id][0] != "aside" and states(c, anchor_text)))]
             if not before:
                 return
             prev = max(before, key=lambda c: (c.meta["source_time"], c.score))
