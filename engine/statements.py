@@ -108,7 +108,10 @@ VISIT = re.compile(
     r"|staying\s+with|for\s+the\s+weekend|one-off|just\s+once|this\s+once|went\s+to|secondment|taster"
     # a stay or a stand-in that ends: "while I'm travelling", "dog-sitting", "until the end of the month"
     r"|travell?ing|(?:dog|house|pet|cat|baby)-?sitting|looking\s+after|until\s+the\s+end\s+of|for\s+the\s+time\s+being"
-    r"|temporar(?:y|ily))\b")
+    r"|temporar(?:y|ily)"
+    # a stand-in while the speaker's own thing is away: "a courtesy car while the Yaris gets fixed"
+    r"|courtesy\s+car|loan(?:er)?\s+car|hire\s+car|(?:at|in)\s+the\s+(?:repair\s+shop|shop|garage)"
+    r"|(?:being\s+)?(?:fixed|repaired|serviced))\b")
 RETRACTS = re.compile(
     r"(?i)\b(?:actually,?\s+(?:we|i)(?:['’]re|['’]m|\s+are|\s+am)?\s+(?:staying|not|still|keeping|back|decided)"
     r"|after\s+all|never\s*mind|fell\s+through|pulled\s+out|called\s+(?:it\s+)?off|changed\s+"
@@ -224,6 +227,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         base = noun[:-2] if noun.endswith("'s") else noun
         if low == "our" and base in _GROUPS:
             return "self", None, False
+        if base.endswith("s") and base[:-1] in PERSON_NOUNS:
+            base = base[:-1]  # "the neighbours just got a puppy"
         if base in PERSON_NOUNS or base in PET_NOUNS or rest[noun_at - 1].casefold() == "lab":
             if noun.endswith("'s") and base not in PET_NOUNS:
                 return "person", base, False  # "my colleague's team": theirs

@@ -784,6 +784,14 @@ class Recall:
 
             return best(stated) >= (r.restatement_answer_share if share is None else share) * best(own)
 
+        def asserted_count(turn: CandidateTrace) -> str | None:
+            """The first asserted clause of a turn that holds a number: "the job would pay 45k" is a
+            wish, not the newer salary."""
+            for c in clauses(_body(turn.meta["text"], turn.meta["speaker"])):
+                if not (c.question or c.modal or c.visit) and (found := _counts(c.text)):
+                    return found
+            return None
+
         def own_claims(turn: CandidateTrace) -> list[str]:
             body = _body(turn.meta["text"], turn.meta["speaker"])
             return claims_for(body, question) or [body]
@@ -919,7 +927,7 @@ class Recall:
                 counting = quantity or any(_counts(c) for c in own_claims(answer) if re.search(r"\d", c))
                 if counting and _counts(answer.meta["text"]):
                     changes |= {c.memory_id: claim for c in successors if c.memory_id not in changes
-                                and stance[c.memory_id][0] == "state" and (claim := _counts(c.meta["text"]))
+                                and stance[c.memory_id][0] == "state" and (claim := asserted_count(c))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
                 changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not changes:
