@@ -705,8 +705,15 @@ class Recall:
         if asks_about_asides(trace.query):
             kinds.discard("aside")  # "which car did I say I'd get someday?" asks for the aside itself
             stance = {m: (("none", None) if k == "aside" else (k, c)) for m, (k, c) in stance.items()}
-        if not kinds & {"change", "aside", "state"}:
-            return  # nothing to order: no statement of the asked state, no change, no aside
+        if not kinds & {"change", "aside"}:
+            # no change or aside read from the question alone; one may still be read beside the
+            # statements of the state, which name what the question does not ("we heat the house
+            # with an oil boiler", then "the oil boiler was ripped out")
+            told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in pool if stance[c.memory_id][0] == "state")
+            if not told or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
+                                               speaker_named=speaker_of(c))
+                                   for c in pool if stance[c.memory_id][0] != "state"):
+                return
         vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
         clause_vecs: dict[str, np.ndarray] = {}
 
@@ -795,13 +802,6 @@ class Recall:
         def own_claims(turn: CandidateTrace) -> list[str]:
             body = _body(turn.meta["text"], turn.meta["speaker"])
             return claims_for(body, question) or [body]
-
-        def claim_similarity(earlier: CandidateTrace, stated: list[str]) -> float:
-            """How close the later claims are to the earlier ones: the best pair of clauses (a turn's
-            other sentences, "is 16 GB enough for Docker?", say nothing of which laptop it is)."""
-            own = own_claims(earlier)
-            vs = embed(own + stated)
-            return max(float(np.dot(a, b)) for a in vs[:len(own)] for b in vs[len(own):])
 
         def change_of(earlier: CandidateTrace, later: CandidateTrace) -> list[str]:
             """The later turn's change clauses for the asked claim, read beside the earlier statement:
@@ -934,14 +934,12 @@ class Recall:
                     # No change word, no fact: the same claim stated again later still comes first, only
                     # when it answers the question about as well as the earlier one ("I have a shift
                     # tonight" restates nothing of "I'm a nurse at St Mary's" for "what is my current job?"),
-                    # and not as a short reply to the assistant. "The same claim": the turns, or their
-                    # closest claims, are this near (a turn's other sentences say nothing of it).
+                    # and not as a short reply to the assistant.
                     changes = {c.memory_id: about_asked_claim(answer, stated) for c in successors
                                if stance[c.memory_id][0] == "state" and c.memory_id not in theirs
                                and len(_body(c.meta["text"], c.meta["speaker"]).split()) >= RESTATEMENT_MIN_WORDS
                                and (stated := claims_for(_body(c.meta["text"], c.meta["speaker"]), question))
-                               and max(float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])),
-                                       claim_similarity(answer, stated)) >= r.restatement_state_similarity
+                               and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_state_similarity
                                and answers_as_well(stated, answer)}
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
