@@ -134,7 +134,7 @@ CHANGE = re.compile(
     r"|decreased|doubled|halved|(?:went|gone|goes)\s+up|put\s+(?:[\w'’-]+\s+){0,2}up|(?:went|gone|came)\s+down"
     r"|(?:up|down)\s+to\s+\d+|from\s+now\s+on|(?:is|are|'s|’s)\s+(?:history|over|a\s+thing\s+of\s+the\s+past)"
     # someone else's act on the speaker: "they made me head of sales", "the GP took me off it"
-    r"|(?:made|promoted|appointed|hired|offered|let|gave|took|put|switched|moved|transferred)\s+(?:me|us)\b"
+    r"|(?:made|promoted|appointed|hired|put|switched|moved|transferred)\s+(?:me|us)\b"
     # a state that began and holds: "have been freelancing since"
     r"|since\s*$"
     r"|done\s+with|as\s+of|officially|off\s+(?:coffee|meat|alcohol|sugar|dairy)|gone|settled|turned\s+\w+"
