@@ -42,6 +42,9 @@ PET_NOUNS = frozenset("""dog puppy pup cat kitten parrot bird hamster rabbit bun
 # Their changes are the speaker's too: a new baby, a new pet ("how many kids do I have?").
 _DEPENDANTS = frozenset({"son", "daughter", "kid", "kids", "child", "children", "baby"}) | PET_NOUNS
 DEPENDANTS = _DEPENDANTS
+# People whose role is to set the speaker's terms: what they change of the speaker's things is the
+# speaker's change ("the landlord put the rent up"); family and friends change their own.
+_PROVIDERS = frozenset("landlord landlady doctor boss manager teacher coach team lab".split())
 # "our team replaced Trello": a group the speaker is in.
 _GROUPS = frozenset("team family household company office department group band class crew".split())
 _MONTHS = frozenset("""january february march april may june july august september october november december
@@ -128,7 +131,9 @@ CHANGE = re.compile(
     r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
     # choosing, ending, losing: "ended up going with", "got rid of", "was let go", "we lost Max"
     r"|ended\s+up\s+(?:going\s+with|with|getting|buying|choosing|picking|taking)|went\s+with|opted\s+for"
-    r"|settled\s+on|got\s+rid\s+of|let\s+go|laid\s+off|made\s+redundant|fired|sacked|lost|took\s+in"
+    r"|settled\s+on|got\s+rid\s+of|let\s+go|laid\s+off|made\s+redundant|fired|sacked|took\s+in"
+    # "we lost Max", "I lost my job"; not "lost touch", "lost the match"
+    r"|lost\s+(?:(?-i:[A-Z])\w+|my|our)"
     # fittings and amounts: "the boiler was ripped out", "put the rent up to", "down to 86 kilos"
     r"|ripped\s+out|torn\s+out|taken\s+out|removed|installed|fitted|put\s+in|raised|increased|reduced"
     r"|decreased|doubled|halved|(?:went|gone|goes)\s+up|put\s+(?:[\w'’-]+\s+){0,2}up|(?:went|gone|came)\s+down"
@@ -250,8 +255,9 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "thing", None, False  # a thing: "Spotify is history, it's Apple Music now"
     if low in _PRONOUN:
         return "pronoun", None, False
-    if low in _IMPERATIVE and len(rest) > 1:
-        return "self", None, True  # "Send the invoice to sam@reyes.co", "Please use my work email"
+    if low in _IMPERATIVE and len(rest) > 1 and not any(w.casefold() in ("her", "his", "their") or re.search(
+            r"['’]s$", w) for w in rest[1:]):
+        return "self", None, True  # "Send the invoice to sam@reyes.co"; not "send it to her new address"
     if low in ("no", "not", "living", "loving", "being", "having", "off", "back", "done", "finished", "down", "up"):
         return "self", None, True  # "No more coffee shop for me!", "Not using Windows anymore"
     if low in PERSON_NOUNS or low in PET_NOUNS:
@@ -336,6 +342,8 @@ def _clauses(text: str) -> tuple[Clause, ...]:
             if subject == "thing":
                 if key is None and out and out[-1].sentence == number and out[-1].subject == "thing":
                     key, nouns = out[-1].key, out[-1].nouns  # "Spotify is history, it's Apple Music now"
+                elif key is None and out and out[-1].sentence == number and out[-1].subject == "person":
+                    subject, key = "person", out[-1].key  # "my brother switched to Android, it's a Pixel now"
                 else:
                     nouns = _thing_words(words)
             continued = subject == "none" and carry[0] != "none"
@@ -455,7 +463,7 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
             out.append(c.text)
         elif c.subject in ("thing", "person", "pronoun") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
             out.append(c.text)  # "the neurologist put me on sumatriptan", "they made me head of sales"
-        elif c.subject == "person" and asks_speaker and _acts_on_asked_thing(c.text, question):
+        elif c.subject == "person" and c.key in _PROVIDERS and asks_speaker and _acts_on_asked_thing(c.text, question):
             out.append(c.text)  # "the landlord put the rent up to 1,320": someone else changed the speaker's thing
         elif c.subject == "person" and not asks_speaker and _own(c, question, asks_speaker):
             out.append(c.text)
