@@ -279,6 +279,16 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
     return "none", None, False
 
 
+def _opens_phrase(words: list[str]) -> bool:
+    """Does the clause open (after its lead words) with a determiner or "there's"?"""
+    for w in words:
+        low = w.casefold().replace("’", "'")
+        if low in _LEAD:
+            continue
+        return low in ("my", "our", "the", "his", "her", "their", "there", "there's", "here's")
+    return False
+
+
 def _thing_words(words: list[str]) -> tuple[str, ...]:
     """The first content words of a clause about a thing: its noun phrase and a little after
     ("Our gas stove takes forever" -> gas, stove, takes)."""
@@ -344,8 +354,10 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                     key, nouns = out[-1].key, out[-1].nouns  # "Spotify is history, it's Apple Music now"
                 elif key is None and out and out[-1].sentence == number and out[-1].subject == "person":
                     subject, key = "person", out[-1].key  # "my brother switched to Android, it's a Pixel now"
-                else:
-                    nouns = _thing_words(words)
+                elif _opens_phrase(words):
+                    nouns = _thing_words(words)  # "our gas stove", "there's an induction hob"
+                elif key is not None:
+                    nouns = (key,)  # "Spotify is history", "New contract signed"
             continued = subject == "none" and carry[0] != "none"
             if carry[0] != "none" and (subject == "none" or (implied and carry[0] == "person")):
                 subject, key = carry  # "My husband left Google and [he] joined a startup"
