@@ -818,20 +818,21 @@ class Recall:
             return changes_for(_body(later.meta["text"], later.meta["speaker"]),
                                widened(question, " ".join(own_claims(earlier))), speaker_named=speaker_of(later))
 
-        def others_matter(earlier: CandidateTrace, later: CandidateTrace, found: list[str]) -> bool:
-            """Is the later turn's change of the asked claim someone else's ("my manager left Spotify
-            and joined Klarna, so I'm reporting to someone new" for "where do I work?"): a third
-            person's change clause is closer to the earlier claim than the speaker's own?"""
+        def others_matter(earlier: CandidateTrace, later: CandidateTrace, found: list[str]) -> str | None:
+            """The third person's change clause of the later turn when it, not the speaker's own, is
+            the closest to the earlier claim ("my manager left Spotify and joined Klarna, so I'm
+            reporting to someone new" for "where do I work?"): their matter; else None."""
             others = [c.text for c in clauses(_body(later.meta["text"], later.meta["speaker"]))
                       if c.subject == "person" and c.states_change and c.key in PERSON_NOUNS
                       and c.key not in question.people and not (question.self_ and c.key in DEPENDANTS)
                       and c.text not in found]
             if not others:
-                return False
+                return None
             own = own_claims(earlier)
             vs = embed(own + others + found)
             near = [max(float(np.dot(v, o)) for o in vs[:len(own)]) for v in vs[len(own):]]
-            return max(near[:len(others)]) > max(near[len(others):])
+            best = max(range(len(others)), key=lambda i: near[i])
+            return others[best] if near[best] > max(near[len(others):]) else None
 
         def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
@@ -921,7 +922,7 @@ class Recall:
                 successors = [c for c in later if c.memory_id in top_k]
                 found = {c.memory_id: change_of(answer, c) for c in successors}
                 # someone else's change told with its consequence for the speaker is their matter
-                theirs = {mid for mid, f in found.items() if f and others_matter(answer, by_id[mid], f)}
+                theirs = {mid: clause for mid, f in found.items() if f and (clause := others_matter(answer, by_id[mid], f))}
                 changes = {mid: about_asked_claim(answer, f) for mid, f in found.items() if f and mid not in theirs
                            # a change that answers the question far worse than the statement it would
                            # replace is about another of its claims ("my wife's new job" for her name)
@@ -950,7 +951,7 @@ class Recall:
                 if not r.on("restated_later"):
                     changes = {}
                 if r.on("not_a_change"):
-                    pending += [(c, stance[c.memory_id][1] if stance[c.memory_id][0] == "aside" else found[c.memory_id][0])
+                    pending += [(c, theirs.get(c.memory_id) or stance[c.memory_id][1])
                                 for c in later if c.memory_id not in changes
                                 and (stance[c.memory_id][0] == "aside" or c.memory_id in theirs)]
                 if not changes:
