@@ -117,6 +117,10 @@ class _VectorMemo:
 
 CLAUSE_VECTORS = _VectorMemo()
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
+# A question about an amount by its name ("what's my salary?"), not about a thing whose name holds
+# a number ("what camera lens did I buy?" -> "a 50mm prime").
+AMOUNT = re.compile(r"(?i)\b(?:salary|salaries|pay|wage|wages|income|earn|earnings|rent|mortgage|price|cost|costs"
+                    r"|fee|fees|bill|budget|savings|balance|weight|weigh|height|age|score|rate|allowance)\b")
 _COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
                     r"|eleven|twelve|dozen|twenty|thirty|hundred"
                     r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
@@ -713,8 +717,7 @@ class Recall:
             # "the senior role pays 57k"), is the count rule's
             stated = [c for c in pool if stance[c.memory_id][0] == "state"]
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in stated)
-            amounts = len(stated) >= 2 and (bool(QUANTITY.search(trace.query))
-                                            or any(re.search(r"\d", str(stance[c.memory_id][1])) for c in stated))
+            amounts = len(stated) >= 2 and bool(QUANTITY.search(trace.query) or AMOUNT.search(trace.query))
             if not amounts and (not told or not any(
                     changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
                                 speaker_named=speaker_of(c)) for c in pool if stance[c.memory_id][0] != "state")):
@@ -891,7 +894,7 @@ class Recall:
         # its turn; a later plan, visit or someone else's change about it goes below it. Only that
         # chain moves: the rest of the ranking keeps its order.
         seen: set[int] = set()
-        quantity = bool(QUANTITY.search(trace.query))
+        quantity = bool(QUANTITY.search(trace.query) or AMOUNT.search(trace.query))
         top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
 
         def push_below(aside: CandidateTrace, clause: str, answer: CandidateTrace) -> None:
@@ -927,11 +930,10 @@ class Recall:
                            # a change that answers the question far worse than the statement it would
                            # replace is about another of its claims ("my wife's new job" for her name)
                            and answers_as_well(f, answer, r.restatement_change_answer_share)}
-                # asked how many / how long / how much, or about an amount ("I earn 42k"), a later
-                # amount of the same thing is the newer one, change word or not: "half of the 10 are
-                # women" -> "6 women out of 10", "the senior role pays 57k"
-                counting = quantity or any(_counts(c) for c in own_claims(answer) if re.search(r"\d", c))
-                if counting and _counts(answer.meta["text"]):
+                # asked how many / how long / how much, or for an amount by its name ("what's my
+                # salary?"), a later amount of the same thing is the newer one, change word or not:
+                # "half of the 10 are women" -> "6 women out of 10", "the senior role pays 57k"
+                if quantity and _counts(answer.meta["text"]):
                     changes |= {c.memory_id: claim for c in successors if c.memory_id not in changes
                                 and stance[c.memory_id][0] == "state" and (claim := asserted_count(c))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
