@@ -713,14 +713,10 @@ class Recall:
             # no change or aside read from the question alone; one may still be read beside the
             # statements of the state, which name what the question does not ("we heat the house
             # with an oil boiler", then "the oil boiler was ripped out")
-            # with no change word: "how much ...?", or an amount stated twice ("I earn 42k", later
-            # "the senior role pays 57k"), is the count rule's
-            stated = [c for c in pool if stance[c.memory_id][0] == "state"]
-            told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in stated)
-            amounts = len(stated) >= 2 and bool(QUANTITY.search(trace.query) or AMOUNT.search(trace.query))
-            if not amounts and (not told or not any(
-                    changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
-                                speaker_named=speaker_of(c)) for c in pool if stance[c.memory_id][0] != "state")):
+            told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in pool if stance[c.memory_id][0] == "state")
+            if not told or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
+                                               speaker_named=speaker_of(c))
+                                   for c in pool if stance[c.memory_id][0] != "state"):
                 return
         vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
         clause_vecs: dict[str, np.ndarray] = {}

@@ -232,9 +232,11 @@ def test_a_wished_amount_is_not_the_newer_one(engine):
 
 
 def test_a_later_amount_leads(engine):
+    # the third amount has no change word: asked for an amount by its name, the later one is newer
     chat(engine, [("2022-05-05T18:00:00Z", ["I earn 42k as a junior analyst, how much should I save?", "20 percent."]),
+                  ("2023-04-20T18:00:00Z", ["Got a raise in my annual review, I'm on 48k now.", "Congratulations!"]),
                   ("2024-03-11T18:00:00Z", ["The senior analyst role pays 57k, I start next week and still can't "
                                             "believe it.", "Well deserved!"])], extract=engine.extract_mode)
     res = engine.recall("What's my salary?", scope=S)
-    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s3:0") == "s3:0"
     assert any(m["rule"] in ("restated_later", "claim_superseded") for m in res.trace.params["outdated"].values())
