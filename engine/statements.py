@@ -94,7 +94,8 @@ _FUTURE_ING = re.compile(
     r"|november|december|spring|summer|autumn|fall|winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b")
 # "We're selling the Golf and getting a Kia": a change arranged, not made (unless it holds "now").
 _ARRANGED = re.compile(
-    r"(?i)^\W*(?:\w+\s+){0,3}?(?:i['’]m|i\s+am|we['’]re|we\s+are|im)\s+(?:\w+ly\s+)?(?:selling|buying|getting|moving"
+    r"(?i)^\W*(?:\w+\s+){0,3}?(?:i['’]m|i\s+am|we['’]re|we\s+are|im)\s+(?:\w+ly\s+)?"
+    r"(?:selling|buying|getting|moving"
     r"|relocating|leaving|switching|quitting|changing|swapping|trading|handing|joining|transferring|replacing"
     r"|cancelling|canceling)\b(?!.*\b(?:now|these\s+days|nowadays)\b)")
 # "Our landline changes to ... on Monday": a present-tense change with a time still to come.

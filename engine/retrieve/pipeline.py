@@ -121,8 +121,8 @@ QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 # a number ("what camera lens did I buy?" -> "a 50mm prime").
 AMOUNT = re.compile(r"(?i)\b(?:salary|salaries|pay|wage|wages|income|earn|earnings|rent|mortgage|price|cost|costs"
                     r"|fee|fees|bill|budget|savings|balance|weight|weigh|height|age|score|rate|allowance)\b")
-_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
-                    r"|eleven|twelve|dozen|twenty|thirty|hundred"
+_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?"  # 57k, 86kg
+                    r"|half|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|twenty|thirty|hundred"
                     r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
 
 
@@ -689,7 +689,17 @@ class Recall:
         does not replace (not_a_change, reasons in trace.params["asides"]). Asked about the past
         ("what did I drive before the RAV4?"), the statement before the best-matching one leads it
         (history_first, in trace.params["history_first"])."""
-        from ..statements import DEPENDANTS, PERSON_NOUNS, asked, asks_about_asides, changes_for, claims_for, clauses, stance_for, widened
+        from ..statements import (
+            DEPENDANTS,
+            PERSON_NOUNS,
+            asked,
+            asks_about_asides,
+            changes_for,
+            claims_for,
+            clauses,
+            stance_for,
+            widened,
+        )
 
         r = self.recipe
         pool = sorted((c for c in turns if c.meta.get("trust") in ("user", "external") and c.meta.get("speaker")
@@ -702,7 +712,8 @@ class Recall:
             return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
 
         for c in pool:
-            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question, speaker_named=speaker_of(c))
+            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question,
+                                             speaker_named=speaker_of(c))
         kinds = {k for k, _ in stance.values()}
         if historical:
             kinds.add("change")
@@ -865,7 +876,8 @@ class Recall:
                                   speaker_named=speaker_of(c))[0] in ("state", "change")
 
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in statements)
-            statements += [c for c in pool if c not in statements and stance[c.memory_id][0] != "aside" and states(c, told)]
+            statements += [c for c in pool
+                           if c not in statements and stance[c.memory_id][0] != "aside" and states(c, told)]
             anchor = max(statements, key=lambda c: max(m.score for m in group(c)))
             anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
             before = [c for c in pool if c.meta["source_time"] < anchor.meta["source_time"] and same_thing(c, anchor)
@@ -921,7 +933,8 @@ class Recall:
                 successors = [c for c in later if c.memory_id in top_k]
                 found = {c.memory_id: change_of(answer, c) for c in successors}
                 # someone else's change told with its consequence for the speaker is their matter
-                theirs = {mid: clause for mid, f in found.items() if f and (clause := others_matter(answer, by_id[mid], f))}
+                theirs = {mid: clause for mid, f in found.items()
+                          if f and (clause := others_matter(answer, by_id[mid], f))}
                 changes = {mid: about_asked_claim(answer, f) for mid, f in found.items() if f and mid not in theirs
                            # a change that answers the question far worse than the statement it would
                            # replace is about another of its claims ("my wife's new job" for her name)
@@ -943,7 +956,8 @@ class Recall:
                                if stance[c.memory_id][0] == "state" and c.memory_id not in theirs
                                and len(_body(c.meta["text"], c.meta["speaker"]).split()) >= RESTATEMENT_MIN_WORDS
                                and (stated := claims_for(_body(c.meta["text"], c.meta["speaker"]), question))
-                               and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_state_similarity
+                               and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id]))
+                               >= r.restatement_state_similarity
                                and answers_as_well(stated, answer)}
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):

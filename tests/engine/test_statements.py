@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.statements import (asked, asks_about_asides, asks_state, claims_for, clauses, leads_for, stance_for,
-                               widened)
+from engine.statements import asked, asks_about_asides, asks_state, claims_for, clauses, leads_for, stance_for, widened
 
 SELF = asked("Where do I live now?")
 
