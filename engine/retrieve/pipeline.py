@@ -824,7 +824,7 @@ class Recall:
             house with an old oil boiler")."""
             kind, found = stance[later.memory_id]
             if kind == "change":
-                return found
+                return list(found)
             return changes_for(_body(later.meta["text"], later.meta["speaker"]),
                                widened(question, " ".join(own_claims(earlier))), speaker_named=speaker_of(later))
 
