@@ -63,7 +63,7 @@ _PAST_IRREGULAR = frozenset("""got went sold bought left quit made took began be
     spent brought kept ran rode drove flew met lost won wrote read sent set shut split swapped traded
     tried moved closed opened signed picked packed started finished ordered returned rented borrowed
     cancelled canceled switched changed replaced joined stopped adopted renamed retired handed dumped
-    ditched upgraded transferred enrolled graduated married divorced""".split())
+    ditched upgraded transferred enrolled graduated married divorced hit paid grew fell""".split())
 _NOT_PAST = frozenset("""need seed feed bed red shed speed weed bleed breed indeed""".split())
 # An instruction states the speaker's own details: "Ship it to 14 Elm Road", "use sam@reyes.co".
 _IMPERATIVE = frozenset("""send ship deliver post mail email text call ring phone contact reach use bill charge
@@ -75,7 +75,7 @@ _FUNCTION = frozenset("""the a an my our your his her their its this that these 
     being am has have had do does did of to in on at for from with by and or but so as it i we you me us
     what which who where when why how much many new old""".split())
 
-_CLAUSE_BREAK = re.compile(r"(?<!\d),|,(?!\d)|[;:!?()\[\]—–]+|\.(?:\s|$)|\s-\s|\n"
+_CLAUSE_BREAK = re.compile(r"(?<!\d),|,(?!\d)|(?<!\d):|:(?!\d)|[;!?()\[\]—–]+|\.(?:\s|$)|\s-\s|\n"
                            r"|\b(?:and|but|so|because|cause|though|although|while|whereas|plus|then)\b"
                            r"|(?=\b(?:if|unless|whenever)\b)", re.I)  # these stay in their clause: its mood
 _WORD = re.compile(r"[\w'’-]+")
@@ -138,7 +138,8 @@ CHANGE = re.compile(
     # fittings and amounts: "the boiler was ripped out", "put the rent up to", "down to 86 kilos"
     r"|ripped\s+out|torn\s+out|taken\s+out|removed|installed|fitted|put\s+in|raised|increased|reduced"
     r"|decreased|doubled|halved|(?:went|gone|goes)\s+up|put\s+(?:[\w'’-]+\s+){0,2}up|(?:went|gone|came)\s+down"
-    r"|(?:up|down)\s+to\s+\d+|from\s+now\s+on|(?:is|are|'s|’s)\s+(?:history|over|a\s+thing\s+of\s+the\s+past)"
+    r"|(?:up|down)\s+to\s+\d+|(?:hit|reached|got\s+to)\s+(?:\w+\s+)?\d+"
+    r"|(?:got|was|been|were)\s+(?:cut|axed|scrapped|discontinued|shut\s+down)|from\s+now\s+on|(?:is|are|'s|’s)\s+(?:history|over|a\s+thing\s+of\s+the\s+past)"
     # someone else's act on the speaker: "they made me head of sales", "the GP took me off it"
     r"|(?:made|promoted|appointed|hired|put|switched|moved|transferred)\s+(?:me|us)\b"
     # a state that began and holds: "have been freelancing since"
@@ -253,6 +254,9 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
             return "person", noun, False
         return "thing", noun, False
     if low in ("it", "it's", "it’s", "its", "that's", "that’s"):
+        lows = [w.casefold() for w in rest]
+        if any(a == "for" and b in ("me", "us") for a, b in zip(lows, lows[1:])):
+            return "self", None, True  # "it's the 7:05 tram to work for me now": the speaker's state
         return "thing", None, False  # a thing: "Spotify is history, it's Apple Music now"
     if low in _PRONOUN:
         return "pronoun", None, False
@@ -528,7 +532,11 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
         return names_thing(c, question)
     if c.subject == "person":
         named = {w.casefold() for w in re.findall(r"\b[A-Z][a-zà-ÿ]+\b", c.text)}
-        return c.key in question.people or bool(named & question.people) or (asks_speaker and c.key in _DEPENDANTS)
+        # "the kids renamed the dog" changes the dog too ("my neighbour walked our dog" is theirs)
+        acted_on = c.states_change and any(re.search(rf"(?i)\b(?:my|our|the)\s+(?:[\w'’-]+\s+)?{re.escape(p)}\b", c.text)
+                       for p in question.people)
+        return (c.key in question.people or bool(named & question.people) or acted_on
+                or (asks_speaker and c.key in _DEPENDANTS))
     return False
 
 

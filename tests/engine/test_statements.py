@@ -76,6 +76,11 @@ def test_stances():
     assert stance_for("What seeds are safe for parrots?", q)[0] == "none"
 
 
+def test_a_time_is_not_a_clause_break():
+    (c,) = clauses("I take the 7:15 number 12 bus to the office.")
+    assert c.subject == "self"
+
+
 def test_clause_subjects_and_moods():
     (a, b) = clauses("My husband left Google and joined a startup")
     assert (a.subject, a.key, b.subject, b.key) == ("person", "husband", "person", "husband")  # carried
@@ -111,6 +116,9 @@ def test_questions_that_ask_for_the_aside_itself():
     ("Spotify is history, it's Apple Music now.", "Which Spotify plan am I on?"),
     ("We lost Max in the spring. There's a new puppy in the house now.", "What's the name of our dog?"),
     ("My wife's new job at the NHS trust starts Monday.", "Where does my wife work?"),
+    ("The kids renamed the dog, he's Mochi now.", "What is our dog called?"),  # someone acting on the asked pet
+    ("The 12 got cut, so it's the 7:05 tram to work for me now.", "How do I get to the office?"),
+    ("Hit 72 kilos this week, the running is paying off.", "What do I weigh?"),
 ])
 def test_more_ways_of_stating_a_change(text, question):
     assert leads_for(text, asked(question)) is not None
@@ -126,6 +134,7 @@ def test_more_ways_of_stating_a_change(text, question):
     ("My brother bought the same phone.", "What phone do I have?", "family act on their own things"),
     ("My brother switched to Android, it's a Pixel now.", "What phone do I have?", "'it' is his phone"),
     ("I lost touch with my old flatmates.", "Where do I live?", "'lost' of nothing the speaker had"),
+    ("My neighbour walked our dog today.", "What is our dog called?", "their act, no change of the dog"),
 ])
 def test_more_non_changes(text, question, kind):
     assert leads_for(text, asked(question)) is None, kind
