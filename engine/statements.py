@@ -9,15 +9,19 @@ A turn is cut into clauses (at punctuation and at "and", "but", "so", "because",
 clause gets:
 
 - a subject: `self` (I, we, "Sarah and I", a clause that starts with a past verb as chat drops
-  its "I": "Packed up and moved to Denver"), `thing` (the speaker's own thing: "my new phone",
-  "our address", "the rent"), `person` with a key ("my sister" -> sister, "Tom" -> tom), or
-  `pronoun` (he, she, they, it);
+  its "I": "Packed up and moved to Denver", an instruction: "Ship it to 14 Elm Road", "it's the
+  tram for me now"), `thing` (the speaker's own thing: "my new phone", "our address", "the rent",
+  "there's an induction hob", "Spotify is history, it's Apple Music now"; the words of its phrase
+  are `nouns`: "our gas stove" -> gas, stove), `person` with a key ("my sister" -> sister, "Tom"
+  -> tom, "there's a new puppy" -> puppy), or `pronoun` (he, she, they);
 - flags: `question`; `modal` (a plan, wish or hypothetical: might, would, 'll, going to,
-  thinking of, considering, if, "moving next month"); `visit` (a stay or a one-off: was in,
-  visited, a trip, a holiday, rented, borrowed, tried, spent two weeks in); `retracts` (takes a
-  change back: actually, after all, never mind, fell through); `change` (moved, switched,
-  replaced, sold, left, joined, quit, stopped, gave up, no longer, not ... anymore, used to,
-  now, new, instead, since).
+  thinking of, considering, if, "moving next month", "we're selling the Golf", "changes ... on
+  Monday"); `visit` (a stay, a stand-in or a one-off: was in, visited, a trip, a holiday, rented,
+  borrowed, tried, spent two weeks in, travelling, dog-sitting, a courtesy car, until the end of
+  the month); `retracts` (takes a change back: actually, after all, never mind, fell through);
+  `change` (moved, switched, replaced, sold, left, joined, quit, stopped, gave up, got rid of,
+  ended up going with, let go, ripped out, put the rent up, hit 72 kilos, they made me, no
+  longer, not ... anymore, used to, now, new, instead, since, from now on, X is history).
 
 A clause *states a change* when it is not a question, not modal and not a visit, and it
 changes or retracts something. Whose change it is comes from its subject: see `changes_for`.
