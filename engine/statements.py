@@ -136,14 +136,15 @@ CHANGE = re.compile(
     r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
     # choosing, ending, losing: "ended up going with", "got rid of", "was let go", "we lost Max"
     r"|ended\s+up\s+(?:going\s+with|with|getting|buying|choosing|picking|taking)|went\s+with|opted\s+for"
-    r"|settled\s+on|got\s+rid\s+of|let\s+go|laid\s+off|made\s+redundant|fired|sacked|took\s+in"
+    r"|settled\s+on|got\s+rid\s+of|let\s+(?:(?:me|us)\s+)?go|laid\s+off|made\s+redundant|fired|sacked|took\s+in"
     # "we lost Max", "I lost my job"; not "lost touch", "lost the match"
     r"|lost\s+(?:(?-i:[A-Z])\w+|my|our)"
     # fittings and amounts: "the boiler was ripped out", "put the rent up to", "down to 86 kilos"
     r"|ripped\s+out|torn\s+out|taken\s+out|removed|installed|fitted|put\s+in|raised|increased|reduced"
     r"|decreased|doubled|halved|(?:went|gone|goes)\s+up|put\s+(?:[\w'’-]+\s+){0,2}up|(?:went|gone|came)\s+down"
     r"|(?:up|down)\s+to\s+\d+|(?:hit|reached|got\s+to)\s+(?:\w+\s+)?\d+"
-    r"|(?:got|was|been|were)\s+(?:cut|axed|scrapped|discontinued|shut\s+down)|from\s+now\s+on|(?:is|are|'s|’s)\s+(?:history|over|a\s+thing\s+of\s+the\s+past)"
+    r"|(?:got|was|been|were)\s+(?:cut|axed|scrapped|discontinued|shut\s+down)|from\s+now\s+on"
+    r"|(?:is|are|'s|’s)\s+(?:history|over|a\s+thing\s+of\s+the\s+past)"
     # someone else's act on the speaker: "they made me head of sales", "the GP took me off it"
     r"|(?:made|promoted|appointed|hired|put|switched|moved|transferred)\s+(?:me|us)\b"
     # a state that began and holds: "have been freelancing since"
@@ -164,7 +165,8 @@ CHANGE = re.compile(
 ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")
 # Someone else's act that changes the speaker's state: "the neurologist put me on sumatriptan".
 _DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)"
-                              r"\s+(?:on|off|to|from|onto)|(?:made|promoted|appointed|hired|let)\s+(?:me|us)\b)")
+                              r"\s+(?:on|off|to|from|onto)|(?:made|promoted|appointed|hired)\s+(?:me|us)\b"
+                              r"|let\s+(?:me|us)\s+go)")
 _QUESTION_OPEN = re.compile(
     r"(?i)^(?:what|which|who|whom|whose|where|when|why|how|can|could|would|will|should|do|does|did|is|are|am"
     r"|any|anyone|anybody|have\s+you|got\s+any)\b")
@@ -484,8 +486,9 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
             out.append(c.text)
         elif c.subject in ("thing", "person", "pronoun") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
             out.append(c.text)  # "the neurologist put me on sumatriptan", "they made me head of sales"
-        elif c.subject == "person" and c.key in _PROVIDERS and asks_speaker and _acts_on_asked_thing(c.text, question):
-            out.append(c.text)  # "the landlord put the rent up to 1,320": someone else changed the speaker's thing
+        elif (c.subject == "person" and c.key in _PROVIDERS and asks_speaker
+              and _acts_on_asked_thing(c.text, question)):
+            out.append(c.text)  # "the landlord put the rent up to 1,320": they changed the speaker's thing
         elif c.subject == "person" and not asks_speaker and _own(c, question, asks_speaker):
             out.append(c.text)
         if c.subject == "thing" and c.states_change and not c.retracts:
@@ -537,8 +540,8 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
     if c.subject == "person":
         named = {w.casefold() for w in re.findall(r"\b[A-Z][a-zà-ÿ]+\b", c.text)}
         # "the kids renamed the dog" changes the dog too ("my neighbour walked our dog" is theirs)
-        acted_on = c.states_change and any(re.search(rf"(?i)\b(?:my|our|the)\s+(?:[\w'’-]+\s+)?{re.escape(p)}\b", c.text)
-                       for p in question.people)
+        acted_on = c.states_change and any(
+            re.search(rf"(?i)\b(?:my|our|the)\s+(?:[\w'’-]+\s+)?{re.escape(p)}\b", c.text) for p in question.people)
         return (c.key in question.people or bool(named & question.people) or acted_on
                 or (asks_speaker and c.key in _DEPENDANTS))
     return False
