@@ -9,15 +9,19 @@ A turn is cut into clauses (at punctuation and at "and", "but", "so", "because",
 clause gets:
 
 - a subject: `self` (I, we, "Sarah and I", a clause that starts with a past verb as chat drops
-  its "I": "Packed up and moved to Denver"), `thing` (the speaker's own thing: "my new phone",
-  "our address", "the rent"), `person` with a key ("my sister" -> sister, "Tom" -> tom), or
-  `pronoun` (he, she, they, it);
+  its "I": "Packed up and moved to Denver", an instruction: "Ship it to 14 Elm Road", "it's the
+  tram for me now"), `thing` (the speaker's own thing: "my new phone", "our address", "the rent",
+  "there's an induction hob", "Spotify is history, it's Apple Music now"; the words of its phrase
+  are `nouns`: "our gas stove" -> gas, stove), `person` with a key ("my sister" -> sister, "Tom"
+  -> tom, "there's a new puppy" -> puppy), or `pronoun` (he, she, they);
 - flags: `question`; `modal` (a plan, wish or hypothetical: might, would, 'll, going to,
-  thinking of, considering, if, "moving next month"); `visit` (a stay or a one-off: was in,
-  visited, a trip, a holiday, rented, borrowed, tried, spent two weeks in); `retracts` (takes a
-  change back: actually, after all, never mind, fell through); `change` (moved, switched,
-  replaced, sold, left, joined, quit, stopped, gave up, no longer, not ... anymore, used to,
-  now, new, instead, since).
+  thinking of, considering, if, "moving next month", "we're selling the Golf", "changes ... on
+  Monday"); `visit` (a stay, a stand-in or a one-off: was in, visited, a trip, a holiday, rented,
+  borrowed, tried, spent two weeks in, travelling, dog-sitting, a courtesy car, until the end of
+  the month); `retracts` (takes a change back: actually, after all, never mind, fell through);
+  `change` (moved, switched, replaced, sold, left, joined, quit, stopped, gave up, got rid of,
+  ended up going with, let go, ripped out, put the rent up, hit 72 kilos, they made me, no
+  longer, not ... anymore, used to, now, new, instead, since, from now on, X is history).
 
 A clause *states a change* when it is not a question, not modal and not a visit, and it
 changes or retracts something. Whose change it is comes from its subject: see `changes_for`.
@@ -41,6 +45,10 @@ PET_NOUNS = frozenset("""dog puppy pup cat kitten parrot bird hamster rabbit bun
     pony snake lizard ferret gecko budgie""".split())
 # Their changes are the speaker's too: a new baby, a new pet ("how many kids do I have?").
 _DEPENDANTS = frozenset({"son", "daughter", "kid", "kids", "child", "children", "baby"}) | PET_NOUNS
+DEPENDANTS = _DEPENDANTS
+# People whose role is to set the speaker's terms: what they change of the speaker's things is the
+# speaker's change ("the landlord put the rent up"); family and friends change their own.
+_PROVIDERS = frozenset("landlord landlady doctor boss manager teacher coach team lab".split())
 # "our team replaced Trello": a group the speaker is in.
 _GROUPS = frozenset("team family household company office department group band class crew".split())
 _MONTHS = frozenset("""january february march april may june july august september october november december
@@ -54,15 +62,24 @@ _LEAD = frozenset("""so and but well oh ok okay yeah yes yep also actually btw f
     then now today recently lately nowadays currently finally just yesterday big news update heads up confession
     plot twist good great quick note ps hey hi hello guess what turns out sadly luckily unfortunately fortunately
     officially alright right last this past week month year weekend ago as of since in on at few
-    couple two three four five six months weeks days years""".split()) | _MONTHS
+    couple two three four five six months weeks days years please""".split()) | _MONTHS
 _PAST_IRREGULAR = frozenset("""got went sold bought left quit made took began became gave dropped found put
     spent brought kept ran rode drove flew met lost won wrote read sent set shut split swapped traded
     tried moved closed opened signed picked packed started finished ordered returned rented borrowed
     cancelled canceled switched changed replaced joined stopped adopted renamed retired handed dumped
-    ditched upgraded transferred enrolled graduated married divorced""".split())
+    ditched upgraded transferred enrolled graduated married divorced hit paid grew fell""".split())
 _NOT_PAST = frozenset("""need seed feed bed red shed speed weed bleed breed indeed""".split())
+# An instruction states the speaker's own details: "Ship it to 14 Elm Road", "use sam@reyes.co".
+_IMPERATIVE = frozenset("""send ship deliver post mail email text call ring phone contact reach use bill charge
+    invoice address forward""".split())
+# "Spotify is history", "the Vespa's gone": a named thing that ended, not a person's act.
+_ENDED = frozenset("history gone over done dead out finished".split())
+# Words that say nothing of which thing a clause is about ("the rent is" / "how much rent do we pay").
+_FUNCTION = frozenset("""the a an my our your his her their its this that these those is are was were be been
+    being am has have had do does did of to in on at for from with by and or but so as it i we you me us
+    what which who where when why how much many new old""".split())
 
-_CLAUSE_BREAK = re.compile(r"(?<!\d),|,(?!\d)|[;:!?()\[\]—–]+|\.(?:\s|$)|\s-\s|\n"
+_CLAUSE_BREAK = re.compile(r"(?<!\d),|,(?!\d)|(?<!\d):|:(?!\d)|[;!?()\[\]—–]+|\.(?:\s|$)|\s-\s|\n"
                            r"|\b(?:and|but|so|because|cause|though|although|while|whereas|plus|then)\b"
                            r"|(?=\b(?:if|unless|whenever)\b)", re.I)  # these stay in their clause: its mood
 _WORD = re.compile(r"[\w'’-]+")
@@ -79,13 +96,30 @@ _FUTURE_ING = re.compile(
     r"|in\s+(?:a|two|three|\d+)\s+(?:days?|weeks?|months?|years?)"
     r"|(?:in|on|by|from|come)\s+(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b")
+# "We're selling the Golf and getting a Kia": a change arranged, not made (unless it holds "now").
+_ARRANGED = re.compile(
+    r"(?i)^\W*(?:\w+\s+){0,3}?(?:i['’]m|i\s+am|we['’]re|we\s+are|im)\s+(?:\w+ly\s+)?"
+    r"(?:selling|buying|getting|moving"
+    r"|relocating|leaving|switching|quitting|changing|swapping|trading|handing|joining|transferring|replacing"
+    r"|cancelling|canceling)\b(?!.*\b(?:now|these\s+days|nowadays)\b)")
+# "Our landline changes to ... on Monday": a present-tense change with a time still to come.
+_FUTURE_PRESENT = re.compile(
+    r"(?i)\b(?:changes|moves|switches|starts|begins|ends|goes\s+up|goes\s+down|rises|drops)\b.*\b(?:next|tomorrow"
+    r"|(?:on|from|by)\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|the\s+\d+\w*|\d+\w*)"
+    r"|in\s+(?:a|two|three|\d+)\s+(?:days?|weeks?|months?))\b")
 # Not a claim about the world: "I'm not sure yet", "no idea".
 HEDGE = re.compile(r"(?i)\b(?:not\s+sure|unsure|no\s+idea|(?:don['’]t|do\s+not)\s+know|undecided|on\s+the\s+fence)\b")
 VISIT = re.compile(
     r"(?i)\b(?:(?:was|were)\s+(?:in|at|over\s+in|down\s+in|up\s+in)\s|visit(?:ed|ing)?|trip|holiday|vacation"
     r"|conference|spent\s+(?:a|an|one|two|three|four|five|six|\d+|the|last|a\s+few|a\s+couple\s+of)\s+"
     r"(?:\w+\s+)?(?:days?|weeks?|nights?|months?|weekend)\s+(?:in|at)|rented|borrowed|tried|stayed\s+(?:in|at|with)"
-    r"|staying\s+with|for\s+the\s+weekend|one-off|just\s+once|this\s+once|went\s+to|secondment|taster)\b")
+    r"|staying\s+with|for\s+the\s+weekend|one-off|just\s+once|this\s+once|went\s+to|secondment|taster"
+    # a stay or a stand-in that ends: "while I'm travelling", "dog-sitting", "until the end of the month"
+    r"|travell?ing|(?:dog|house|pet|cat|baby)-?sitting|looking\s+after|until\s+the\s+end\s+of|for\s+the\s+time\s+being"
+    r"|temporar(?:y|ily)"
+    # a stand-in while the speaker's own thing is away: "a courtesy car while the Yaris gets fixed"
+    r"|courtesy\s+car|loan(?:er)?\s+car|hire\s+car|(?:at|in)\s+the\s+(?:repair\s+shop|shop|garage)"
+    r"|(?:being\s+)?(?:fixed|repaired|serviced))\b")
 RETRACTS = re.compile(
     r"(?i)\b(?:actually,?\s+(?:we|i)(?:['’]re|['’]m|\s+are|\s+am)?\s+(?:staying|not|still|keeping|back|decided)"
     r"|after\s+all|never\s*mind|fell\s+through|pulled\s+out|called\s+(?:it\s+)?off|changed\s+"
@@ -100,6 +134,21 @@ CHANGE = re.compile(
     r"|put\s+(?:me|us)\s+on(?:to)?|signed\s+(?:for|the\s+lease)"
     r"|passed\s+away|died|bought|got\s+(?:a|an|my|myself|the)\s+new|got\s+(?:married|engaged|divorced|hired"
     r"|promoted|accepted)|no\s+longer|any\s*more|no\s+more|used\s+to|these\s+days|nowadays|now(?!\s+that)|instead"
+    # choosing, ending, losing: "ended up going with", "got rid of", "was let go", "we lost Max"
+    r"|ended\s+up\s+(?:going\s+with|with|getting|buying|choosing|picking|taking)|went\s+with|opted\s+for"
+    r"|settled\s+on|got\s+rid\s+of|let\s+(?:(?:me|us)\s+)?go|laid\s+off|made\s+redundant|fired|sacked|took\s+in"
+    # "we lost Max", "I lost my job"; not "lost touch", "lost the match"
+    r"|lost\s+(?:(?-i:[A-Z])\w+|my|our)"
+    # fittings and amounts: "the boiler was ripped out", "put the rent up to", "down to 86 kilos"
+    r"|ripped\s+out|torn\s+out|taken\s+out|removed|installed|fitted|put\s+in|raised|increased|reduced"
+    r"|decreased|doubled|halved|(?:went|gone|goes)\s+up|put\s+(?:[\w'’-]+\s+){0,2}up|(?:went|gone|came)\s+down"
+    r"|(?:up|down)\s+to\s+\d+|(?:hit|reached|got\s+to)\s+(?:\w+\s+)?\d+"
+    r"|(?:got|was|been|were)\s+(?:cut|axed|scrapped|discontinued|shut\s+down)|from\s+now\s+on"
+    r"|(?:is|are|'s|’s)\s+(?:history|over|a\s+thing\s+of\s+the\s+past)"
+    # someone else's act on the speaker: "they made me head of sales", "the GP took me off it"
+    r"|(?:made|promoted|appointed|hired|put|switched|moved|transferred)\s+(?:me|us)\b"
+    # a state that began and holds: "have been freelancing since"
+    r"|since\s*$"
     r"|done\s+with|as\s+of|officially|off\s+(?:coffee|meat|alcohol|sugar|dairy)|gone|settled|turned\s+\w+"
     r"|went\s+(?:fully\s+|completely\s+)?(?:vegan|vegetarian|pescatarian|keto|plant-based|freelance|part-time"
     r"|full-time|back)"
@@ -107,7 +156,7 @@ CHANGE = re.compile(
     r"|first\s+(?:day|week|month|term|semester|year|shift|weeks|months)\s+(?:at|in|of|as|with)"
     # "new" as a thing's new value ("my new phone", "the new gig", "someone new", "New address:"),
     # not "new reads" or "not much is new"
-    r"|(?:my|our|the|a|an|his|her|their)\s+(?:brand\s+)?new|someone\s+new|^new(?=\s+\w+\s*$|\s+\w+\s+signed)"
+    r"|(?:my|our|the|a|an|his|her|their|\w+['’]s)\s+(?:brand\s+)?new|someone\s+new|^new(?=\s+\w+\s*$|\s+\w+\s+signed)"
     # "since September I've been", "since the summer": a state that began then, not "since I was 17"
     r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
@@ -115,8 +164,9 @@ CHANGE = re.compile(
 # "in addition to Rex". A clause with one states no change, whatever its verb.
 ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")
 # Someone else's act that changes the speaker's state: "the neurologist put me on sumatriptan".
-_DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)"
-                              r"\s+(?:on|off|to|from|onto)\b")
+_DONE_TO_SPEAKER = re.compile(r"(?i)\b(?:(?:put|switched|moved|transferred|changed|took)\s+(?:me|us)"
+                              r"\s+(?:on|off|to|from|onto)|(?:made|promoted|appointed|hired)\s+(?:me|us)\b"
+                              r"|let\s+(?:me|us)\s+go)")
 _QUESTION_OPEN = re.compile(
     r"(?i)^(?:what|which|who|whom|whose|where|when|why|how|can|could|would|will|should|do|does|did|is|are|am"
     r"|any|anyone|anybody|have\s+you|got\s+any)\b")
@@ -133,6 +183,9 @@ class Clause:
     visit: bool
     retracts: bool
     change: bool
+    # the words of a thing subject's phrase ("our gas stove" -> gas, stove): the question may
+    # name any of them
+    nouns: tuple[str, ...] = ()
 
     @property
     def states_change(self) -> bool:
@@ -187,6 +240,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         base = noun[:-2] if noun.endswith("'s") else noun
         if low == "our" and base in _GROUPS:
             return "self", None, False
+        if base.endswith("s") and base[:-1] in PERSON_NOUNS:
+            base = base[:-1]  # "the neighbours just got a puppy"
         if base in PERSON_NOUNS or base in PET_NOUNS or rest[noun_at - 1].casefold() == "lab":
             if noun.endswith("'s") and base not in PET_NOUNS:
                 return "person", base, False  # "my colleague's team": theirs
@@ -194,15 +249,37 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         if low in ("his", "her", "their"):
             return "pronoun", None, False
         return "thing", base, False
+    if low in ("there", "there's", "there’s", "here's", "here’s") and len(rest) > 1:
+        # "There's a new puppy in the house now": what the speaker's world now holds
+        at = 1
+        while at < len(rest) - 1 and rest[at].casefold() in ("is", "are", "'s", "a", "an", "the", "some", "new",
+                                                                "old", "little", "big", "brand"):
+            at += 1
+        noun = rest[at].casefold()
+        if noun in PERSON_NOUNS or noun in PET_NOUNS:
+            return "person", noun, False
+        return "thing", noun, False
+    if low in ("it", "it's", "it’s", "its", "that's", "that’s"):
+        lows = [w.casefold() for w in rest]
+        if any(a == "for" and b in ("me", "us") for a, b in zip(lows, lows[1:])):
+            return "self", None, True  # "it's the 7:05 tram to work for me now": the speaker's state
+        return "thing", None, False  # a thing: "Spotify is history, it's Apple Music now"
     if low in _PRONOUN:
         return "pronoun", None, False
-    if low in ("no", "not", "living", "loving", "being", "having", "off", "back", "done", "finished"):
+    if low in _IMPERATIVE and len(rest) > 1 and not any(w.casefold() in ("her", "his", "their") or re.search(
+            r"['’]s$", w) for w in rest[1:]):
+        return "self", None, True  # "Send the invoice to sam@reyes.co"; not "send it to her new address"
+    if low in ("no", "not", "living", "loving", "being", "having", "off", "back", "done", "finished", "down", "up"):
         return "self", None, True  # "No more coffee shop for me!", "Not using Windows anymore"
     if low in PERSON_NOUNS or low in PET_NOUNS:
         return "person", low, False  # "Baby number three arrived"
     if first[:1].isupper() and re.search(r"['’]s$", first):
         return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
     if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):
+        ended = [w.casefold() for w in rest[1:3]]
+        if ended and (ended[0] in ("is", "are", "'s", "’s") and ended[1:2] and ended[1] in _ENDED
+                      or re.search(r"(?i)['’]s$", first) and ended[0] in _ENDED):
+            return "thing", re.sub(r"['’]s$", "", low), False  # "Spotify is history", "The Vespa's gone"
         if len(rest) > 1 and _NAME_VERB.match(rest[1]):
             return "person", low.replace("’", "'").removesuffix("'s"), False  # "Tom proposed", "Sarah and I"
         return "thing", low, False  # "First week at the new gig", "New contract signed"
@@ -211,6 +288,40 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
     if low.endswith("ing") and len(low) > 4 and len(rest) > 1:
         return "self", None, True  # "Writing to you from my new flat in Bergen"
     return "none", None, False
+
+
+def _opens_phrase(words: list[str]) -> bool:
+    """Does the clause open (after its lead words) with a determiner or "there's"?"""
+    for w in words:
+        low = w.casefold().replace("’", "'")
+        if low in _LEAD:
+            continue
+        return low in ("my", "our", "the", "his", "her", "their", "there", "there's", "here's")
+    return False
+
+
+def _thing_words(words: list[str]) -> tuple[str, ...]:
+    """The first content words of a clause about a thing: its noun phrase and a little after
+    ("Our gas stove takes forever" -> gas, stove, takes)."""
+    out = []
+    for w in words:
+        low = w.casefold().replace("’", "'").removesuffix("'s")
+        if low in _LEAD or low in _FUNCTION or low in _SELF_WORDS:
+            continue
+        out.append(low)
+        if len(out) == 3:
+            break
+    return tuple(out)
+
+
+_SELF_WORDS = frozenset("i i'm i've we we're we've".split())
+
+
+def names_thing(c: Clause, question: Asked) -> bool:
+    """Does the question name the thing the clause is about ("how do we heat the house?" and
+    "The oil boiler was ripped out" share nothing; "what kind of stove" and "our gas stove" do)?"""
+    keys = ([c.key] if c.key else []) + list(c.nouns)
+    return any(k in question.words or k.rstrip("s") in question.words for k in keys)
 
 
 CACHED_TEXT_CHARS = 4000  # longer texts are parsed each time: the cache holds what it parses
@@ -231,7 +342,7 @@ def _clauses(text: str) -> tuple[Clause, ...]:
             continue
         is_question = sentence.rstrip("\"'’”) ").endswith("?")
         sentence_modal = bool(re.match(r"(?i)^\W*(?:if|unless|when|once|whenever|in\s+case|suppose)\b", sentence))
-        future = bool(_FUTURE_ING.search(sentence))
+        future = bool(_FUTURE_ING.search(sentence) or _FUTURE_PRESENT.search(sentence))
         pieces: list[str] = []
         at = 0
         for m in _CLAUSE_BREAK.finditer(sentence):
@@ -248,9 +359,21 @@ def _clauses(text: str) -> tuple[Clause, ...]:
             if not words:
                 continue
             subject, key, implied = _subject(words)
+            nouns: tuple[str, ...] = ()
+            if subject == "thing":
+                if key is None and out and out[-1].sentence == number and out[-1].subject == "thing":
+                    key, nouns = out[-1].key, out[-1].nouns  # "Spotify is history, it's Apple Music now"
+                elif key is None and out and out[-1].sentence == number and out[-1].subject == "person":
+                    subject, key = "person", out[-1].key  # "my brother switched to Android, it's a Pixel now"
+                elif _opens_phrase(words):
+                    nouns = _thing_words(words)  # "our gas stove", "there's an induction hob"
+                elif key is not None:
+                    nouns = (key,)  # "Spotify is history", "New contract signed"
             continued = subject == "none" and carry[0] != "none"
             if carry[0] != "none" and (subject == "none" or (implied and carry[0] == "person")):
                 subject, key = carry  # "My husband left Google and [he] joined a startup"
+                if subject == "thing" and out and out[-1].sentence == number:
+                    nouns = out[-1].nouns
             elif subject == "pronoun" and last_person is not None:
                 subject, key = "person", last_person  # "... and named it Mango, now they chat"
             if subject == "person" and re.search(r"(?i)\b\w+(?:ed|ched)\s+(?:me|us)\b", piece):
@@ -261,8 +384,9 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 last_person = key
             clause_future = future and (subject != "self" or bool(_FUTURE_ING.search(piece)))
             # "thinking of quitting nursing and [thinking of] retraining": a continuation keeps the mood
-            modal = sentence_modal or bool(MODAL.search(piece)) or clause_future or bool(HEDGE.search(piece)) or (
-                continued and bool(out) and out[-1].sentence == number and out[-1].modal)
+            modal = sentence_modal or bool(MODAL.search(piece)) or clause_future or bool(HEDGE.search(piece)) or bool(
+                _ARRANGED.search(piece)) or (
+                (continued or implied) and bool(out) and out[-1].sentence == number and out[-1].modal)
             # "Went to a pottery taster, messy but fun": a continuation stays at the visit
             visit = bool(VISIT.search(piece)) or (continued and bool(out) and out[-1].sentence == number
                                                   and out[-1].visit)
@@ -273,7 +397,8 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 question=is_question and (index == len(pieces) - 1 or bool(_QUESTION_OPEN.match(piece))),
                 modal=modal,
                 visit=visit, retracts=bool(RETRACTS.search(piece)),
-                change=bool(CHANGE.search(piece)) and not ADDITIVE.search(piece)))
+                change=bool(CHANGE.search(piece)) and not ADDITIVE.search(piece),
+                nouns=nouns if subject == "thing" else ()))
     return tuple(out)
 
 
@@ -316,6 +441,15 @@ def asked(question: str) -> Asked:
     return Asked(self_=self_ or not people, people=frozenset(people), words=frozenset(words))
 
 
+def widened(question: Asked, text: str) -> Asked:
+    """The question as it reads beside an earlier statement: the things that statement names
+    count as named ("The oil boiler was ripped out" changes "we heat the house with an old oil
+    boiler", though the question "how do we heat the house?" never says boiler)."""
+    extra = {w.casefold().replace("’", "'").removesuffix("'s") for w in _WORD.findall(text)}
+    extra = {w for w in extra if len(w) > 2 and w not in _FUNCTION and w not in _LEAD and not w.isdigit()}
+    return Asked(self_=question.self_, people=question.people, words=question.words | frozenset(extra))
+
+
 def leads_for(text: str, question: Asked, *, speaker_named: str | None = None) -> str | None:
     """The first clause of `text` that states a change for whom the question asks about, or None
     (all of them: changes_for)."""
@@ -340,8 +474,7 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
     ended = set()  # sentences where a thing changed before the clause: "the old Samsung died, so I got a Pixel"
     out: list[str] = []
     for c in parts:
-        asked_thing = c.subject == "thing" and c.key is not None and (
-            c.key in question.words or c.key.rstrip("s") in question.words)
+        asked_thing = c.subject == "thing" and names_thing(c, question)
         if asked_thing and c.asserts and not c.visit and (c.states_change or c.sentence in changed):
             out.append(c.text)  # "my new phone is an iPhone 15" for "what phone do I have?"
         elif c.subject == "self" and c.asserts and not c.visit and c.sentence in ended and asks_speaker:
@@ -351,8 +484,11 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
             continue
         elif c.subject == "self" or (c.subject == "person" and c.key in _DEPENDANTS and asks_speaker):
             out.append(c.text)
-        elif c.subject in ("thing", "person") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
-            out.append(c.text)  # "the neurologist put me on sumatriptan", "my boss transferred me to Leeds"
+        elif c.subject in ("thing", "person", "pronoun") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
+            out.append(c.text)  # "the neurologist put me on sumatriptan", "they made me head of sales"
+        elif (c.subject == "person" and c.key in _PROVIDERS and asks_speaker
+              and _acts_on_asked_thing(c.text, question)):
+            out.append(c.text)  # "the landlord put the rent up to 1,320": they changed the speaker's thing
         elif c.subject == "person" and not asks_speaker and _own(c, question, asks_speaker):
             out.append(c.text)
         if c.subject == "thing" and c.states_change and not c.retracts:
@@ -377,6 +513,17 @@ def stance_for(text: str, question: Asked, *, speaker_named: str | None = None) 
     return "none", None
 
 
+def _acts_on_asked_thing(text: str, question: Asked) -> bool:
+    """Does the clause act on the speaker's own thing that the question names ("the landlord
+    put the rent up" for "how much rent do we pay?"; not "my sister got a new phone")?"""
+    for m in re.finditer(r"(?i)\b(?:my|our|the)\s+(?=([\w'’-]+)(?:\s+([\w'’-]+))?)", text):
+        for w in m.groups():
+            low = (w or "").casefold()
+            if low and low not in _FUNCTION and (low in question.words or low.rstrip("s") in question.words):
+                return True
+    return False
+
+
 _OWN_LATER = re.compile(r"(?i)^\W*\S+\b.*\b(?:my|our|me|us|mine)\b")
 
 
@@ -389,10 +536,14 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
     if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _OWN_LATER.match(c.text):
         return True
     if c.subject == "thing":
-        return c.key is not None and (c.key in question.words or c.key.rstrip("s") in question.words)
+        return names_thing(c, question)
     if c.subject == "person":
         named = {w.casefold() for w in re.findall(r"\b[A-Z][a-zà-ÿ]+\b", c.text)}
-        return c.key in question.people or bool(named & question.people) or (asks_speaker and c.key in _DEPENDANTS)
+        # "the kids renamed the dog" changes the dog too ("my neighbour walked our dog" is theirs)
+        acted_on = c.states_change and any(
+            re.search(rf"(?i)\b(?:my|our|the)\s+(?:[\w'’-]+\s+)?{re.escape(p)}\b", c.text) for p in question.people)
+        return (c.key in question.people or bool(named & question.people) or acted_on
+                or (asks_speaker and c.key in _DEPENDANTS))
     return False
 
 
@@ -417,7 +568,7 @@ _NOW = re.compile(r"(?i)\b(?:now|currently|current|these\s+days|nowadays|still|a
                   r"|right\s+now|most\s+recent(?:ly)?|latest|at\s+present|today)\b")
 _PAST = re.compile(r"(?i)\b(?:did|was|were|when|had|ago|last|first|before|after|during|used\s+to|yesterday"
                    r"|in\s+(?:19|20)\d\d)\b")
-_PRESENT = re.compile(r"(?i)\b(?:is|are|am|do|does|have|has|'s|’s|'re|’re|'m|’m)\b")
+_PRESENT = re.compile(r"(?i)\b(?:is|are|am|do|does|have|has|should|'s|’s|'re|’re|'m|’m)\b")
 
 
 def asks_state(question: str) -> bool:

@@ -922,7 +922,9 @@ _LOADERS: dict[str, Callable[[Any, str, Path | str], Dataset]] = {
 # earlier one or the one that held at a time (history), or a claim of an outdated turn that still
 # holds (keep). Scenarios are split dev / heldout: rules are tuned on dev only.
 
-UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted")
+# "additive" (a second value beside the first: "we also got a cat") came after the held-out half was
+# written, so only the dev half has it.
+UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted", "additive")
 UPDATE_QUESTION_TYPES = ("current", "history", "keep")
 UPDATE_SPLITS = ("dev", "heldout")
 _UPDATE_ROLES = ("user", "assistant")

@@ -117,8 +117,12 @@ class _VectorMemo:
 
 CLAUSE_VECTORS = _VectorMemo()
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
-_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?|half|one|two|three|four|five|six|seven|eight|nine|ten"
-                    r"|eleven|twelve|dozen|twenty|thirty|hundred"
+# A question about an amount by its name ("what's my salary?"), not about a thing whose name holds
+# a number ("what camera lens did I buy?" -> "a 50mm prime").
+AMOUNT = re.compile(r"(?i)\b(?:salary|salaries|pay|wage|wages|income|earn|earnings|rent|mortgage|price|cost|costs"
+                    r"|fee|fees|bill|budget|savings|balance|weight|weigh|height|age|score|rate|allowance)\b")
+_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?"  # 57k, 86kg
+                    r"|half|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|twenty|thirty|hundred"
                     r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
 
 
@@ -685,7 +689,17 @@ class Recall:
         does not replace (not_a_change, reasons in trace.params["asides"]). Asked about the past
         ("what did I drive before the RAV4?"), the statement before the best-matching one leads it
         (history_first, in trace.params["history_first"])."""
-        from ..statements import asked, asks_about_asides, claims_for, clauses, stance_for
+        from ..statements import (
+            DEPENDANTS,
+            PERSON_NOUNS,
+            asked,
+            asks_about_asides,
+            changes_for,
+            claims_for,
+            clauses,
+            stance_for,
+            widened,
+        )
 
         r = self.recipe
         pool = sorted((c for c in turns if c.meta.get("trust") in ("user", "external") and c.meta.get("speaker")
@@ -694,17 +708,27 @@ class Recall:
             return
         question = asked(trace.query)
         stance: dict[int, tuple[str, Any]] = {}  # stance_for: ("change", [clauses]), ("state", clause), ...
+        def speaker_of(c: CandidateTrace) -> str | None:
+            return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
+
         for c in pool:
-            named = c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
-            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question, speaker_named=named)
+            stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question,
+                                             speaker_named=speaker_of(c))
         kinds = {k for k, _ in stance.values()}
         if historical:
             kinds.add("change")
         if asks_about_asides(trace.query):
             kinds.discard("aside")  # "which car did I say I'd get someday?" asks for the aside itself
             stance = {m: (("none", None) if k == "aside" else (k, c)) for m, (k, c) in stance.items()}
-        if "change" not in kinds and "aside" not in kinds:
-            return
+        if not kinds & {"change", "aside"}:
+            # no change or aside read from the question alone; one may still be read beside the
+            # statements of the state, which name what the question does not ("we heat the house
+            # with an oil boiler", then "the oil boiler was ripped out")
+            told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in pool if stance[c.memory_id][0] == "state")
+            if not told or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
+                                               speaker_named=speaker_of(c))
+                                   for c in pool if stance[c.memory_id][0] != "state"):
+                return
         vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
         clause_vecs: dict[str, np.ndarray] = {}
 
@@ -716,13 +740,17 @@ class Recall:
 
         # who is asked about says nothing about which of their claims is asked: "Where does Dana
         # live now?" asks for a place, not for "my name is Dana Okafor"
-        masked = trace.query
-        for name in question.people:
-            masked = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", masked)
+        def mask(text: str) -> str:
+            for name in question.people:
+                text = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", text)
+            return text
+
+        masked = mask(trace.query)
         def words(text: str) -> set[str]:
             return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
 
         q_terms = words(masked)
+        who_terms = words(" ".join(question.people)) if question.people else set()
         masked_vec: list[np.ndarray] = []
 
         def claim_query() -> np.ndarray:
@@ -757,24 +785,64 @@ class Recall:
                 vs = embed(own + changes)
                 near = [c for c, v in zip(changes, vs[len(own):]) if float(np.dot(v, vs[0])) >= r.restatement_change_similarity]
                 return near[0] if near else None
-            vs = embed(claims + changes)
+            # aligned as the query is, without whom they are about: "the kitten is called Pepper now"
+            # is about "named her Biscuit", not about "we picked up a kitten"
+            vs = embed([mask(c) for c in claims + changes])
             asked_at = closest(claim_query(), q_terms, claims, vs[:len(claims)])
             for clause, v in zip(changes, vs[len(claims):]):
                 if asked_at is not None and float(np.dot(v, vs[asked_at])) < r.restatement_change_similarity:
                     continue  # about something else than the asked claim, however unclear the alignment
-                aligned_at = closest(v, words(clause), claims, vs[:len(claims)])
+                aligned_at = closest(v, words(clause) - who_terms, claims, vs[:len(claims)])
                 if asked_at is None or aligned_at is None or asked_at == aligned_at:
                     return clause
             return None
 
-        def answers_as_well(stated: list[str], earlier: CandidateTrace) -> bool:
+        def answers_as_well(stated: list[str], earlier: CandidateTrace, share: float | None = None) -> bool:
             own = claims_for(_body(earlier.meta["text"], earlier.meta["speaker"]), question) or [earlier.meta["text"]]
             q = claim_query()
 
             def best(texts: list[str]) -> float:
                 return max(float(np.dot(v, q)) for v in embed(texts))
 
-            return best(stated) >= r.restatement_answer_share * best(own)
+            return best(stated) >= (r.restatement_answer_share if share is None else share) * best(own)
+
+        def asserted_count(turn: CandidateTrace) -> str | None:
+            """The first asserted clause of a turn that holds a number: "the job would pay 45k" is a
+            wish, not the newer salary."""
+            for c in clauses(_body(turn.meta["text"], turn.meta["speaker"])):
+                if not (c.question or c.modal or c.visit) and (found := _counts(c.text)):
+                    return found
+            return None
+
+        def own_claims(turn: CandidateTrace) -> list[str]:
+            body = _body(turn.meta["text"], turn.meta["speaker"])
+            return claims_for(body, question) or [body]
+
+        def change_of(earlier: CandidateTrace, later: CandidateTrace) -> list[str]:
+            """The later turn's change clauses for the asked claim, read beside the earlier statement:
+            a thing it names counts as named ("The oil boiler was ripped out" after "we heat the
+            house with an old oil boiler")."""
+            kind, found = stance[later.memory_id]
+            if kind == "change":
+                return list(found)
+            return changes_for(_body(later.meta["text"], later.meta["speaker"]),
+                               widened(question, " ".join(own_claims(earlier))), speaker_named=speaker_of(later))
+
+        def others_matter(earlier: CandidateTrace, later: CandidateTrace, found: list[str]) -> str | None:
+            """The third person's change clause of the later turn when it, not the speaker's own, is
+            the closest to the earlier claim ("my manager left Spotify and joined Klarna, so I'm
+            reporting to someone new" for "where do I work?"): their matter; else None."""
+            others = [c.text for c in clauses(_body(later.meta["text"], later.meta["speaker"]))
+                      if c.subject == "person" and c.states_change and c.key in PERSON_NOUNS
+                      and c.key not in question.people and not (question.self_ and c.key in DEPENDANTS)
+                      and c.text not in found]
+            if not others:
+                return None
+            own = own_claims(earlier)
+            vs = embed(own + others + found)
+            near = [max(float(np.dot(v, o)) for o in vs[:len(own)]) for v in vs[len(own):]]
+            best = max(range(len(others)), key=lambda i: near[i])
+            return others[best] if near[best] > max(near[len(others):]) else None
 
         def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
@@ -801,9 +869,19 @@ class Recall:
         if historical:
             if not statements:
                 return
+            # read beside each other, the turns name what the question does not: "the oil boiler was
+            # ripped out" is a statement of how we heat the house after "we heat it with an oil boiler"
+            def states(c: CandidateTrace, beside: str) -> bool:
+                return stance_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, beside),
+                                  speaker_named=speaker_of(c))[0] in ("state", "change")
+
+            told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in statements)
+            statements += [c for c in pool
+                           if c not in statements and stance[c.memory_id][0] != "aside" and states(c, told)]
             anchor = max(statements, key=lambda c: max(m.score for m in group(c)))
-            before = [c for c in statements if c.meta["source_time"] < anchor.meta["source_time"]
-                      and same_thing(c, anchor)]
+            anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
+            before = [c for c in pool if c.meta["source_time"] < anchor.meta["source_time"] and same_thing(c, anchor)
+                      and (c in statements or (stance[c.memory_id][0] != "aside" and states(c, anchor_text)))]
             if not before:
                 return
             prev = max(before, key=lambda c: (c.meta["source_time"], c.score))
@@ -824,10 +902,27 @@ class Recall:
         # its turn; a later plan, visit or someone else's change about it goes below it. Only that
         # chain moves: the rest of the ranking keeps its order.
         seen: set[int] = set()
-        quantity = bool(QUANTITY.search(trace.query))
+        quantity = bool(QUANTITY.search(trace.query) or AMOUNT.search(trace.query))
         top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
 
+        def push_below(aside: CandidateTrace, clause: str, answer: CandidateTrace) -> None:
+            """not_a_change: a later plan, visit or someone else's matter goes below the statement it
+            does not replace."""
+            floor = min(m.score for m in group(answer))
+            if max(m.score for m in group(aside)) < floor:
+                return
+            for m in group(aside):
+                if m.score >= floor:
+                    delta = floor - 1e-6 - m.score
+                    m.components["not_a_change"] = round(m.components.get("not_a_change", 0.0) + delta, 6)
+                    m.score += delta
+            asides[str(aside.memory_id)] = {
+                "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
+                "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
+                          f"what m{answer.memory_id} states"}
+
         def follow(answer: CandidateTrace) -> None:
+            pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
             while answer.memory_id not in seen:
                 seen.add(answer.memory_id)
                 later = [c for c in pool if c.meta["source_time"] > answer.meta["source_time"]
@@ -836,13 +931,20 @@ class Recall:
                 # it (in free chat, "my new job" or "right now" in a turn about something else would
                 # otherwise push an answer out: LoCoMo dev, 2 questions).
                 successors = [c for c in later if c.memory_id in top_k]
-                changes = {c.memory_id: about_asked_claim(answer, stance[c.memory_id][1]) for c in successors
-                           if stance[c.memory_id][0] == "change"}
-                # asked how many / how long / how much, a later count of the same thing is the newer
-                # count, change word or not: "half of the 10 are women" -> "6 women out of 10"
+                found = {c.memory_id: change_of(answer, c) for c in successors}
+                # someone else's change told with its consequence for the speaker is their matter
+                theirs = {mid: clause for mid, f in found.items()
+                          if f and (clause := others_matter(answer, by_id[mid], f))}
+                changes = {mid: about_asked_claim(answer, f) for mid, f in found.items() if f and mid not in theirs
+                           # a change that answers the question far worse than the statement it would
+                           # replace is about another of its claims ("my wife's new job" for her name)
+                           and answers_as_well(f, answer, r.restatement_change_answer_share)}
+                # asked how many / how long / how much, or for an amount by its name ("what's my
+                # salary?"), a later amount of the same thing is the newer one, change word or not:
+                # "half of the 10 are women" -> "6 women out of 10", "the senior role pays 57k"
                 if quantity and _counts(answer.meta["text"]):
                     changes |= {c.memory_id: claim for c in successors if c.memory_id not in changes
-                                and stance[c.memory_id][0] == "state" and (claim := _counts(c.meta["text"]))
+                                and stance[c.memory_id][0] == "state" and (claim := asserted_count(c))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
                 changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not changes:
@@ -851,7 +953,7 @@ class Recall:
                     # tonight" restates nothing of "I'm a nurse at St Mary's" for "what is my current job?"),
                     # and not as a short reply to the assistant.
                     changes = {c.memory_id: about_asked_claim(answer, stated) for c in successors
-                               if stance[c.memory_id][0] == "state"
+                               if stance[c.memory_id][0] == "state" and c.memory_id not in theirs
                                and len(_body(c.meta["text"], c.meta["speaker"]).split()) >= RESTATEMENT_MIN_WORDS
                                and (stated := claims_for(_body(c.meta["text"], c.meta["speaker"]), question))
                                and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id]))
@@ -860,21 +962,14 @@ class Recall:
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
                     changes = {}
+                if r.on("not_a_change"):
+                    pending += [(c, theirs.get(c.memory_id) or stance[c.memory_id][1])
+                                for c in later if c.memory_id not in changes
+                                and (stance[c.memory_id][0] == "aside" or c.memory_id in theirs)]
                 if not changes:
-                    floor = min(m.score for m in group(answer))
-                    for aside in later if r.on("not_a_change") else ():
-                        kind, clause = stance[aside.memory_id]
-                        if kind != "aside" or max(m.score for m in group(aside)) < floor:
-                            continue
-                        for m in group(aside):
-                            if m.score >= floor:
-                                delta = floor - 1e-6 - m.score
-                                m.components["not_a_change"] = round(delta, 6)
-                                m.score += delta
-                        asides[str(aside.memory_id)] = {
-                            "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
-                            "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
-                                      f"what m{answer.memory_id} states"}
+                    for aside, clause in pending:
+                        if aside.memory_id != answer.memory_id:
+                            push_below(aside, clause, answer)
                     return
                 nxt = max((c for c in later if c.memory_id in changes), key=lambda c: (c.meta["source_time"], c.score))
                 earlier = group(answer)
@@ -895,6 +990,7 @@ class Recall:
         # statements of the asked state): a later change about the same thing leads it and becomes
         # the answer in its turn; a later plan, visit or someone else's change about it goes below
         # it. Only those chains move: the rest of the ranking keeps its order.
+        by_id = {c.memory_id: c for c in pool}
         starts = sorted(statements, key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
         for start in starts:
             if start.memory_id not in seen and str(start.memory_id) not in marks:

@@ -66,6 +66,9 @@ class Recipe:
     restatement_state_similarity: float = 0.4  # a later statement of the same claim with no change word, in the top k
     restatement_answer_share: float = 0.8  # ... whose claim answers the question at least this well, relative
     restatement_similarity: float = 0.2  # cosine between the two statements, at least
+    # a change clause must answer the question at least this well, relative to the statement it would
+    # replace ("my wife's new job starts Monday" says nothing of "what's my wife's name?")
+    restatement_change_answer_share: float = 0.12
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
     trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
     # the LLM stages run only when cheap retrieval is weak

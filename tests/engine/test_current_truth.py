@@ -185,3 +185,58 @@ def test_a_later_change_leads_the_earlier_turns_answering_fact(tmp_path, embedde
         initech = next(r for r in res.results if r["fact"] and r["fact"]["object"] == "Initech")
         umbrella = next(r for r in res.results if r["text"].startswith("user: Nope"))
         assert umbrella["rank"] < initech["rank"] and initech["updated_by"]["rule"] == "restated_later"
+
+
+def test_a_change_that_only_the_earlier_statement_names_leads(engine):
+    # "how do we heat the house?" never says boiler: the later turn is read beside the earlier one
+    chat(engine, [("2023-04-04T12:00:00Z", ["We heat the house with an old oil boiler, it's costing a fortune.",
+                                            "Oil prices have been brutal."]),
+                  ("2023-12-04T12:00:00Z", ["The oil boiler was ripped out in October and a heat pump was fitted.",
+                                            "How is the heat pump coping?"])], extract=engine.extract_mode)
+    res = engine.recall("How do we heat the house?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    history = engine.recall("What heating did we have before the heat pump?", scope=S)
+    assert first_of(turn_order(engine, history), "s1:0", "s2:0") == "s1:0"
+
+
+def test_someone_elses_change_told_with_its_consequence_replaces_nothing(engine):
+    chat(engine, [("2023-04-10T09:00:00Z", ["I'm a product designer at Spotify in Stockholm.", "Nice!"]),
+                  ("2023-10-10T09:00:00Z", ["Big shake-up: my manager left Spotify and joined Klarna, so I'm "
+                                            "reporting to someone new.", "How's the new manager?"])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where do I work?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    for aside in (res.trace.params.get("asides") or {}).values():  # when it had to move, said as their matter
+        assert aside["rule"] == "not_a_change" and "my manager left Spotify" in aside["reason"]
+
+
+def test_a_plan_met_along_a_chain_goes_below_its_head(engine):
+    # the plan (s2:0) is followed by its retraction (s2:2), which leads the first statement; the plan
+    # must not stay on top
+    chat(engine, [("2023-02-09T18:00:00Z", ["We have a VW Golf, it's ten years old now.", "Golfs last forever."]),
+                  ("2023-08-09T18:00:00Z", ["We're selling the Golf and getting a Kia EV6.", "Exciting!",
+                                            "Scratch that, the EV6 deal fell through, we're keeping the Golf for now."])],
+         extract=engine.extract_mode)
+    res = engine.recall("What car do we have?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s2:2") in ("s1:0", "s2:2")
+
+
+def test_a_wished_amount_is_not_the_newer_one(engine):
+    chat(engine, [("2023-06-06T12:00:00Z", ["My salary is 38k at the council.", "Steady at least."]),
+                  ("2023-12-06T12:00:00Z", ["The job at the university would pay 45k, I'm waiting to hear back.",
+                                            "Fingers crossed!"])], extract=engine.extract_mode)
+    res = engine.recall("What's my salary?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+
+
+def test_a_later_amount_leads(engine):
+    # the third amount has no change word: asked for an amount by its name, the later one is newer
+    chat(engine, [("2022-05-05T18:00:00Z", ["I earn 42k as a junior analyst, how much should I save?", "20 percent."]),
+                  ("2023-04-20T18:00:00Z", ["Got a raise in my annual review, I'm on 48k now.", "Congratulations!"]),
+                  ("2024-03-11T18:00:00Z", ["The senior analyst role pays 57k, I start next week and still can't "
+                                            "believe it.", "Well deserved!"])], extract=engine.extract_mode)
+    res = engine.recall("What's my salary?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s3:0") == "s3:0"
+    assert any(m["rule"] in ("restated_later", "claim_superseded") for m in res.trace.params["outdated"].values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.statements import asked, asks_about_asides, asks_state, clauses, leads_for, stance_for
+from engine.statements import asked, asks_about_asides, asks_state, claims_for, clauses, leads_for, stance_for, widened
 
 SELF = asked("Where do I live now?")
 
@@ -76,6 +76,11 @@ def test_stances():
     assert stance_for("What seeds are safe for parrots?", q)[0] == "none"
 
 
+def test_a_time_is_not_a_clause_break():
+    (c,) = clauses("I take the 7:15 number 12 bus to the office.")
+    assert c.subject == "self"
+
+
 def test_clause_subjects_and_moods():
     (a, b) = clauses("My husband left Google and joined a startup")
     assert (a.subject, a.key, b.subject, b.key) == ("person", "husband", "person", "husband")  # carried
@@ -98,3 +103,57 @@ def test_questions_that_ask_for_the_aside_itself():
     assert asks_about_asides("Which car did I say I'd get someday?")
     assert asks_about_asides("What did we rent for the Utah trip?")
     assert not asks_about_asides("What car do I own?")
+
+
+@pytest.mark.parametrize("text, question", [
+    ("We got rid of the gas stove, there's an induction hob in the kitchen now.", "What kind of stove do we cook on?"),
+    ("After weeks of comparing, I ended up going with a MacBook Air.", "Which laptop do I use?"),
+    ("I was let go from Rolls-Royce in May and have been freelancing since.", "What do I do for work?"),
+    ("Down to 86 kilos on the scale this morning!", "How much do I weigh?"),
+    ("They made me head of sales at the distributor in January!", "What's my job title?"),
+    ("Please use sam@reyesdesign.co from now on.", "What email address should invoices go to?"),
+    ("The landlord put the rent up to 1,320 pounds from this month.", "How much rent do we pay?"),
+    ("Spotify is history, it's Apple Music now.", "Which Spotify plan am I on?"),
+    ("We lost Max in the spring. There's a new puppy in the house now.", "What's the name of our dog?"),
+    ("My wife's new job at the NHS trust starts Monday.", "Where does my wife work?"),
+    ("The kids renamed the dog, he's Mochi now.", "What is our dog called?"),  # someone acting on the asked pet
+    ("The 12 got cut, so it's the 7:05 tram to work for me now.", "How do I get to the office?"),
+    ("Hit 72 kilos this week, the running is paying off.", "What do I weigh?"),
+])
+def test_more_ways_of_stating_a_change(text, question):
+    assert leads_for(text, asked(question)) is not None
+
+
+@pytest.mark.parametrize("text, question, kind", [
+    ("We're selling the Golf and getting a Kia EV6.", "What car do we have?", "an arrangement"),
+    ("Our landline changes to 0161 496 0811 on Monday.", "What is our landline number?", "a change to come"),
+    ("The garage gave me a Ford Focus as a courtesy car while the Yaris gets fixed.", "What car do I own?",
+     "a stand-in"),
+    ("We're dog-sitting my neighbour's husky this week.", "What's the name of my dog?", "a stay"),
+    ("My sister got a new phone.", "What phone do I have?", "someone else's"),
+    ("My brother bought the same phone.", "What phone do I have?", "family act on their own things"),
+    ("My brother switched to Android, it's a Pixel now.", "What phone do I have?", "'it' is his phone"),
+    ("I lost touch with my old flatmates.", "Where do I live?", "'lost' of nothing the speaker had"),
+    ("My neighbour walked our dog today.", "What is our dog called?", "their act, no change of the dog"),
+])
+def test_more_non_changes(text, question, kind):
+    assert leads_for(text, asked(question)) is None, kind
+
+
+def test_a_thing_is_named_by_any_word_of_its_phrase():
+    q = asked("What kind of stove do we cook on?")
+    assert stance_for("Our gas stove takes forever to boil pasta water, any tricks?", q)[0] == "state"
+    assert stance_for("Our gas bill is huge.", asked("What kind of stove do we cook on?"))[0] != "state"
+
+
+def test_a_change_read_beside_the_earlier_statement():
+    q = asked("How do we heat the house?")
+    later = "The oil boiler was ripped out in October and a heat pump was fitted."
+    assert leads_for(later, q) is None  # the question never says boiler
+    assert leads_for(later, widened(q, "We heat the house with an old oil boiler."))
+
+
+def test_an_instruction_states_the_speakers_own_details():
+    q = asked("What is my postal address?")
+    assert claims_for("Ship it to 14 Elm Road, Norwich please.", q)
+    assert not claims_for("Send it to her new address in Leeds.", q)
