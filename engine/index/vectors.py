@@ -30,20 +30,21 @@ from ..scope import Scope
 
 SCAN_QUANTISED_FROM = 20_000  # rows; below this a float32 scan is as fast and simpler
 SHORTLIST = 256  # quantised candidates rescored in float32
-_CHUNK = 8192  # rows hashed or compared at a time (bounds the temporaries)
+_CHUNK = 8192  # rows keyed or compared at a time (bounds the temporaries)
 _MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=4096, dtype=np.uint64) | np.uint64(1)
 
 
-def _row_hashes(mat: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row's bytes (integer arithmetic: equal rows, equal hashes, whatever
-    the batch). Equal hashes are only a hint: rows are compared before being called copies."""
+def _row_keys(mat: np.ndarray) -> np.ndarray:
+    """A 64-bit key per row from its bytes (integer arithmetic, so a row's key is the same in any
+    batch). Equal rows, equal keys; a key is only a hint: rows are compared before being called
+    copies."""
     mat = np.ascontiguousarray(mat, dtype=np.float32)
     out = np.empty(len(mat), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for start in range(0, len(mat), _CHUNK):
             block = mat[start:start + _CHUNK]
             words = block.view(np.uint64) if block.shape[1] % 2 == 0 else block.view(np.uint32).astype(np.uint64)
-            out[start:start + _CHUNK] = ((words ^ np.uint64(0x9E3779B97F4A7C15)) * _MULT[: words.shape[1]]).sum(axis=1)
+            out[start:start + _CHUNK] = (words * _MULT[: words.shape[1]]).sum(axis=1)
     return out
 
 
@@ -68,8 +69,9 @@ class VectorIndex:
         self._sq_trained_n = 0
         self._sq_rows = np.zeros(0, dtype=np.int64)  # quantised index position -> its first row
         self._copies: dict[int, np.ndarray] = {}  # first row -> the later rows with the same vector
-        self._hash_rows: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
-        self._hash_new: dict[int, int] = {}  # row hash -> first row, for rows added since training
+        # _row_keys of each group's first row, sorted, and those rows; then rows added since training
+        self._key_rows: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64))
+        self._key_new: dict[int, int] = {}
         self._pos: dict[int, int] | None = None  # memory id -> row, built on first use after a change
         self._pos_n = 0
 
@@ -102,7 +104,7 @@ class VectorIndex:
                     self._last_row = last
                     self._pos = None
                     self._sq, self._sq_n, self._sq_trained_n = None, 0, 0
-                    self._copies, self._hash_new = {}, {}
+                    self._copies, self._key_new = {}, {}
                 self._state = state
             self._change_key = key
             self._changes = changes
@@ -151,46 +153,46 @@ class VectorIndex:
         return self._sq
 
     def _group(self, n: int) -> np.ndarray:
-        """Rows [0, n) grouped by identical vectors: sets the copies and the hash table, returns
+        """Rows [0, n) grouped by identical vectors: sets the copies and the key table, returns
         each group's first row in row order."""
-        hashes = _row_hashes(self._mat[:n])
-        order = np.argsort(hashes, kind="stable")
-        sorted_h = hashes[order]
-        starts = np.flatnonzero(np.r_[True, sorted_h[1:] != sorted_h[:-1]])
+        keys = _row_keys(self._mat[:n])
+        order = np.argsort(keys, kind="stable")  # equal keys: rows in order, the first one first
+        sorted_keys = keys[order]
+        starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
         first_of = np.repeat(order[starts], np.diff(np.r_[starts, n]))  # in `order`'s order
-        later = order != first_of
-        same = np.ones(n, dtype=bool)
-        for start in range(0, n, _CHUNK):  # a copy only when the vectors are equal
-            rows, firsts = order[start:start + _CHUNK], first_of[start:start + _CHUNK]
-            same[start:start + _CHUNK] = np.all(self._mat[rows] == self._mat[firsts], axis=1)
-        copies = later & same
-        copy_rows, copy_firsts = order[copies], first_of[copies]
+        later = np.flatnonzero(order != first_of)
+        same = np.zeros(len(later), dtype=bool)
+        for at in range(0, len(later), _CHUNK):  # a copy only when the vectors are equal
+            part = later[at:at + _CHUNK]
+            same[at:at + _CHUNK] = np.all(self._mat[order[part]] == self._mat[first_of[part]], axis=1)
+        copy_rows, copy_firsts = order[later[same]], first_of[later[same]]
         self._copies = {}
         if len(copy_rows):
-            by_first = np.argsort(copy_firsts, kind="stable")
+            by_first = np.lexsort((copy_rows, copy_firsts))
             copy_rows, copy_firsts = copy_rows[by_first], copy_firsts[by_first]
             bounds = np.flatnonzero(np.r_[True, copy_firsts[1:] != copy_firsts[:-1], True])
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                self._copies[int(copy_firsts[a])] = np.sort(copy_rows[a:b])
-        firsts = np.sort(order[~copies])
-        self._hash_rows = (sorted_h[starts], order[starts])
-        self._hash_new = {}
-        return firsts
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                self._copies[int(copy_firsts[a])] = copy_rows[a:b]
+        is_copy = np.zeros(n, dtype=bool)
+        is_copy[copy_rows] = True
+        self._key_rows = (sorted_keys[starts], order[starts])
+        self._key_new = {}
+        return np.flatnonzero(~is_copy)
 
     def _is_copy(self, row: int) -> bool:
         """Whether an appended row repeats a vector the quantised index holds (then it joins
         that vector's copies); otherwise it becomes the first row of its own."""
-        h = int(_row_hashes(self._mat[row:row + 1])[0])
-        first = self._hash_new.get(h)
+        key = int(_row_keys(self._mat[row:row + 1])[0])
+        first = self._key_new.get(key)
         if first is None:
-            keys, rows = self._hash_rows
-            at = int(np.searchsorted(keys, np.uint64(h)))
-            if at < len(keys) and int(keys[at]) == h:
+            keys, rows = self._key_rows
+            at = int(np.searchsorted(keys, np.uint64(key)))
+            if at < len(keys) and int(keys[at]) == key:
                 first = int(rows[at])
         if first is not None and np.array_equal(self._mat[first], self._mat[row]):
             self._copies[first] = np.append(self._copies.get(first, np.zeros(0, dtype=np.int64)), row)
             return True
-        self._hash_new.setdefault(h, row)
+        self._key_new.setdefault(key, row)
         return False
 
     def vectors_of(self, memory_ids: Iterable[int]) -> dict[int, np.ndarray]:
