@@ -74,6 +74,7 @@ class VectorIndex:
         self._key_new: dict[int, int] = {}
         self._pos: dict[int, int] | None = None  # memory id -> row, built on first use after a change
         self._pos_n = 0
+        self._sorted, self._sorted_n = False, -1  # whether rows [0, _sorted_n) are in memory-id order
 
     def __len__(self) -> int:
         return self._n
@@ -200,6 +201,13 @@ class VectorIndex:
         with each other: a statement and its later restatement)."""
         self.refresh()
         with self._lock:
+            ids = self._ids[: self._n]
+            if self._sorted_n != self._n:
+                self._sorted, self._sorted_n = bool(np.all(ids[1:] > ids[:-1])), self._n
+            if self._sorted:  # rows in id order (the usual case): no id -> row table to build
+                wanted = list(dict.fromkeys(int(m) for m in memory_ids))
+                at = np.minimum(np.searchsorted(ids, wanted), max(0, self._n - 1)).tolist()
+                return {m: self._mat[a] for m, a in zip(wanted, at) if self._n and ids[a] == m}
             if self._pos is None or self._pos_n != self._n:
                 self._pos = {int(mid): i for i, mid in enumerate(self._ids[: self._n].tolist())}
                 self._pos_n = self._n
