@@ -106,6 +106,7 @@ class VectorIndex:
                     self._pos = None
                     self._sq, self._sq_n, self._sq_trained_n = None, 0, 0
                     self._copies, self._key_new = {}, {}
+                    self._sorted_n = -1  # as many rows as before can be in another order
                 self._state = state
             self._change_key = key
             self._changes = changes

@@ -74,3 +74,23 @@ def test_without_copies_the_quantised_scan_is_unchanged(tmp_path, small_scan):
         ids, scores = index.search(q, 5)
         assert index._sq.ntotal == index._n and not index._copies
         np.testing.assert_allclose(scores, exact_top(index, q, 5), atol=1e-6)
+
+
+def test_vectors_of_finds_each_id_whatever_the_row_order(tmp_path):
+    emb = HashingEmbedder(384)
+    with MemoryEngine(tmp_path / "m.db", embedder=emb, background_reembed=False) as eng:
+        eng.ingest_documents([chat_doc(conversation(12))], scope=ANA, extract="none")
+        index = VectorIndex(eng.store, ANA, emb.model, emb.dims)
+        index.refresh()
+        ids = index._ids[: index._n].tolist()
+        truth = {mid: index._mat[i].copy() for i, mid in enumerate(ids)}
+        asked = [ids[3], ids[0], ids[-1], 10**9]  # and an id it does not hold
+        for reorder in (False, True):
+            if reorder:  # rows out of id order (a later embedding of an older memory)
+                index._ids[: index._n] = index._ids[: index._n][::-1].copy()
+                index._mat[: index._n] = index._mat[: index._n][::-1].copy()
+                index._sorted_n = -1
+            got = index.vectors_of(asked)
+            assert sorted(got) == sorted(asked[:3])
+            for mid, vec in got.items():
+                assert np.array_equal(vec, truth[mid])
