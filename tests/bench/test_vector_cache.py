@@ -152,13 +152,15 @@ def test_a_second_run_embeds_nothing_at_recall_either(tmp_path, monkeypatch):
 
     counting = Counting(384)
     monkeypatch.setitem(runner._EMBEDDERS, "hashing", counting)
+    # this process's memo of clause vectors starts empty, as a run's worker process does
+    monkeypatch.setattr(pipeline, "CLAUSE_VECTORS", pipeline._VectorMemo())
     with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
         cold = run_benchmark(engine, "updates", updates_default_path(), embedder="hashing")
         questions = {it["question"] for it in bench_sql.items(engine.store, cold["run_id"])}
         at_recall = set(counting.asked) - questions
         assert len(at_recall) > len(questions)  # clauses were embedded while recalling
         counting.asked.clear()
-        monkeypatch.setattr(pipeline, "CLAUSE_VECTORS", pipeline._VectorMemo())  # as in another process
+        monkeypatch.setattr(pipeline, "CLAUSE_VECTORS", pipeline._VectorMemo())  # the next run's process
         warm = run_benchmark(engine, "updates", updates_default_path(), embedder="hashing")
         assert counting.asked == []
         for a, b in zip(bench_sql.items(engine.store, cold["run_id"]), bench_sql.items(engine.store, warm["run_id"])):
