@@ -29,7 +29,10 @@ changes or retracts something. Whose change it is comes from its subject: see `c
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -324,12 +327,38 @@ def names_thing(c: Clause, question: Asked) -> bool:
     return any(k in question.words or k.rstrip("s") in question.words for k in keys)
 
 
-CACHED_TEXT_CHARS = 4000  # longer texts are parsed each time: the cache holds what it parses
+CACHED_TEXT_CHARS = 4000  # texts up to this are their own cache key (longer: _long_clauses)
+LONG_TEXT_CHARS = 32_000  # texts up to this are cached under a digest of them, fewer at a time
+LONG_ENTRIES = 256
 
 
 def clauses(text: str) -> list[Clause]:
     """The clauses of a text, each with its subject and flags (see the module docstring)."""
-    return list(_cached_clauses(text) if len(text) <= CACHED_TEXT_CHARS else _clauses(text))
+    if len(text) <= CACHED_TEXT_CHARS:
+        return list(_cached_clauses(text))
+    return list(_long_clauses(text) if len(text) <= LONG_TEXT_CHARS else _clauses(text))
+
+
+_LONG_CLAUSES: OrderedDict[bytes, tuple[Clause, ...]] = OrderedDict()
+_LONG_LOCK = threading.Lock()
+
+
+def _long_clauses(text: str) -> tuple[Clause, ...]:
+    """_clauses of a long text (LongMemEval's assistant turns run to thousands of characters and
+    were parsed again at every recall that scored them), kept under a digest so the key does not
+    hold the text; at most LONG_ENTRIES of them, least recently used first out."""
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _LONG_LOCK:
+        hit = _LONG_CLAUSES.get(key)
+        if hit is not None:
+            _LONG_CLAUSES.move_to_end(key)
+            return hit
+    parsed = _clauses(text)
+    with _LONG_LOCK:
+        _LONG_CLAUSES[key] = parsed
+        while len(_LONG_CLAUSES) > LONG_ENTRIES:
+            _LONG_CLAUSES.popitem(last=False)
+    return parsed
 
 
 def _clauses(text: str) -> tuple[Clause, ...]:

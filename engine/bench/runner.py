@@ -271,9 +271,10 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
         from ..llm import LLMClient, LLMConfig
 
         qa_client = LLMClient(LLMConfig(**spec["qa"]))
+    # Recall embeds too (the current-truth stage's clauses): through the run's vector cache, so
+    # a second run of the file reads the vectors the first computed, as it does the questions'.
     emb = _cached_embedder(spec)
-    with MemoryEngine(db, embedder=_embedder(spec["embedder"]), llm=False,
-                      background_reembed=False) as engine:
+    with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine:
         if qa_client is not None:  # answer and judge calls go into the container's llm_calls
             qa_client.recorder = engine.store.llm_recorder(scope)
         for q in spec["questions"]:

@@ -7,6 +7,7 @@ when an endpoint is configured, each within a time budget and with a determinist
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import threading
@@ -86,11 +87,17 @@ class _VectorMemo:
     again was most of that stage's CPU (LoCoMo dev: 2.9 of 6.9 s of recall). Bounded; least
     recently used goes first."""
 
-    MAX_TEXT_CHARS = 4000
+    MAX_TEXT_CHARS = 4000  # longer texts (a whole long turn) are kept under a digest, not as the key
+
+    @classmethod
+    def _key(cls, text: str) -> str | bytes:
+        if len(text) <= cls.MAX_TEXT_CHARS:
+            return text
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def __init__(self, size: int = 8192) -> None:
         self._size = size
-        self._vecs: OrderedDict[tuple[str, int, str, str], np.ndarray] = OrderedDict()
+        self._vecs: OrderedDict[tuple[str, int, str, str | bytes], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, embedder: Embedder, texts: list[str], kind: str = "passage") -> dict[str, np.ndarray]:
@@ -98,9 +105,10 @@ class _VectorMemo:
         out: dict[str, np.ndarray] = {}
         with self._lock:
             for t in texts:
-                v = self._vecs.get((*model, t))
+                key = (*model, self._key(t))
+                v = self._vecs.get(key)
                 if v is not None:
-                    self._vecs.move_to_end((*model, t))
+                    self._vecs.move_to_end(key)
                     out[t] = v
         missing = [t for t in dict.fromkeys(texts) if t not in out]
         if missing:
@@ -108,8 +116,7 @@ class _VectorMemo:
             with self._lock:
                 for t, v in zip(missing, fresh):
                     out[t] = v
-                    if len(t) <= self.MAX_TEXT_CHARS:  # a key the size of a whole long turn is not kept
-                        self._vecs[(*model, t)] = v
+                    self._vecs[(*model, self._key(t))] = v
                 while len(self._vecs) > self._size:
                     self._vecs.popitem(last=False)
         return out

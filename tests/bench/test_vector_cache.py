@@ -141,3 +141,27 @@ def test_a_container_that_cannot_be_built_fails_its_questions_not_the_run(tmp_pa
     assert out["status"] == "done" and out["failures"] == 1 and out["questions"] == 4
     failed = [it for it in items if it["status"] == "failed"]
     assert len(failed) == 1 and "OverflowError" in failed[0]["error"] and failed[0]["question_id"].endswith("_twin")
+
+
+def test_a_second_run_embeds_nothing_at_recall_either(tmp_path, monkeypatch):
+    """The current-truth stage embeds clauses of the turns it compares: through the run's vector
+    cache, as the questions are, so a second run of the file computes no vector at all."""
+    from engine.bench import runner
+    from engine.bench.datasets import updates_default_path
+    from engine.retrieve import pipeline
+
+    counting = Counting(384)
+    monkeypatch.setitem(runner._EMBEDDERS, "hashing", counting)
+    # this process's memo of clause vectors starts empty, as a run's worker process does
+    monkeypatch.setattr(pipeline, "CLAUSE_VECTORS", pipeline._VectorMemo())
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        cold = run_benchmark(engine, "updates", updates_default_path(), embedder="hashing")
+        questions = {it["question"] for it in bench_sql.items(engine.store, cold["run_id"])}
+        at_recall = set(counting.asked) - questions
+        assert len(at_recall) > len(questions)  # clauses were embedded while recalling
+        counting.asked.clear()
+        monkeypatch.setattr(pipeline, "CLAUSE_VECTORS", pipeline._VectorMemo())  # the next run's process
+        warm = run_benchmark(engine, "updates", updates_default_path(), embedder="hashing")
+        assert counting.asked == []
+        for a, b in zip(bench_sql.items(engine.store, cold["run_id"]), bench_sql.items(engine.store, warm["run_id"])):
+            assert a["retrieved"] == b["retrieved"]
