@@ -154,8 +154,8 @@ def test_the_shipped_fitted_weights_are_loaded_and_the_hand_recipe_keeps_the_old
     if not FITTED_WEIGHTS.is_file():
         pytest.skip("no fitted weights shipped")
     doc = json.loads(FITTED_WEIGHTS.read_text())
-    # every fitted weight comes from the file; the file may hold weights no longer fitted (recency,
-    # fitted at its hand-set 0.05 before the ablation turned it off), which are not applied
+    # every fitted weight comes from the file (a weight no longer fitted, left in an older file, is
+    # not applied); recency is off in the shipped recipes
     assert recipe_weights(get_recipe("offline")) == {k: float(doc["fitted"][k]) for k, _ in FITTED}
     assert get_recipe("offline").recency_weight == 0.0
     assert doc["files"] and all("/" not in f["file"] for f in doc["files"])  # names, not paths of this machine
