@@ -154,8 +154,29 @@ def test_the_shipped_fitted_weights_are_loaded_and_the_hand_recipe_keeps_the_old
     if not FITTED_WEIGHTS.is_file():
         pytest.skip("no fitted weights shipped")
     doc = json.loads(FITTED_WEIGHTS.read_text())
-    # every fitted weight comes from the file; the file may hold weights no longer fitted (recency,
-    # fitted at its hand-set 0.05 before the ablation turned it off), which are not applied
+    # every fitted weight comes from the file (a weight no longer fitted, left in an older file, is
+    # not applied); recency is off in the shipped recipes
     assert recipe_weights(get_recipe("offline")) == {k: float(doc["fitted"][k]) for k, _ in FITTED}
     assert get_recipe("offline").recency_weight == 0.0
     assert doc["files"] and all("/" not in f["file"] for f in doc["files"])  # names, not paths of this machine
+
+
+def test_every_question_weighs_the_same_whichever_file_it_is_in():
+    """A file of 2 questions must not outweigh one of 8: a weight that ranks the small file's gold
+    first and the big file's last loses to one that does the opposite."""
+    names = [n for n, _ in FITTED]
+    fts = names.index("fts")
+
+    def item(file: str, q: int, gold_has_fts: bool) -> dict:
+        x = np.zeros((2, len(names)))
+        x[0 if gold_has_fts else 1, fts] = 1.0
+        return {"file": file, "rows": [(list(x[0]), 0.5, [f"D{q}:0"]), (list(x[1]), 0.5, [f"D{q}:1"])],
+                "gold": {"turn": [f"D{q}:0"]}, "category": "single-hop", "question_id": f"{file}{q}", "excluded": False}
+
+    items = [item("small", q, True) for q in range(2)] + [item("big", q, False) for q in range(2, 10)]
+    compiled = fit._compiled(items, ["small", "big"])
+    assert sorted({round(c[-1], 9) for c in compiled}) == [0.1]
+    w = np.zeros(len(names))
+    w[fts] = 1.0
+    k1 = fit.offline_metric(compiled, w, k=1)
+    assert k1 == pytest.approx(0.2) and fit.offline_metric(compiled, -w, k=1) == pytest.approx(0.8)
