@@ -29,13 +29,12 @@ changes or retracts something. Whose change it is comes from its subject: see `c
 
 from __future__ import annotations
 
-import hashlib
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from .memo import LRU, text_key
 
 # Nouns that name someone other than the speaker ("my sister moved to Paris" is her change).
 PERSON_NOUNS = frozenset("""sister brother mom mum mother dad father parent parents wife husband partner
@@ -47,8 +46,7 @@ PERSON_NOUNS = frozenset("""sister brother mom mum mother dad father parent pare
 PET_NOUNS = frozenset("""dog puppy pup cat kitten parrot bird hamster rabbit bunny guinea pig fish turtle horse
     pony snake lizard ferret gecko budgie""".split())
 # Their changes are the speaker's too: a new baby, a new pet ("how many kids do I have?").
-_DEPENDANTS = frozenset({"son", "daughter", "kid", "kids", "child", "children", "baby"}) | PET_NOUNS
-DEPENDANTS = _DEPENDANTS
+DEPENDANTS = frozenset({"son", "daughter", "kid", "kids", "child", "children", "baby"}) | PET_NOUNS
 # People whose role is to set the speaker's terms: what they change of the speaker's things is the
 # speaker's change ("the landlord put the rent up"); family and friends change their own.
 _PROVIDERS = frozenset("landlord landlady doctor boss manager teacher coach team lab".split())
@@ -339,26 +337,19 @@ def clauses(text: str) -> list[Clause]:
     return list(_long_clauses(text) if len(text) <= LONG_TEXT_CHARS else _clauses(text))
 
 
-_LONG_CLAUSES: OrderedDict[bytes, tuple[Clause, ...]] = OrderedDict()
-_LONG_LOCK = threading.Lock()
+_LONG_CLAUSES: LRU[str | bytes, tuple[Clause, ...]] = LRU(LONG_ENTRIES)
 
 
 def _long_clauses(text: str) -> tuple[Clause, ...]:
     """_clauses of a long text (LongMemEval's assistant turns run to thousands of characters and
     were parsed again at every recall that scored them), kept under a digest so the key does not
     hold the text; at most LONG_ENTRIES of them, least recently used first out."""
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _LONG_LOCK:
-        hit = _LONG_CLAUSES.get(key)
-        if hit is not None:
-            _LONG_CLAUSES.move_to_end(key)
-            return hit
-    parsed = _clauses(text)
-    with _LONG_LOCK:
-        _LONG_CLAUSES[key] = parsed
-        while len(_LONG_CLAUSES) > LONG_ENTRIES:
-            _LONG_CLAUSES.popitem(last=False)
-    return parsed
+    key = text_key(text, CACHED_TEXT_CHARS)
+    hit = _LONG_CLAUSES.get(key)
+    if hit is None:
+        hit = _clauses(text)
+        _LONG_CLAUSES.put(key, hit)
+    return hit
 
 
 def _clauses(text: str) -> tuple[Clause, ...]:
@@ -511,7 +502,7 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
             ended.discard(c.sentence)
         elif not c.states_change:
             continue
-        elif c.subject == "self" or (c.subject == "person" and c.key in _DEPENDANTS and asks_speaker):
+        elif c.subject == "self" or (c.subject == "person" and c.key in DEPENDANTS and asks_speaker):
             out.append(c.text)
         elif c.subject in ("thing", "person", "pronoun") and asks_speaker and _DONE_TO_SPEAKER.search(c.text):
             out.append(c.text)  # "the neurologist put me on sumatriptan", "they made me head of sales"
@@ -572,7 +563,7 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
         acted_on = c.states_change and any(
             re.search(rf"(?i)\b(?:my|our|the)\s+(?:[\w'’-]+\s+)?{re.escape(p)}\b", c.text) for p in question.people)
         return (c.key in question.people or bool(named & question.people) or acted_on
-                or (asks_speaker and c.key in _DEPENDANTS))
+                or (asks_speaker and c.key in DEPENDANTS))
     return False
 
 

@@ -7,12 +7,9 @@ when an endpoint is configured, each within a time budget and with a determinist
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +19,7 @@ import numpy as np
 from ..embed.base import Embedder
 from ..index.vectors import VectorIndex
 from ..llm import LLMClient, Recorder
+from ..memo import LRU, text_key
 from ..names import find_mentions, name_key, sentence_opener
 from ..scope import Scope
 from ..statements import asks_state
@@ -89,36 +87,21 @@ class _VectorMemo:
 
     MAX_TEXT_CHARS = 4000  # longer texts (a whole long turn) are kept under a digest, not as the key
 
-    @classmethod
-    def _key(cls, text: str) -> str | bytes:
-        if len(text) <= cls.MAX_TEXT_CHARS:
-            return text
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
     def __init__(self, size: int = 8192) -> None:
-        self._size = size
-        self._vecs: OrderedDict[tuple[str, int, str, str | bytes], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._vecs: LRU[tuple[str, int, str, str | bytes], np.ndarray] = LRU(size)
 
     def get(self, embedder: Embedder, texts: list[str], kind: str = "passage") -> dict[str, np.ndarray]:
         model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), kind)
         out: dict[str, np.ndarray] = {}
-        with self._lock:
-            for t in texts:
-                key = (*model, self._key(t))
-                v = self._vecs.get(key)
-                if v is not None:
-                    self._vecs.move_to_end(key)
-                    out[t] = v
+        for t in texts:
+            v = self._vecs.get((*model, text_key(t, self.MAX_TEXT_CHARS)))
+            if v is not None:
+                out[t] = v
         missing = [t for t in dict.fromkeys(texts) if t not in out]
         if missing:
-            fresh = embedder.embed(missing, kind=kind)
-            with self._lock:
-                for t, v in zip(missing, fresh):
-                    out[t] = v
-                    self._vecs[(*model, self._key(t))] = v
-                while len(self._vecs) > self._size:
-                    self._vecs.popitem(last=False)
+            for t, v in zip(missing, embedder.embed(missing, kind=kind)):
+                out[t] = v
+                self._vecs.put((*model, text_key(t, self.MAX_TEXT_CHARS)), v)
         return out
 
 
