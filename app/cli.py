@@ -231,7 +231,8 @@ def _add_commands(sub) -> None:
     p.add_argument("dataset", choices=(*BENCH_DATASETS, "report", "ablate", "fit"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
     p.add_argument("--data", default=None, action="append",
-                   help="the dataset file, ConvoMem also a folder of them (fit: repeat for several; updates: "
+                   help="the dataset file, ConvoMem also a folder of them (fit, ablate: repeat for several, ablate then "
+                        "pools their folds; updates: "
                         "default the bundled resources/bench/updates.json)")
     p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
@@ -692,6 +693,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.data = [str(updates_default_path())]
     if not args.data:
         raise BadInput(f"bench {args.dataset} needs --data FILE")
+    if args.dataset == "ablate" and len(args.data) > 1:
+        return _bench_ablate(args)
     if args.dataset == "fit":
         return _bench_fit(args)
     if len(args.data) > 1:
@@ -746,14 +749,20 @@ def _bench_fit(args: argparse.Namespace) -> int:
 
 
 def _bench_ablate(args: argparse.Namespace) -> int:
-    from engine.bench.ablate import markdown, run_ablation, write_report
+    from engine.bench.ablate import markdown, run_ablation, run_pooled_ablation, write_report
     from engine.memory import MemoryEngine
 
     features = _features(args.features) if args.features else None
+    common = {"features": features, "metric": args.metric, "recipe": args.recipe, "workers": args.workers,
+              "embedder": args.embedder, "extract": args.extract, "limit": args.limit, "fresh": args.fresh,
+              "progress": None if args.json else _progress}
     with MemoryEngine(_db_path(args), llm=False) as engine:
-        out = run_ablation(engine, args.data, features=features, folds=args.folds, metric=args.metric,
-                           recipe=args.recipe, workers=args.workers, embedder=args.embedder, extract=args.extract,
-                           limit=args.limit, fresh=args.fresh, progress=None if args.json else _progress)
+        if isinstance(args.data, list):  # several files: pooled folds (each file's own)
+            if args.folds:
+                raise BadInput("--folds applies to one --data file; a pooled ablation uses each file's own folds")
+            out = run_pooled_ablation(engine, args.data, **common)
+        else:
+            out = run_ablation(engine, args.data, folds=args.folds, **common)
     if not args.json:
         sys.stderr.write("\n")
     if args.out:

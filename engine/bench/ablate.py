@@ -193,55 +193,117 @@ def run_ablation(engine: MemoryEngine, data_path: str | os.PathLike[str], *, fea
                  fresh: bool = False, progress: Callable[[float, str], None] | None = None,
                  should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Ablate every feature (or `features`) on one benchmark file; the `bench ablate --json` document."""
-    from ..retrieve.intent import FEATURES
-    from ..retrieve.recipes import get_recipe
-
-    path = Path(data_path)
-    if not path.is_file():
-        raise BadInput(f"{path}: no such dataset file")
-    if workers < 1:
-        raise BadInput("--workers must be at least 1")
-    base_recipe = get_recipe(recipe)
-    chosen = list(features) if features else [f for f in FEATURES if base_recipe.on(f)]
-    unknown = [f for f in chosen if f not in FEATURES]
-    if unknown:
-        raise BadInput(f"unknown feature {unknown[0]!r} (one of {', '.join(FEATURES)})")
-    loaded, raw = ds.read_dataset(path)
-    folds = folds or DEFAULT_FOLDS.get(loaded.name, "type")
-    metric = metric or DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
-    extract = extract or ds.default_extract(loaded.name)
-    specs = _containers(loaded, raw)
-    specs = limit_questions(specs, limit)
-    emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
-    from .containers import cache_dir_for
-
-    cache = cache_dir_for(engine.path)
-    work = Path(str(engine.path) + ".bench") / "ablate"
-    variants = {BASELINE: list(base_recipe.off)} | {f: sorted({*base_recipe.off, f}) for f in chosen}
-    for i, spec in enumerate(specs):
-        for q in spec["questions"]:
-            q["fold"] = _fold_of(loaded.name, folds, spec["container"], q["category"])
-        spec.update({"db": str(work / f"c{i}.db"), "ks": list(DEFAULT_KS), "recipe": recipe, "embedder": emb_name,
-                     "extract": extract, "cache": str(cache), "fresh": fresh, "variants": variants})
+    run = _Ablation(engine, data_path, features=features, folds=folds, metric=metric, recipe=recipe,
+                    embedder=embedder, extract=extract, limit=limit, fresh=fresh)
     t0 = time.perf_counter()
-    items = _run(specs, workers, should_stop, progress, "ablation")
-    report = summarise_ablation(items, chosen, metric)
-    # The cross-validated figure: each fold scored under the features the other folds kept.
-    selection = cv_selection(report)
-    for spec in specs:
-        spec["fresh"] = False
-        spec["variants"] = {}
-        for q in spec["questions"]:
-            spec["variants"][f"cv:{q['fold']}"] = sorted({*base_recipe.off, *selection.get(q["fold"], [])})
-    cv_items = _run(specs, workers, should_stop, progress, "cross-validation")
-    cv_scored = _scored(cv_items, metric)
-    cv_values = [it["variants"][f"cv:{it['fold']}"].get(metric, 0.0) for it in cv_scored]
-    report["cross_validated"] = {"overall": _mean(cv_values), "off_by_fold": selection}
-    report.update({"dataset": loaded.name, "data_path": str(path), "sha256": loaded.sha256, "recipe": recipe,
-                   "extract": extract, "embedder": emb_name, "fold_kind": folds, "git_commit": _git_commit(),
+    items = _run(run.specs, workers, should_stop, progress, "ablation")
+    report = summarise_ablation(items, run.chosen, run.metric)
+    report["cross_validated"] = run.cross_validate(cv_selection(report), workers, should_stop, progress)
+    return run.describe(report, time.perf_counter() - t0)
+
+
+def run_pooled_ablation(engine: MemoryEngine, data_paths: list[str], *, features: list[str] | None = None,
+                        metric: str | None = None, recipe: str = "offline", workers: int = 1,
+                        embedder: str | None = None, extract: str | None = None, limit: int | None = None,
+                        fresh: bool = False, progress: Callable[[float, str], None] | None = None,
+                        should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Ablate on several files at once: each file's own report (its folds, its cross-validation),
+    and a pooled one whose folds are every file's folds ("<file>:<fold>") and in which every
+    question weighs the same, whichever file it is in (as `bench fit` weighs them). A feature is
+    kept for a held-out fold unless the other folds of all the files say it hurts, so a rule is
+    judged on all the development data, not on the 8 questions of one LongMemEval type."""
+    if len(data_paths) < 2:
+        raise BadInput("a pooled ablation needs two or more --data files")
+    runs = [_Ablation(engine, path, features=features, folds=None, metric=metric, recipe=recipe,
+                      embedder=embedder, extract=extract, limit=limit, fresh=fresh) for path in data_paths]
+    metrics = {r.metric for r in runs}
+    if len(metrics) > 1:
+        raise BadInput(f"the files are scored on different metrics ({', '.join(sorted(metrics))}): pass --metric")
+    chosen = [f for f in runs[0].chosen if all(f in r.chosen for r in runs)]
+    t0 = time.perf_counter()
+    reports, pooled_items = [], []
+    for r in runs:
+        items = _run(r.specs, workers, should_stop, progress, f"ablation of {r.path.name}")
+        report = summarise_ablation(items, chosen, r.metric)
+        report["cross_validated"] = r.cross_validate(cv_selection(report), workers, should_stop, progress)
+        reports.append(r.describe(report, None))
+        pooled_items += [{**it, "fold": f"{r.loaded.name}:{it['fold']}"} for it in items]
+    pooled = summarise_ablation(pooled_items, chosen, runs[0].metric)
+    selection = cv_selection(pooled)
+    values: list[float] = []
+    for r in runs:
+        mine = {fold.split(":", 1)[1]: off for fold, off in selection.items() if fold.startswith(f"{r.loaded.name}:")}
+        cv = r.cross_validate(mine, workers, should_stop, progress)
+        values += cv.pop("values")
+        pooled.setdefault("cross_validated_by_file", {})[r.path.name] = cv["overall"]
+    pooled["cross_validated"] = {"overall": _mean(values), "off_by_fold": selection}
+    pooled.update({"dataset": "pooled", "data_path": " + ".join(str(r.path) for r in runs),
+                   "files_pooled": [rep["data_path"] for rep in reports], "recipe": recipe,
+                   "extract": " / ".join(sorted({r.extract for r in runs})), "embedder": runs[0].emb_name,
+                   "fold_kind": "file and its own fold", "git_commit": _git_commit(),
                    "seconds": round(time.perf_counter() - t0, 1),
-                   "not_measured": [f for f in FEATURES if f not in chosen]})
-    return report
+                   "not_measured": [f for f in runs[0].all_features if f not in chosen], "by_file": reports})
+    return pooled
+
+
+class _Ablation:
+    """One file's containers, variants and folds, ready to run."""
+
+    def __init__(self, engine: MemoryEngine, data_path: str | os.PathLike[str], *, features: list[str] | None,
+                 folds: str | None, metric: str | None, recipe: str, embedder: str | None, extract: str | None,
+                 limit: int | None, fresh: bool) -> None:
+        from ..retrieve.intent import FEATURES
+        from ..retrieve.recipes import get_recipe
+        from .containers import cache_dir_for
+
+        self.path = Path(data_path)
+        if not self.path.is_file():
+            raise BadInput(f"{self.path}: no such dataset file")
+        self.all_features = list(FEATURES)
+        self.base_recipe = get_recipe(recipe)
+        self.chosen = list(features) if features else [f for f in FEATURES if self.base_recipe.on(f)]
+        unknown = [f for f in self.chosen if f not in FEATURES]
+        if unknown:
+            raise BadInput(f"unknown feature {unknown[0]!r} (one of {', '.join(FEATURES)})")
+        self.loaded, raw = ds.read_dataset(self.path)
+        self.folds = folds or DEFAULT_FOLDS.get(self.loaded.name, "type")
+        self.metric = metric or DEFAULT_METRIC.get(self.loaded.name, "turn_evidence_recall@10")
+        self.extract = extract or ds.default_extract(self.loaded.name)
+        self.recipe = recipe
+        self.emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
+        self.specs = limit_questions(_containers(self.loaded, raw), limit)
+        cache = cache_dir_for(engine.path)
+        work = Path(str(engine.path) + ".bench") / "ablate"
+        variants = {BASELINE: list(self.base_recipe.off)} | {f: sorted({*self.base_recipe.off, f})
+                                                             for f in self.chosen}
+        for i, spec in enumerate(self.specs):
+            for q in spec["questions"]:
+                q["fold"] = _fold_of(self.loaded.name, self.folds, spec["container"], q["category"])
+            spec.update({"db": str(work / f"c{i}.db"), "ks": list(DEFAULT_KS), "recipe": recipe,
+                         "embedder": self.emb_name, "extract": self.extract, "cache": str(cache), "fresh": fresh,
+                         "variants": variants})
+
+    def cross_validate(self, selection: dict[str, list[str]], workers: int, should_stop: ShouldStop | None,
+                       progress: Callable[[float, str], None] | None) -> dict[str, Any]:
+        """Each fold scored under the features `selection` keeps for it (the other folds' verdict)."""
+        for spec in self.specs:
+            spec["fresh"] = False
+            spec["variants"] = {}
+            for q in spec["questions"]:
+                spec["variants"][f"cv:{q['fold']}"] = sorted({*self.base_recipe.off, *selection.get(q["fold"], [])})
+        cv_scored = _scored(_run(self.specs, workers, should_stop, progress, "cross-validation"), self.metric)
+        values = [it["variants"][f"cv:{it['fold']}"].get(self.metric, 0.0) for it in cv_scored]
+        return {"overall": _mean(values), "off_by_fold": selection, "values": values}
+
+    def describe(self, report: dict[str, Any], seconds: float | None) -> dict[str, Any]:
+        report["cross_validated"].pop("values", None)
+        report.update({"dataset": self.loaded.name, "data_path": str(self.path), "sha256": self.loaded.sha256,
+                       "recipe": self.recipe, "extract": self.extract, "embedder": self.emb_name,
+                       "fold_kind": self.folds, "git_commit": _git_commit(),
+                       "not_measured": [f for f in self.all_features if f not in self.chosen]})
+        if seconds is not None:
+            report["seconds"] = round(seconds, 1)
+        return report
 
 
 def _run(specs: list[dict[str, Any]], workers: int, should_stop: ShouldStop | None,
@@ -261,7 +323,7 @@ def markdown(report: dict[str, Any]) -> str:
     base = report["baseline"]
     cv = report.get("cross_validated") or {}
     folds = list(report["folds"])
-    lines = [f"# Ablation: {report['dataset']} ({Path(report['data_path']).name})", "",
+    lines = [f"# Ablation: {report['dataset']} ({_names(report)})", "",
              f"- metric `{m}`, recipe `{report['recipe']}`, extraction `{report['extract']}`, embedder "
              f"`{report['embedder']}`, commit `{(report.get('git_commit') or 'unknown')[:12]}`",
              f"- {report['questions']} scored questions in {len(folds)} folds by {report['fold_kind']}",
@@ -269,6 +331,13 @@ def markdown(report: dict[str, Any]) -> str:
              f"other folds kept): **{(cv.get('overall') or 0):.4f}**", "",
              "Contribution = metric with the feature minus without it. Held-out = leave-one-fold-out: a fold "
              "counts the feature's effect there unless the other folds say it hurts.", "",
+             *(["- pooled: every question weighs the same, folds are each file's own; each file alone, all "
+                "features / cross-validated: " + "; ".join(
+                    f"{Path(r['data_path']).name} {r['baseline']['overall']:.4f} / "
+                    f"{(r.get('cross_validated') or {}).get('overall') or 0:.4f}" for r in report["by_file"]),
+                "- cross-validated under the pooled verdicts, by file: " + "; ".join(
+                    f"{name} {v:.4f}" for name, v in report.get("cross_validated_by_file", {}).items()), ""]
+               if report.get("by_file") else []),
              "| feature | contribution | held-out | folds + / - | questions changed | verdict |",
              "|---|---:|---:|---:|---:|---|"]
     feats = sorted(report["features"].items(), key=lambda kv: -kv[1]["contribution"])
@@ -285,10 +354,16 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _names(report: dict[str, Any]) -> str:
+    return " + ".join(Path(r["data_path"]).name for r in report.get("by_file") or [report])
+
+
 def write_report(report: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
+    """The report's JSON and Markdown (a pooled one's files also each get their own pair)."""
     out = private_dir(out_dir)  # reports are private like every file memlens writes
-    stem = f"ablate-{report['dataset']}-{Path(report['data_path']).stem}"
+    stems = "-".join(Path(r["data_path"]).stem for r in report.get("by_file") or [report])
+    stem = f"ablate-{report['dataset']}-{stems}"
     js, md = out / f"{stem}.json", out / f"{stem}.md"
     write_private(js, json.dumps(report, indent=2, sort_keys=True) + "\n")
     write_private(md, markdown(report))
-    return [js, md]
+    return [js, md] + [p for r in report.get("by_file") or [] for p in write_report(r, out_dir)]

@@ -63,9 +63,14 @@ def closeness(frame: Window, when: datetime) -> float:
 
 
 def interval_closeness(frame: Window, start: datetime, end: datetime) -> float:
-    """closeness() of the point of [start, end) nearest the window: 1.0 when they overlap."""
+    """How likely a time said as [start, end) ("this summer", "last Saturday") lies in the window:
+    the share of the interval inside it (the time is as likely anywhere in what was said), so a
+    vague "this year" is weak evidence for "in June" and "on June 3" is full evidence; an interval
+    wholly outside scores closeness() of its point nearest the window."""
     if start < frame.end and frame.start < end:
-        return 1.0
+        span = (end - start).total_seconds()
+        inside = (min(end, frame.end) - max(start, frame.start)).total_seconds()
+        return 1.0 if span <= 0 else min(1.0, inside / span)
     return closeness(frame, min(end - timedelta(seconds=1), frame.start) if end <= frame.start else start)
 
 

@@ -78,6 +78,37 @@ def test_ablation_end_to_end_on_two_conversations(engine, tmp_path):
         ablate.run_ablation(engine, DATA / "bench_locomo_tiny.json", features=["nope"], embedder="hashing")
 
 
+def test_a_pooled_ablation_judges_each_fold_by_every_files_other_folds():
+    """One file's fold where f hurts is held out against the other file's folds, which say it
+    helps: f stays on there, and its loss on that fold counts against it, as it would on new data."""
+    loc = [_item("locomo:conv-1", 1.0, 0.0, "q1"), _item("locomo:conv-2", 1.0, 0.0, "q2")]
+    lme = [_item("longmemeval:multi-session", 0.0, 1.0, "q3")]
+    alone = ablate.summarise_ablation([{**lme[0], "fold": "multi-session"}], ["f"], "turn_evidence_recall@10")
+    assert alone["features"]["f"]["verdict"] == "hurts on held-out folds"
+    pooled = ablate.summarise_ablation(loc + lme, ["f"], "turn_evidence_recall@10")
+    r = pooled["features"]["f"]
+    assert r["kept_in_folds"] == ["locomo:conv-1", "locomo:conv-2", "longmemeval:multi-session"]
+    assert r["held_out"] == pytest.approx(1 / 3) and r["verdict"] == "helps on held-out folds"
+    assert ablate.cv_selection(pooled) == {f: [] for f in r["kept_in_folds"]}
+
+
+def test_pooled_ablation_end_to_end_writes_each_files_report_and_the_pooled_one(engine, tmp_path):
+    paths = [str(DATA / "bench_locomo_tiny.json"), str(DATA / "bench_longmemeval_oracle_tiny.json")]
+    out = ablate.run_pooled_ablation(engine, paths, features=["fts", "speaker_user"], embedder="hashing")
+    assert out["dataset"] == "pooled" and [r["dataset"] for r in out["by_file"]] == ["locomo", "longmemeval"]
+    assert {f.split(":")[0] for f in out["folds"]} == {"locomo", "longmemeval"}
+    assert out["questions"] == sum(r["questions"] for r in out["by_file"])
+    assert set(out["cross_validated_by_file"]) == {"bench_locomo_tiny.json", "bench_longmemeval_oracle_tiny.json"}
+    assert out["cross_validated"]["overall"] is not None
+    files = ablate.write_report(out, tmp_path / "abl")
+    assert [f.name for f in files if f.suffix == ".md"] == [
+        "ablate-pooled-bench_locomo_tiny-bench_longmemeval_oracle_tiny.md", "ablate-locomo-bench_locomo_tiny.md",
+        "ablate-longmemeval-bench_longmemeval_oracle_tiny.md"]
+    assert "each file alone" in files[1].read_text()
+    with pytest.raises(BadInput, match="two or more"):
+        ablate.run_pooled_ablation(engine, paths[:1], embedder="hashing")
+
+
 def test_unknown_features_are_refused_and_switched_off_ones_are_in_the_trace(tmp_path):
     with pytest.raises(BadInput, match="unknown feature 'nope'"):
         get_recipe("offline", off=("nope",))

@@ -70,6 +70,18 @@ def test_a_loose_time_fades_out_and_a_date_does_not():
     assert timeframe.closeness(date, day(2024, 1, 8)) == 0.0
 
 
+def test_a_vague_time_is_weak_evidence_for_a_narrow_window():
+    """"This summer" said in August holds June for a third of its span: it may be June, it may as
+    well be July or August. "On 3 June" is wholly inside; a time outside scores as a date would."""
+    june = timeframe.window("What did Melanie do in June 2023?", NOW)
+    summer = timeframe.interval_closeness(june, day(2023, 6, 1), day(2023, 9, 1))
+    assert 0.3 < summer < 0.4
+    assert timeframe.interval_closeness(june, day(2023, 6, 3), day(2023, 6, 4)) == 1.0
+    year = timeframe.interval_closeness(june, day(2023, 1, 1), day(2024, 1, 1))
+    assert 0.0 < year < summer
+    assert timeframe.interval_closeness(june, day(2023, 9, 1), day(2023, 9, 2)) == 0.0
+
+
 def session(engine, n: int, when: str, turns: list[tuple[str, str]]) -> None:
     text, chunks, pos = "", [], 0
     for i, (who, said) in enumerate(turns, start=1):
