@@ -328,6 +328,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "self", None, True  # "No more coffee shop for me!", "Not using Windows anymore"
     if low in PERSON_NOUNS or low in PET_NOUNS:
         return "person", low, False  # "Baby number three arrived"
+    if low in ("new", "old") and len(rest) > 1 and rest[1].casefold() not in _FUNCTION:
+        return "thing", rest[1].casefold(), False  # "New number: 07700 900999"
     if first[:1].isupper() and re.search(r"['’]s$", first):
         return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
     if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):

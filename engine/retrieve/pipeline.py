@@ -150,6 +150,22 @@ def _body(text: str, speaker: str | None) -> str:
     return text
 
 
+def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | None:
+    """The clause of a later turn among `turns`, by the same speaker in the same conversation as
+    the change (a turn's or a fact's meta), that takes it back ("New number: 07700 900999." then
+    "Scratch that, same old number as before"), or None."""
+    from ..statements import clauses
+
+    for c in turns:
+        if (c.meta.get("document_id") == change.get("document_id") and c.meta.get("speaker")
+                and (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0)
+                and name_key(c.meta["speaker"]) == name_key(change.get("speaker") or "")):
+            for clause in clauses(_body(c.meta["text"], c.meta["speaker"])):
+                if clause.retracts and not clause.question and not clause.modal:
+                    return clause.text
+    return None
+
+
 def _minmax(values: dict[int, float]) -> dict[int, float]:
     if not values:
         return {}
@@ -657,6 +673,8 @@ class Recall:
                 continue
             if metas.get(cur, {}).get("chunk_id") == turn.meta.get("chunk_id"):
                 continue  # "I quit smoking": the turn states the change itself (its old value is history)
+            if _taken_back(succ.meta, turns):
+                continue  # the change was taken back later in its own conversation: it replaced nothing
             m = succ.meta
             on = (m.get("valid_from") or m.get("source_time") or "")[:10]
             reason = (f"its claim '{fact['predicate_key']} {fact['object']}' (fact {fact['fact_id']}) was superseded;"
@@ -926,6 +944,9 @@ class Recall:
                 "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
                           f"what m{answer.memory_id} states"}
 
+        def taken_back_later(change: CandidateTrace) -> str | None:
+            return _taken_back(change.meta, pool)
+
         def follow(answer: CandidateTrace) -> None:
             pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
             while answer.memory_id not in seen:
@@ -967,6 +988,13 @@ class Recall:
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
                     changes = {}
+                # a change taken back later in its own conversation ("New number: 07700 900999." then
+                # "Scratch that, same old number as before") replaces nothing: an aside of what it left
+                taken_back = {mid: clause for mid in changes if (clause := taken_back_later(by_id[mid]))}
+                changes = {mid: clause for mid, clause in changes.items() if mid not in taken_back}
+                if r.on("not_a_change"):
+                    for mid, clause in taken_back.items():
+                        push_below(by_id[mid], f"taken back later: {clause}", answer)
                 if r.on("not_a_change"):
                     pending += [(c, theirs.get(c.memory_id) or stance[c.memory_id][1])
                                 for c in later if c.memory_id not in changes
@@ -996,7 +1024,9 @@ class Recall:
         # the answer in its turn; a later plan, visit or someone else's change about it goes below
         # it. Only those chains move: the rest of the ranking keeps its order.
         by_id = {c.memory_id: c for c in pool}
-        starts = sorted(statements, key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
+        # a change taken back in its own conversation answers nothing now: no chain starts there
+        starts = sorted((c for c in statements if not (stance[c.memory_id][0] == "change" and taken_back_later(c))),
+                        key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
         for start in starts:
             if start.memory_id not in seen and str(start.memory_id) not in marks:
                 follow(start)
@@ -1147,6 +1177,21 @@ class Recall:
                           f"'{claim[start.memory_id][0]}' ({why})"}}
             return
         top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+
+        def replaced(old: CandidateTrace, by: CandidateTrace, why: str) -> None:
+            top = max(m.score for m in group(old))
+            for m in group(by):
+                lift(m, top)
+            on = by.meta["source_time"][:10]
+            for m in group(old):
+                m.components.setdefault("same_slot", 0.0)
+                marks[str(m.memory_id)] = {
+                    "by": by.memory_id, "rule": "same_slot", "on": on, "text": by.meta["text"],
+                    "reason": f"the same speaker later ({on}) states another value of it: "
+                              f"'{claim[by.memory_id][0]}' after '{claim[old.memory_id][0]}' ({why})"}
+
+        # from the statement that would answer now, the latest later value of its slot (in the
+        # top k) leads, link by link; the earlier values of that slot stay below it as history
         answer, chain = start, [start]
         while True:
             later = [(c, why) for c in eligible if c.memory_id in top_k and c not in chain
@@ -1154,18 +1199,16 @@ class Recall:
             if not later:
                 break
             nxt, why = max(later, key=lambda x: (x[0].meta["source_time"], x[0].score))
-            top = max(m.score for c in chain for m in group(c))
-            for m in group(nxt):
-                lift(m, top)
-            on = nxt.meta["source_time"][:10]
-            for m in group(answer):
-                m.components.setdefault("same_slot", 0.0)
-                marks[str(m.memory_id)] = {
-                    "by": nxt.memory_id, "rule": "same_slot", "on": on, "text": nxt.meta["text"],
-                    "reason": f"the same speaker later ({on}) states another value of it: "
-                              f"'{claim[nxt.memory_id][0]}' after '{claim[answer.memory_id][0]}' ({why})"}
+            for c in chain:
+                if c is not answer:
+                    lift(nxt, max(m.score for m in group(c)))
+            replaced(answer, nxt, why)
             chain.append(nxt)
             answer = nxt
+        for c in sorted(eligible, key=lambda c: c.meta["source_time"], reverse=True):
+            if (c not in chain and str(c.memory_id) not in marks
+                    and c.meta["source_time"] < answer.meta["source_time"] and (why := same_slot(c, answer))):
+                replaced(c, answer, why)
 
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str, CandidateTrace] = {}
