@@ -134,7 +134,13 @@ _TEMPORARY = (
         # "this week I'm in Glasgow", "we're at the coast this weekend": a presence this week, not
         # "as of this week I work for Feast"
         r"|\b(?:this|next)\s+(?:week|weekend|fortnight)\s+(?:i['’]m|we['’]re|i\s+am|we\s+are)\s+(?:in|at|staying|over|down|up)\b"
-        r"|\b(?:i['’]m|we['’]re|i\s+am|we\s+are)\s+(?:in|at|staying|over|down|up)\b[^.!?]*\b(?:this|next)\s+(?:week|weekend|fortnight)\b")),
+        r"|\b(?:i['’]m|we['’]re|i\s+am|we\s+are)\s+(?:in|at|staying|over|down|up)\b[^.!?]*\b(?:this|next)\s+(?:week|weekend|fortnight)\b"
+        # "working from the Paris office this month", "for now", "for a bit"
+        r"|\b(?:working|staying|living|based|camping|stopping)\s+(?:from|in|at|out\s+of|with)\b[^.!?]*"
+        r"\bthis\s+(?:week|weekend|month|fortnight)\b"
+        r"|\bfor\s+(?:now|a\s+bit|a\s+little\s+while)\b")),
+    # a trial, not a choice: "a free trial of Notion", "a test drive in the new Kia"
+    ("a trial", re.compile(r"(?i)\b(?:free\s+)?trial\b|\btest[-\s]drive|\bdemo\b")),
     # a short stated duration: "for the fortnight", "two weeks in Tokyo", "for a few nights"; not
     # "have lived here for two years", a state that holds
     ("a short stay", re.compile(
@@ -151,6 +157,11 @@ _TEMPORARY = (
         r"(?i)\bat\s+(?:my|our|a|his|her|their)\s+(?:[\w-]+\s+)?[\w-]+['’]s?(?!\w)"
         r"|\b(?:driving|using|borrowing|riding|on)\s+(?:my|our|a)\s+[\w-]+['’]s\b"
         r"|\bwhile\s+(?:she|he|they|mine|my|our|his|her|their|the|i['’]m\s+away|we['’]re\s+away)\b")),
+    # an occasion that ends: "for Christmas", "over the holidays", "for the wedding", "on tour"
+    ("an occasion", re.compile(
+        r"(?i)\b(?:for|over|during|until\s+after)\s+(?:the\s+)?(?:christmas|easter|new\s+year|holidays|half[-\s]term"
+        r"|summer\s+holidays|wedding|funeral|festival|conference|tournament|season)\b|\bon\s+tour\b"
+        r"|\bspending\s+(?:christmas|easter|the\s+holidays|new\s+year|the\s+weekend|a\s+few)\b")),
     # travelling: "business travel", "a work trip", "jet lag", "the hotel"
     ("travel", re.compile(
         r"(?i)\b(?:business\s+travel|(?:work|business|road)\s+trip|jet\s*lag|the\s+hotel|an?\s+hotel|airbnb|hostel"
@@ -656,6 +667,21 @@ def asks_state(question: str) -> bool:
     return bool(_NOW.search(question)) or (bool(_PRESENT.search(question)) and not _PAST.search(question))
 
 
+# Not yet a state: a time still ahead ("next month", "tomorrow", "in two weeks", "from Monday",
+# "starting in May") or a step towards a change that is not the change ("applied for", "an
+# interview", "a viewing", "booked", "waiting to hear", "an offer on").
+NOT_YET = re.compile(
+    rf"(?i)\b(?:next\s+(?:week|weekend|month|year|term|semester|spring|summer|autumn|fall|winter|{_DAY}\w*)"
+    r"|tomorrow|tonight|soon|(?:in|within)\s+(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+"
+    r"(?:days?|weeks?|months?|years?)|from\s+(?:next|tomorrow|the\s+\d+\w*|\d+\w*\s+\w+"
+    rf"|{_DAY}\w*)|starting\s+(?:next|on|in|from|tomorrow)|by\s+the\s+end\s+of|later\s+this"
+    r"|appl(?:y|ied|ying)\s+(?:for|to)|interview(?:s|ed|ing)?\b|viewings?|shortlisted|booked|waiting\s+to\s+hear"
+    r"|pending|(?:an|the|our|my)\s+offer\s+(?:on|for|in)|offer\s+in\s+on"
+    r"|looking\s+(?:at|for|into|around)|(?:house|flat|job)[-\s]?hunting|the\s+plan\s+is|aiming\s+(?:to|for))\b")
+# Being somewhere is not living there: "I'm in Lisbon", "here in Leeds" (not "I live in", "we moved to").
+_PRESENCE = re.compile(r"(?i)\b(?:i['’]m|i\s+am|im|we['’]re|we\s+are|here)\s+(?:\w+\s+)?in\s+(?-i:[A-Z])")
+_RESIDENCE = re.compile(r"(?i)\b(?:live|lives|living|lived|home|moved|move|settled|based|rent|renting|bought|own|"
+                        r"address|flat|house|apartment)\b")
 # someone else's thing in the speaker's hands: "driving my brother's Tesla", "on my dad's old iMac"
 _OTHERS_THING = re.compile(r"(?i)\b(?:my|our)\s+([\w-]+)['’]s?\s")
 
@@ -697,6 +723,10 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
         return [], "adds to what holds"
     if HOPE.search(text):
         return [], "a hope, not yet a fact"
+    if NOT_YET.search(text):
+        return [], "points to a time still ahead, or to a step not yet taken"
+    if _PRESENCE.search(text) and not _RESIDENCE.search(text):
+        return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
     parts = clauses(text)
     for c in parts:
         if c.question:

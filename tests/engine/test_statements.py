@@ -213,6 +213,11 @@ def test_a_value_is_read_whatever_its_verb(question, text, reply):
     ("What is my phone number?", "Scratch that, the SIM didn't work, same old number as before.",
      "takes something back"),
     ("Where do I work?", "Lloyds Pharmacy in Harrogate, on the dispensary team.", "no clause of theirs asserts it"),
+    ("Where do I work?", "Starting at Google in two weeks!", "points to a time still ahead, or to a step not yet taken"),
+    ("Where do I live?", "We are house-hunting in Leeds.", "points to a time still ahead, or to a step not yet taken"),
+    ("Where do I live?", "I'm in Lisbon with the band, what a crowd.", "where they are, not where they live"),
+    ("Where do I live?", "Spending Christmas in Vienna with the in-laws.", "a stay or stand-in that ends (an occasion)"),
+    ("What notes app do I use?", "Started a free trial of Notion.", "a stay or stand-in that ends (a trial)"),
 ])
 def test_what_cannot_replace_is_not_read_as_a_value(question, text, why):
     assert slot_claims(text, asked(question)) == ([], why)
