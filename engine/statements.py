@@ -678,6 +678,17 @@ NOT_YET = re.compile(
     r"|appl(?:y|ied|ying)\s+(?:for|to)|interview(?:s|ed|ing)?\b|viewings?|shortlisted|booked|waiting\s+to\s+hear"
     r"|pending|(?:an|the|our|my)\s+offer\s+(?:on|for|in)|offer\s+in\s+on"
     r"|looking\s+(?:at|for|into|around)|(?:house|flat|job)[-\s]?hunting|the\s+plan\s+is|aiming\s+(?:to|for))\b")
+# A moment a statement is anchored to ("last week", "on Friday", "tomorrow", "two days ago", "in
+# June"): an episode, not a standing state. States are said without one ("I live in Munich", "my
+# car is a Polestar"), or with the time they began ("since the spring"), or with a habit ("on
+# Tuesdays", "every morning").
+ANCHORED = re.compile(
+    rf"(?i)\b(?:yesterday|today|tonight|tomorrow|this\s+(?:morning|afternoon|evening)"
+    r"|(?:last|this|next|past)\s+(?:week|weekend|month|year|night|term|semester|spring|summer|autumn|fall|winter"
+    rf"|{_DAY}\w*)|(?:on|this|last|next)\s+{_DAY}\b|\d+\s+(?:days?|weeks?|months?|years?)\s+ago"
+    r"|(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago"
+    r"|(?:in|on|at|by|from|until)\s+(?:early\s+|late\s+|mid-?)?(?:january|february|march|april|june|july|august"
+    r"|september|october|november|december))\b")
 # Being somewhere is not living there: "I'm in Lisbon", "here in Leeds" (not "I live in", "we moved to").
 _PRESENCE = re.compile(r"(?i)\b(?:i['’]m|i\s+am|im|we['’]re|we\s+are|here)\s+(?:\w+\s+)?in\s+(?-i:[A-Z])")
 _RESIDENCE = re.compile(r"(?i)\b(?:live|lives|living|lived|home|moved|move|settled|based|rent|renting|bought|own|"
@@ -712,7 +723,9 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
     reads only what may replace: the speaker's own asserted state (or their thing's, their
     dependant's, the asked person's), not a question, plan, wish or hedge, not a stay that ends
     (temporary: a stated end, a short stay, a return, someone else's place, travel), not a turn
-    that takes something back or adds to what holds ("also", "as well"), not someone else's thing.
+    that takes something back or adds to what holds ("also", "as well"), not someone else's thing,
+    and not a turn anchored to a moment ("last week", "on Friday": an episode; a standing state is
+    said without one).
     `reply`: the turn answers the other speaker's question ("Where are you working?" -> "Lloyds
     Pharmacy in Harrogate"), so a clause without a subject of its own is the speaker's."""
     asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
@@ -725,6 +738,8 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
         return [], "a hope, not yet a fact"
     if NOT_YET.search(text):
         return [], "points to a time still ahead, or to a step not yet taken"
+    if ANCHORED.search(text):
+        return [], "anchored to a moment: an episode, not a standing state"
     if _PRESENCE.search(text) and not _RESIDENCE.search(text):
         return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
     parts = clauses(text)

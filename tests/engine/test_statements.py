@@ -225,3 +225,17 @@ def test_what_cannot_replace_is_not_read_as_a_value(question, text, why):
 
 def test_a_weekday_in_a_question_names_no_one():
     assert asked("What do I play on Tuesdays?").people == frozenset()
+
+
+@pytest.mark.parametrize("text", [
+    "Our own place in Portobello, keys came on Friday.",
+    "I was in Porto last week for a conference.",
+    "Got the Kia two days ago, still smells new.",
+])
+def test_a_statement_anchored_to_a_moment_is_an_episode_not_a_value(text):
+    assert slot_claims(text, asked("Where do I live?")) == ([], "anchored to a moment: an episode, not a standing state")
+
+
+@pytest.mark.parametrize("text", ["I take 100mg of sertraline every morning.", "My partner is Alex, together since spring."])
+def test_a_habit_or_a_start_is_no_anchor(text):
+    assert slot_claims(text, asked("What do I take?"))[1] != "anchored to a moment: an episode, not a standing state"
