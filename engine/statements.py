@@ -226,6 +226,23 @@ CHANGE = re.compile(
     # "since September I've been", "since the summer": a state that began then, not "since I was 17"
     r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
+# What takes back a change just told, in the same conversation ("New number: ...", then "Scratch
+# that, the SIM didn't work, same old number as before"): RETRACTS without its re-assertions
+# ("back to", "still in"), which in free chat as often just return to a topic.
+TAKES_BACK = re.compile(
+    r"(?i)\b(?:scratch\s+that|never\s*mind|forget\s+(?:that|what\s+i\s+said)|ignore\s+(?:that|my\s+last)"
+    r"|after\s+all|fell\s+through|called\s+(?:it\s+)?off|changed\s+(?:my|our)\s+minds?|same\s+(?:old\s+)?\w+\s+as\s+before"
+    r"|keeping\s+the\s+old|(?:didn['’]t|did\s+not|won['’]t|isn['’]t)\s+(?:work|happen|go\s+through)(?:\s+out)?)\b")
+
+
+def takes_back(text: str) -> str | None:
+    """The asserted clause of a text that takes back a change just told, or None."""
+    for c in clauses(text):
+        if not (c.question or c.modal) and TAKES_BACK.search(c.text):
+            return c.text
+    return None
+
+
 # Words that add to what holds instead of replacing it: "I also adopted a cat", "a cat as well",
 # "in addition to Rex". A clause with one states no change, whatever its verb.
 ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")

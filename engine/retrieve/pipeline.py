@@ -154,15 +154,14 @@ def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | No
     """The clause of a later turn among `turns`, by the same speaker in the same conversation as
     the change (a turn's or a fact's meta), that takes it back ("New number: 07700 900999." then
     "Scratch that, same old number as before"), or None."""
-    from ..statements import clauses
+    from ..statements import takes_back
 
     for c in turns:
         if (c.meta.get("document_id") == change.get("document_id") and c.meta.get("speaker")
                 and (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0)
-                and name_key(c.meta["speaker"]) == name_key(change.get("speaker") or "")):
-            for clause in clauses(_body(c.meta["text"], c.meta["speaker"])):
-                if clause.retracts and not clause.question and not clause.modal:
-                    return clause.text
+                and name_key(c.meta["speaker"]) == name_key(change.get("speaker") or "")
+                and (clause := takes_back(_body(c.meta["text"], c.meta["speaker"])))):
+            return clause
     return None
 
 

@@ -13,6 +13,7 @@ from engine.statements import (
     leads_for,
     slot_claims,
     stance_for,
+    takes_back,
     temporary,
     widened,
 )
@@ -239,3 +240,9 @@ def test_a_statement_anchored_to_a_moment_is_an_episode_not_a_value(text):
 @pytest.mark.parametrize("text", ["I take 100mg of sertraline every morning.", "My partner is Alex, together since spring."])
 def test_a_habit_or_a_start_is_no_anchor(text):
     assert slot_claims(text, asked("What do I take?"))[1] != "anchored to a moment: an episode, not a standing state"
+
+
+def test_taking_a_change_back_is_not_returning_to_a_topic():
+    assert takes_back("Scratch that, the SIM didn't work, same old number as before.")
+    # LongMemEval dev ba61f0b9: "back to" returns to a topic, and took back the team's size
+    assert takes_back("Going back to my former manager Rachel's team, I'm curious about the women on it.") is None
