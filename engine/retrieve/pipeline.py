@@ -1064,11 +1064,8 @@ class Recall:
         if not any(len(docs) > 1 for docs in speakers.values()):
             return  # two statements to order need one speaker in two conversations
         question = asked(trace.query)
-        before: dict[int, dict[int, int]] = {}
-        for seed, nb, offset in self.store.neighbour_memories(self.scope, [c.memory_id for c in pool], 2):
-            if offset < 0:
-                before.setdefault(seed, {})[offset] = nb
-        metas = self.store.candidate_meta(self.scope, sorted({m for d in before.values() for m in d.values()}))
+        before: dict[int, dict[int, int]] = {}  # turn -> {-1: the turn before it, -2: the one before that}
+        metas: dict[int, dict[str, Any]] = {}
 
         def speaker_of(c: CandidateTrace) -> str | None:
             return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
@@ -1096,10 +1093,19 @@ class Recall:
 
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
+        read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
+                                         speaker_named=speaker_of(c)) for c in pool}
+        # a turn with no claim of its own may answer the other speaker's question: only those look back
+        bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
+        if bare:
+            for seed, nb, offset in self.store.neighbour_memories(self.scope, bare, 2):
+                if offset < 0:
+                    before.setdefault(seed, {})[offset] = nb
+            metas.update(self.store.candidate_meta(self.scope, sorted({m for d in before.values() for m in d.values()})))
         for c in pool:
-            context = asked_by_other(c)
-            claims, _why = slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, reply=context is not None,
-                                       speaker_named=speaker_of(c))
+            context = asked_by_other(c) if c.memory_id in before else None
+            claims = read[c.memory_id][0] if context is None else slot_claims(
+                _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c))[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if claims:
                 said[c.memory_id] = claims
