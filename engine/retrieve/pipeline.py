@@ -1073,13 +1073,14 @@ class Recall:
         def asked_by_other(c: CandidateTrace) -> str | None:
             """The other speaker's question the turn answers (with the speaker's own turn before it,
             which may name the topic: "Quick one about my dentist." / "Sure, what about them?"), or None."""
-            prev = metas.get(before.get(c.memory_id, {}).get(-1))
+            around = before.get(c.memory_id, {})
+            prev = metas.get(around[-1]) if -1 in around else None
             if not prev or name_key(prev.get("speaker") or "") == name_key(c.meta["speaker"]):
                 return None
             asked_text = _body(prev["text"], prev.get("speaker"))
             if not asked_text.rstrip().endswith("?"):
                 return None
-            opener = metas.get(before.get(c.memory_id, {}).get(-2))
+            opener = metas.get(around[-2]) if -2 in around else None
             # a short question ("Sure, what about them?") asks about what the speaker raised before it
             if (opener and name_key(opener.get("speaker") or "") == name_key(c.meta["speaker"])
                     and len(asked_text.split()) <= SHORT_QUESTION_WORDS
