@@ -12,6 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -148,6 +149,28 @@ def _body(text: str, speaker: str | None) -> str:
         if label and text.startswith(label + ":"):
             return text[len(label) + 1:].lstrip()
     return text
+
+
+def _speaker_named(c: CandidateTrace) -> str | None:
+    """The turn's speaker by name, None for the anonymous user ("user", "human", "me")."""
+    return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
+
+
+def _facts_by_chunk(trace: Trace) -> dict[Any, list[CandidateTrace]]:
+    """chunk id -> the live fact candidates read from it."""
+    out: dict[Any, list[CandidateTrace]] = {}
+    for c in trace.alive():
+        if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
+            out.setdefault(c.meta["chunk_id"], []).append(c)
+    return out
+
+
+def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]]) -> list[CandidateTrace]:
+    """The turn and its fact that would answer (the best-scored: "The user works at Initech" for
+    "where do I work?", not "works as an accountant", which is more like the query's words): a
+    turn's facts go where the turn goes."""
+    facts = facts_of.get(turn.meta.get("chunk_id"), [])
+    return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
 
 
 def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | None:
@@ -730,9 +753,7 @@ class Recall:
             return
         question = asked(trace.query)
         stance: dict[int, tuple[str, Any]] = {}  # stance_for: ("change", [clauses]), ("state", clause), ...
-        def speaker_of(c: CandidateTrace) -> str | None:
-            return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
-
+        speaker_of = _speaker_named
         for c in pool:
             stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question,
                                              speaker_named=speaker_of(c))
@@ -874,18 +895,8 @@ class Recall:
                     and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
 
         # a turn's facts speak for it: the one that would answer goes where the turn goes
-        facts_of: dict[Any, list[CandidateTrace]] = {}
-        for c in trace.alive():
-            if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
-                facts_of.setdefault(c.meta["chunk_id"], []).append(c)
-
-        def group(turn: CandidateTrace) -> list[CandidateTrace]:
-            """The turn and its fact that would answer (the best-scored: "The user works at Initech" for
-            "where do I work?", not "works as an accountant", which is more like the query's words)."""
-            facts = facts_of.get(turn.meta.get("chunk_id"), [])
-            if not facts:
-                return [turn]
-            return [turn, max(facts, key=lambda f: f.score)]
+        facts_of = _facts_by_chunk(trace)
+        group = partial(_answer_group, facts_of=facts_of)
 
         statements = [c for c in pool if stance[c.memory_id][0] in ("state", "change")]
         if historical:
@@ -1067,8 +1078,7 @@ class Recall:
         before: dict[int, dict[int, int]] = {}  # turn -> {-1: the turn before it, -2: the one before that}
         metas: dict[int, dict[str, Any]] = {}
 
-        def speaker_of(c: CandidateTrace) -> str | None:
-            return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
+        speaker_of = _speaker_named
 
         def asked_by_other(c: CandidateTrace) -> str | None:
             """The other speaker's question the turn answers (with the speaker's own turn before it,
@@ -1152,14 +1162,7 @@ class Recall:
         eligible = [c for c in pool if c.memory_id in claim]
         if len(eligible) < 2:
             return
-        facts_of: dict[Any, list[CandidateTrace]] = {}
-        for c in trace.alive():
-            if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
-                facts_of.setdefault(c.meta["chunk_id"], []).append(c)
-
-        def group(turn: CandidateTrace) -> list[CandidateTrace]:
-            facts = facts_of.get(turn.meta.get("chunk_id"), [])
-            return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
+        group = partial(_answer_group, facts_of=_facts_by_chunk(trace))
 
         def lift(m: CandidateTrace, above: float) -> None:
             if m.score <= above:
