@@ -714,7 +714,7 @@ _RESIDENCE = re.compile(r"(?i)\b(?:live|lives|living|lived|home|moved|move|settl
 _OTHERS_THING = re.compile(r"(?i)\b(?:my|our)\s+([\w-]+)['’]s?\s")
 
 
-def _near(a: str, b: str) -> bool:
+def one_slip_apart(a: str, b: str) -> bool:
     """One typing slip apart ("phne" and "phone", "camra" and "camera"), for words of four letters or more."""
     if a == b:
         return True
@@ -729,7 +729,7 @@ def _near(a: str, b: str) -> bool:
 def names_thing_loosely(c: Clause, question: Asked) -> bool:
     """names_thing, forgiving one typing slip: "my phne is a pixel" is about "what phone do I have?"."""
     keys = ([c.key] if c.key else []) + list(c.nouns)
-    return names_thing(c, question) or any(_near(k, w) for k in keys for w in question.words)
+    return names_thing(c, question) or any(one_slip_apart(k, w) for k in keys for w in question.words)
 
 
 def slot_claims(text: str, question: Asked, *, reply: bool = False,

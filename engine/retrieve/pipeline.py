@@ -1060,7 +1060,7 @@ class Recall:
         one with the question, or their vectors are at least recipe.slot_similarity apart; their
         values differ when each holds a content word the other and the question do not. Only turns
         of the top k move, and only along one chain: recall@k never changes."""
-        from ..statements import _near, asked, asks_about_asides, slot_claims
+        from ..statements import asked, asks_about_asides, one_slip_apart, slot_claims
 
         r = self.recipe
         if asks_about_asides(trace.query):
@@ -1138,7 +1138,7 @@ class Recall:
         q_terms = terms(masked)
 
         def shared(a: set[str], b: set[str]) -> bool:
-            return bool(a & b) or any(_near(x, y) for x in a for y in b)
+            return bool(a & b) or any(one_slip_apart(x, y) for x in a for y in b)
 
         def same_slot(a: CandidateTrace, b: CandidateTrace) -> str | None:
             """Why a and b state values of one slot, or None."""
@@ -1208,9 +1208,9 @@ class Recall:
             if not later:
                 break
             nxt, why = max(later, key=lambda x: (x[0].meta["source_time"], x[0].score))
-            for c in chain:
-                if c is not answer:
-                    lift(nxt, max(m.score for m in group(c)))
+            top = max(m.score for c in chain for m in group(c))  # above every earlier value, fact and turn
+            for m in group(nxt):
+                lift(m, top)
             replaced(answer, nxt, why)
             chain.append(nxt)
             answer = nxt
