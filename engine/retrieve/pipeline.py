@@ -1048,7 +1048,7 @@ class Recall:
         slot with different values, that no fact and no change word links: the later leads under
         current intent, and the earlier stays right below it, marked as history (reason in
         trace.params["outdated"]); asked about the past, the one before the best-scored leads it
-        (trace.params["slot_history"]).
+        (trace.params["history_first"], its rule same_slot).
 
         A statement counts when engine.statements.slot_claims reads a claim of it: asserted, the
         speaker's own (or the asked person's), not a plan, wish, hedge, stay that ends, retraction
@@ -1180,7 +1180,7 @@ class Recall:
             top = max(m.score for m in group(start))
             for m in group(prev):
                 lift(m, top)
-            trace.params["slot_history"] = {str(prev.memory_id): {
+            trace.params["history_first"] = {str(prev.memory_id): {  # where explain and the trace pane read it
                 "over": start.memory_id, "rule": "same_slot", "on": prev.meta["source_time"][:10],
                 "reason": f"asked about the past: '{claim[prev.memory_id][0]}' came before "
                           f"'{claim[start.memory_id][0]}' ({why})"}}

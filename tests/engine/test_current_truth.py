@@ -304,3 +304,16 @@ def test_a_change_taken_back_in_its_own_conversation_replaces_nothing(tmp_path, 
         assert res.trace.params["asides"]  # the taken-back change went below, with its reason
         for mark in (res.trace.params.get("outdated") or {}).values():
             assert engine.store.message_ids(S, [mark["by"]])[mark["by"]] != ["s2:0"]
+
+
+def test_explain_says_why_same_slot_put_a_turn_below(tmp_path, embedder):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-02-01T20:00:00Z", ["I edit my videos in Premiere Pro.", "Industry standard."]),
+                   ("2023-10-01T20:00:00Z", ["Editing is all DaVinci Resolve for me, Premiere kept crashing.",
+                                             "Resolve is great."])], extract="none")
+        res = eng.recall("What do I edit videos in?", scope=S)
+        (old,) = [int(m) for m, mark in res.trace.params["outdated"].items() if mark["rule"] == "same_slot"]
+        detail = eng.explain("What do I edit videos in?", old, scope=S)["detail"]
+        assert "outdated for this question (same_slot)" in detail and "DaVinci Resolve" in detail
+        past = eng.recall("What did I edit videos in before Resolve?", scope=S)
+        assert turn_order(eng, past)[0] == "s1:0"
