@@ -69,6 +69,10 @@ class Recipe:
     # a change clause must answer the question at least this well, relative to the statement it would
     # replace ("my wife's new job starts Monday" says nothing of "what's my wife's name?")
     restatement_change_answer_share: float = 0.12
+    # same_slot: a statement's claim answers the question at least this well (cosine), and two
+    # claims without a shared word are in one slot when their vectors are at least this close
+    slot_answer_similarity: float = 0.25
+    slot_similarity: float = 0.4
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
     trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
     # the LLM stages run only when cheap retrieval is weak
