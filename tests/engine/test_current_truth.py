@@ -254,7 +254,7 @@ def test_a_later_value_of_the_same_slot_leads_whatever_its_verb(engine, first, l
     question = {"I live": "Where do I live?", "I edit": "What do I edit videos in?", "My phone": "What phone do I have?"}
     q = next(v for k, v in question.items() if first[0].startswith(k))
     chat(engine, [("2023-02-03T10:00:00Z", first), ("2023-10-03T10:00:00Z", later)], extract=engine.extract_mode)
-    res = engine.recall(q, scope=S)
+    res = engine.recall(q, scope=S, on=("same_slot",))
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
     marks = res.trace.params["outdated"]
     assert any(m["rule"] in ("same_slot", "restated_later", "claim_superseded") for m in marks.values())
@@ -268,12 +268,12 @@ def test_an_answer_to_the_assistants_question_states_the_new_value(engine):
                                             "Sure. Where are you working at the moment?",
                                             "Lloyds Pharmacy in Harrogate, on the dispensary team."])],
          extract=engine.extract_mode)
-    res = engine.recall("Where do I work?", scope=S)
+    res = engine.recall("Where do I work?", scope=S, on=("same_slot",))
     assert first_of(turn_order(engine, res), "s1:0", "s2:2") == "s2:2"
     marks = [m for m in res.trace.params["outdated"].values() if m["rule"] == "same_slot"]
     assert marks and all("Lloyds Pharmacy" in m["text"] and "Boots" in m["reason"] for m in marks)
     assert all(engine.store.message_ids(S, [m["by"]])[m["by"]] == ["s2:2"] for m in marks)
-    history = engine.recall("Where did I work before Lloyds?", scope=S)
+    history = engine.recall("Where did I work before Lloyds?", scope=S, on=("same_slot",))
     assert "s1:0" in turn_order(engine, history)[:3]
 
 
@@ -286,7 +286,7 @@ def test_an_answer_to_the_assistants_question_states_the_new_value(engine):
 def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engine, later):
     chat(engine, [("2023-02-01T10:00:00Z", ["I live in Bristol with my partner and two cats.", "Nice."]),
                   ("2023-09-01T10:00:00Z", [later, "Noted."])], extract=engine.extract_mode)
-    res = engine.recall("Where do I live?", scope=S)
+    res = engine.recall("Where do I live?", scope=S, on=("same_slot",))
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
     assert not res.trace.params.get("outdated")
 
@@ -311,9 +311,26 @@ def test_explain_says_why_same_slot_put_a_turn_below(tmp_path, embedder):
         chat(eng, [("2023-02-01T20:00:00Z", ["I edit my videos in Premiere Pro.", "Industry standard."]),
                    ("2023-10-01T20:00:00Z", ["Editing is all DaVinci Resolve for me, Premiere kept crashing.",
                                              "Resolve is great."])], extract="none")
-        res = eng.recall("What do I edit videos in?", scope=S)
+        res = eng.recall("What do I edit videos in?", scope=S, on=("same_slot",))
         (old,) = [int(m) for m, mark in res.trace.params["outdated"].items() if mark["rule"] == "same_slot"]
-        detail = eng.explain("What do I edit videos in?", old, scope=S)["detail"]
+        detail = eng.explain("What do I edit videos in?", old, scope=S, on=("same_slot",))["detail"]
         assert "outdated for this question (same_slot)" in detail and "DaVinci Resolve" in detail
-        past = eng.recall("What did I edit videos in before Resolve?", scope=S)
+        past = eng.recall("What did I edit videos in before Resolve?", scope=S, on=("same_slot",))
         assert turn_order(eng, past)[0] == "s1:0"
+
+
+def test_same_slot_is_built_but_not_shipped_on(tmp_path, embedder):
+    """It gained on the dev scenarios and nothing on the held-out half, where it superseded a plan:
+    the shipped recipes leave it off (recipes.NOT_SHIPPED), the trace says so, `on` takes it back,
+    and `off` adds to what the recipe leaves off instead of replacing it."""
+    from engine.retrieve.recipes import get_recipe
+
+    assert all(not get_recipe(name).on("same_slot") for name in ("default", "offline", "hand"))
+    assert get_recipe("offline", on=("same_slot",)).on("same_slot")
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-02-01T20:00:00Z", ["I edit my videos in Premiere Pro.", "Industry standard."]),
+                   ("2023-10-01T20:00:00Z", ["Editing is all DaVinci Resolve for me, Premiere kept crashing.",
+                                             "Resolve is great."])], extract="none")
+        res = eng.recall("What do I edit videos in?", scope=S)
+        assert "same_slot" in res.trace.params["off"]
+        assert all(m["rule"] != "same_slot" for m in (res.trace.params.get("outdated") or {}).values())
