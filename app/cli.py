@@ -199,6 +199,8 @@ def _add_commands(sub) -> None:
     p.add_argument("--budget", type=int, default=None, help="context token budget (default 800)")
     p.add_argument("--off", default=None, metavar="FEATURES",
                    help="comma-separated retrieval features to switch off (memlens bench ablate lists them)")
+    p.add_argument("--on", default=None, metavar="FEATURES",
+                   help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--explain", type=int, default=None, metavar="MEMORY_ID",
                    help="why was this memory retrieved, dropped, or never a candidate?")
 
@@ -251,6 +253,8 @@ def _add_commands(sub) -> None:
     p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
     p.add_argument("--off", default=None, metavar="FEATURES",
                    help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
+    p.add_argument("--on", default=None, metavar="FEATURES",
+                   help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--folds", default=None, choices=("conversation", "type", "half"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
                         "the dev and heldout halves for updates)")
@@ -603,7 +607,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     with MemoryEngine(path, embedder=make_embedder(), create=False) as engine:
         _note_scope(args, engine)
         kwargs = {"k": args.k, "as_of": args.as_of, "recipe": args.recipe, "budget": args.budget,
-                  **({"off": _features(args.off)} if args.off else {})}
+                  **_switches(args)}
         if args.explain is not None:
             out = engine.explain(args.query, args.explain, scope=scope, **kwargs)
             _emit(args, out, f"memory {out['memory_id']}: {out['verdict']} - {out['detail']}")
@@ -713,12 +717,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=extract,
                             executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
-                            off=_features(args.off) if args.off else (),
+                            off=_features(args.off) if args.off else (), on=_features(args.on) if args.on else (),
                             progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
     _emit(args, out, _bench_text(out) + _truth_text(out))
     return 0
+
+
+def _switches(args: argparse.Namespace) -> dict[str, list[str]]:
+    """recall's --off (besides what the recipe leaves off) and --on (what it leaves off, taken back)."""
+    from engine.retrieve.recipes import get_recipe
+
+    if not (args.off or args.on):
+        return {}
+    off = {*get_recipe(args.recipe).off, *(_features(args.off) if args.off else [])}
+    return {"off": sorted(off), "on": _features(args.on) if args.on else []}
 
 
 def _features(text: str) -> list[str]:
@@ -754,6 +768,7 @@ def _bench_ablate(args: argparse.Namespace) -> int:
 
     features = _features(args.features) if args.features else None
     common = {"features": features, "metric": args.metric, "recipe": args.recipe, "workers": args.workers,
+              "on": _features(args.on) if args.on else [],
               "embedder": args.embedder, "extract": args.extract, "limit": args.limit, "fresh": args.fresh,
               "progress": None if args.json else _progress}
     with MemoryEngine(_db_path(args), llm=False) as engine:

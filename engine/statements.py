@@ -90,6 +90,8 @@ MODAL = re.compile(
     r"|intend(?:s|ing)?\s+to|thinking\s+(?:of|about)|considering|consider|hop(?:e|es|ing)\s+to|want(?:s|ed)?\s+to"
     r"|wish|if|unless|someday|some\s+day|one\s+day|maybe|perhaps|dream(?:ing)?\s+of|about\s+to|supposed\s+to"
     r"|in\s+case)\b|['’](?:ll|d)\b")
+# a hope, not yet a fact: "we've put an offer in on a house in Frome, fingers crossed"
+HOPE = re.compile(r"(?i)\b(?:fingers\s+crossed|hopefully|wish\s+(?:me|us)\s+luck|touch\s+wood)\b")
 # "moving to Hamburg in June", "starting next month": a change still to come.
 _FUTURE_ING = re.compile(
     r"(?i)\b(?:moving|relocating|leaving|starting|switching|quitting|joining|transferring|changing|getting|heading"
@@ -121,12 +123,75 @@ VISIT = re.compile(
     # a stand-in while the speaker's own thing is away: "a courtesy car while the Yaris gets fixed"
     r"|courtesy\s+car|loan(?:er)?\s+car|hire\s+car|(?:at|in)\s+the\s+(?:repair\s+shop|shop|garage)"
     r"|(?:being\s+)?(?:fixed|repaired|serviced))\b")
+_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thurs|fri|sat|sun)"
+# A stay or a stand-in is temporary, whatever verb tells it: read from what bounds it. Each
+# marker is named (the reason a statement does not replace the state it seems to).
+_TEMPORARY = (
+    # an end given with it: "till Sunday", "until mine comes back", "Monday to Thursday", "this week"
+    ("a stated end", re.compile(
+        rf"(?i)\b(?:till|until|untill|til)\b|\b{_DAY}\s+(?:to|through|till|-)\s+{_DAY}\b"
+        r"|\bthis\s+(?:week|month)\s+only\b|\bthe\s+whole\s+(?:week|weekend|fortnight)\b"
+        # "this week I'm in Glasgow", "we're at the coast this weekend": a presence this week, not
+        # "as of this week I work for Feast"
+        r"|\b(?:this|next)\s+(?:week|weekend|fortnight)\s+(?:i['’]m|we['’]re|i\s+am|we\s+are)\s+(?:in|at|staying|over|down|up)\b"
+        r"|\b(?:i['’]m|we['’]re|i\s+am|we\s+are)\s+(?:in|at|staying|over|down|up)\b[^.!?]*\b(?:this|next)\s+(?:week|weekend|fortnight)\b"
+        # "working from the Paris office this month", "for now", "for a bit"
+        r"|\b(?:working|staying|living|based|camping|stopping)\s+(?:from|in|at|out\s+of|with)\b[^.!?]*"
+        r"\bthis\s+(?:week|weekend|month|fortnight)\b"
+        r"|\bfor\s+(?:now|a\s+bit|a\s+little\s+while)\b")),
+    # a trial, not a choice: "a free trial of Notion", "a test drive in the new Kia"
+    ("a trial", re.compile(r"(?i)\b(?:free\s+)?trial\b|\btest[-\s]drive|\bdemo\b")),
+    # a short stated duration: "for the fortnight", "two weeks in Tokyo", "for a few nights"; not
+    # "have lived here for two years", a state that holds
+    ("a short stay", re.compile(
+        r"(?i)(?<!twice\s)(?<!once\s)(?<!times\s)(?<!per\s)(?<!every\s)\b(?:for\s+)?(?:the|a|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+"
+        r"(?:days?|nights?|weeks?|fortnight)\s+(?:in|at|with|on|away|off)\b"
+        r"|\bfor\s+(?:the|a|one|two|three|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|nights?|weeks?|fortnight|weekend)\b")),
+    # a way back: "back from two weeks in Tokyo", "then home", "back Monday", "back to normal"
+    ("a return", re.compile(
+        rf"(?i)\b(?:just\s+)?(?:back|home)\s+from\b|\bgot\s+back\b|\bthen\s+(?:home|back)\b"
+        rf"|\bback\s+(?:on\s+)?{_DAY}\b|\bback\s+to\s+normal\b|\bflying\s+(?:out|back|home)\b")),
+    # someone else's place or thing, or while something of theirs lasts: "at my mum's in Swansea",
+    # "at a friend's", "driving my brother's Tesla", "while she recovers"
+    ("someone else's place or thing", re.compile(
+        r"(?i)\bat\s+(?:my|our|a|his|her|their)\s+(?:[\w-]+\s+)?[\w-]+['’]s?(?!\w)"
+        r"|\b(?:driving|using|borrowing|riding|on)\s+(?:my|our|a)\s+[\w-]+['’]s\b"
+        r"|\bwhile\s+(?:she|he|they|mine|my|our|his|her|their|the|i['’]m\s+away|we['’]re\s+away)\b")),
+    # an occasion that ends: "for Christmas", "over the holidays", "for the wedding", "on tour"
+    ("an occasion", re.compile(
+        r"(?i)\b(?:for|over|during|until\s+after)\s+(?:the\s+)?(?:christmas|easter|new\s+year|holidays|half[-\s]term"
+        r"|summer\s+holidays|wedding|funeral|festival|conference|tournament|season)\b|\bon\s+tour\b"
+        r"|\bspending\s+(?:christmas|easter|the\s+holidays|new\s+year|the\s+weekend|a\s+few)\b")),
+    # travelling: "business travel", "a work trip", "jet lag", "the hotel"
+    ("travel", re.compile(
+        r"(?i)\b(?:business\s+travel|(?:work|business|road)\s+trip|jet\s*lag|the\s+hotel|an?\s+hotel|airbnb|hostel"
+        r"|abroad|on\s+the\s+road|away\s+(?:in|at|for|on))\b")),
+)
+_STATE_HELD = re.compile(r"(?i)\b(?:have|'ve|’ve|has|had)\s+(?:been|lived|worked|had|owned|used)\b")
+
+
+# "I work at my dad's shop", "we live at my parents' now": a place of theirs can be one's own state
+_SETTLED = re.compile(r"(?i)\b(?:live|lives|living|work|works|working|job|moved|now)\b")
+
+
+def temporary(text: str) -> str | None:
+    """Why a statement tells a stay or a stand-in that ends (a visit, not a move), or None: a
+    stated end, a short stated duration, a return, someone else's place or thing, travel."""
+    if _STATE_HELD.search(text):
+        return None  # "I've lived here for two weeks now": a state that holds
+    for reason, pattern in _TEMPORARY:
+        if pattern.search(text) and not (reason == "someone else's place or thing" and _SETTLED.search(text)):
+            return reason
+    return None
+
+
 RETRACTS = re.compile(
     r"(?i)\b(?:actually,?\s+(?:we|i)(?:['’]re|['’]m|\s+are|\s+am)?\s+(?:staying|not|still|keeping|back|decided)"
     r"|after\s+all|never\s*mind|fell\s+through|pulled\s+out|called\s+(?:it\s+)?off|changed\s+"
     r"(?:my|our)\s+minds?|decided\s+(?:to\s+stay|against)|staying\s+(?:put|in|at|on|with)|still\s+(?:in|at|with|on)"
     r"|turned\s+(?:\w+\s+){0,3}down|returned\s+the|back\s+(?:on|to|at|with)|talked\s+it\s+out|another\s+go"
-    r"|not\s+\w+ing\s+after\s+all)\b")
+    r"|not\s+\w+ing\s+after\s+all|scratch\s+that|ignore\s+(?:that|my\s+last)|forget\s+(?:that|what\s+i\s+said)"
+    r"|same\s+(?:old\s+)?\w+\s+as\s+before|keeping\s+the\s+old)\b")
 CHANGE = re.compile(
     r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
     r"|gave\s+up|given\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
@@ -161,6 +226,23 @@ CHANGE = re.compile(
     # "since September I've been", "since the summer": a state that began then, not "since I was 17"
     r"|since\s+(?:(?:the|last|this)\s+)?(?:january|february|march|april|may|june|july|august|september|october"
     r"|november|december|spring|summer|autumn|fall|winter|new\s+year|then|(?:19|20)\d\d|last\s+\w+))\b")
+# What takes back a change just told, in the same conversation ("New number: ...", then "Scratch
+# that, the SIM didn't work, same old number as before"): RETRACTS without its re-assertions
+# ("back to", "still in"), which in free chat as often just return to a topic.
+TAKES_BACK = re.compile(
+    r"(?i)\b(?:scratch\s+that|never\s*mind|forget\s+(?:that|what\s+i\s+said)|ignore\s+(?:that|my\s+last)"
+    r"|after\s+all|fell\s+through|called\s+(?:it\s+)?off|changed\s+(?:my|our)\s+minds?|same\s+(?:old\s+)?\w+\s+as\s+before"
+    r"|keeping\s+the\s+old|(?:didn['’]t|did\s+not|won['’]t|isn['’]t)\s+(?:work|happen|go\s+through)(?:\s+out)?)\b")
+
+
+def takes_back(text: str) -> str | None:
+    """The asserted clause of a text that takes back a change just told, or None."""
+    for c in clauses(text):
+        if not (c.question or c.modal) and TAKES_BACK.search(c.text):
+            return c.text
+    return None
+
+
 # Words that add to what holds instead of replacing it: "I also adopted a cat", "a cat as well",
 # "in addition to Rex". A clause with one states no change, whatever its verb.
 ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")
@@ -274,6 +356,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "self", None, True  # "No more coffee shop for me!", "Not using Windows anymore"
     if low in PERSON_NOUNS or low in PET_NOUNS:
         return "person", low, False  # "Baby number three arrived"
+    if low in ("new", "old") and len(rest) > 1 and rest[1].casefold() not in _FUNCTION:
+        return "thing", rest[1].casefold(), False  # "New number: 07700 900999"
     if first[:1].isupper() and re.search(r"['’]s$", first):
         return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
     if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):
@@ -408,7 +492,7 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                 _ARRANGED.search(piece)) or (
                 (continued or implied) and bool(out) and out[-1].sentence == number and out[-1].modal)
             # "Went to a pottery taster, messy but fun": a continuation stays at the visit
-            visit = bool(VISIT.search(piece)) or (continued and bool(out) and out[-1].sentence == number
+            visit = bool(VISIT.search(piece) or temporary(piece)) or (continued and bool(out) and out[-1].sentence == number
                                                   and out[-1].visit)
             out.append(Clause(
                 text=piece, sentence=number, subject=subject, key=key,
@@ -441,6 +525,8 @@ class Asked:
 
 _Q_POSSESSIVE = re.compile(r"(?i)\b(?:my|our)\s+(?:(?:new|old|little|younger|older|best)\s+)?([\w'’-]+)")
 _Q_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-zà-ÿ]+)\b")
+_CALENDAR = _MONTHS | frozenset("""monday tuesday wednesday thursday friday saturday sunday mondays tuesdays
+    wednesdays thursdays fridays saturdays sundays christmas easter""".split())
 _Q_SELF = re.compile(r"(?i)\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|i've|i’m|i’ve)\b")
 
 
@@ -451,7 +537,8 @@ def asked(question: str) -> Asked:
         if noun in PERSON_NOUNS or noun in PET_NOUNS:
             people.add(noun)
     for m in _Q_NAME.finditer(question):
-        people.add(m.group(1).casefold())
+        if m.group(1).casefold() not in _CALENDAR:  # "what do I play on Tuesdays?" names no one
+            people.add(m.group(1).casefold())
     own = bool(_Q_SELF.search(question))
     # "my son's school" asks about the son, not the speaker; "my phone" about the speaker
     self_ = own and not (people and all(p in PERSON_NOUNS or p in PET_NOUNS for p in people)
@@ -595,3 +682,104 @@ def asks_state(question: str) -> bool:
     """Does the question ask how things stand now ("where do I live?", "what car am I driving
     now?"), rather than what happened ("what did Joanna submit?", "when did she move?")?"""
     return bool(_NOW.search(question)) or (bool(_PRESENT.search(question)) and not _PAST.search(question))
+
+
+# Not yet a state: a time still ahead ("next month", "tomorrow", "in two weeks", "from Monday",
+# "starting in May") or a step towards a change that is not the change ("applied for", "an
+# interview", "a viewing", "booked", "waiting to hear", "an offer on").
+NOT_YET = re.compile(
+    rf"(?i)\b(?:next\s+(?:week|weekend|month|year|term|semester|spring|summer|autumn|fall|winter|{_DAY}\w*)"
+    r"|tomorrow|tonight|soon|(?:in|within)\s+(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+"
+    r"(?:days?|weeks?|months?|years?)|from\s+(?:next|tomorrow|the\s+\d+\w*|\d+\w*\s+\w+"
+    rf"|{_DAY}\w*)|starting\s+(?:next|on|in|from|tomorrow)|by\s+the\s+end\s+of|later\s+this"
+    r"|appl(?:y|ied|ying)\s+(?:for|to)|interview(?:s|ed|ing)?\b|viewings?|shortlisted|booked|waiting\s+to\s+hear"
+    r"|pending|(?:an|the|our|my)\s+offer\s+(?:on|for|in)|offer\s+in\s+on"
+    r"|looking\s+(?:at|for|into|around)|(?:house|flat|job)[-\s]?hunting|the\s+plan\s+is|aiming\s+(?:to|for))\b")
+# A moment a statement is anchored to ("last week", "on Friday", "tomorrow", "two days ago", "in
+# June"): an episode, not a standing state. States are said without one ("I live in Munich", "my
+# car is a Polestar"), or with the time they began ("since the spring"), or with a habit ("on
+# Tuesdays", "every morning").
+ANCHORED = re.compile(
+    rf"(?i)\b(?:yesterday|today|tonight|tomorrow|this\s+(?:morning|afternoon|evening)"
+    r"|(?:last|this|next|past)\s+(?:week|weekend|month|year|night|term|semester|spring|summer|autumn|fall|winter"
+    rf"|{_DAY}\w*)|(?:on|this|last|next)\s+{_DAY}\b|\d+\s+(?:days?|weeks?|months?|years?)\s+ago"
+    r"|(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago"
+    r"|(?:in|on|at|by|from|until)\s+(?:early\s+|late\s+|mid-?)?(?:january|february|march|april|june|july|august"
+    r"|september|october|november|december))\b")
+# Being somewhere is not living there: "I'm in Lisbon", "here in Leeds" (not "I live in", "we moved to").
+_PRESENCE = re.compile(r"(?i)\b(?:i['’]m|i\s+am|im|we['’]re|we\s+are|here)\s+(?:\w+\s+)?in\s+(?-i:[A-Z])")
+_RESIDENCE = re.compile(r"(?i)\b(?:live|lives|living|lived|home|moved|move|settled|based|rent|renting|bought|own|"
+                        r"address|flat|house|apartment)\b")
+# someone else's thing in the speaker's hands: "driving my brother's Tesla", "on my dad's old iMac"
+_OTHERS_THING = re.compile(r"(?i)\b(?:my|our)\s+([\w-]+)['’]s?\s")
+
+
+def one_slip_apart(a: str, b: str) -> bool:
+    """One typing slip apart ("phne" and "phone", "camra" and "camera"), for words of four letters or more."""
+    if a == b:
+        return True
+    if min(len(a), len(b)) < 4 or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def names_thing_loosely(c: Clause, question: Asked) -> bool:
+    """names_thing, forgiving one typing slip: "my phne is a pixel" is about "what phone do I have?"."""
+    keys = ([c.key] if c.key else []) + list(c.nouns)
+    return names_thing(c, question) or any(one_slip_apart(k, w) for k in keys for w in question.words)
+
+
+def slot_claims(text: str, question: Asked, *, reply: bool = False,
+                speaker_named: str | None = None) -> tuple[list[str], str]:
+    """The clauses of a turn that assert a value of what the question asks about, held by whom it
+    asks about, whatever their verb; or ([], why none can). The recall orders two such statements
+    by time when nothing else links them (engine/retrieve/pipeline.py, feature same_slot), so this
+    reads only what may replace: the speaker's own asserted state (or their thing's, their
+    dependant's, the asked person's), not a question, plan, wish or hedge, not a stay that ends
+    (temporary: a stated end, a short stay, a return, someone else's place, travel), not a turn
+    that takes something back or adds to what holds ("also", "as well"), not someone else's thing,
+    and not a turn anchored to a moment ("last week", "on Friday": an episode; a standing state is
+    said without one).
+    `reply`: the turn answers the other speaker's question ("Where are you working?" -> "Lloyds
+    Pharmacy in Harrogate"), so a clause without a subject of its own is the speaker's."""
+    asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
+    if (not asks_speaker and speaker_named is not None and question.people
+            and not question.people & (PERSON_NOUNS | PET_NOUNS)):
+        return [], "someone else's turn"
+    if ADDITIVE.search(text):
+        return [], "adds to what holds"
+    if HOPE.search(text):
+        return [], "a hope, not yet a fact"
+    if NOT_YET.search(text):
+        return [], "points to a time still ahead, or to a step not yet taken"
+    if ANCHORED.search(text):
+        return [], "anchored to a moment: an episode, not a standing state"
+    if _PRESENCE.search(text) and not _RESIDENCE.search(text):
+        return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
+    parts = clauses(text)
+    for c in parts:
+        if c.question:
+            continue
+        if c.retracts:
+            return [], "takes something back"
+        if c.visit and c.subject in ("self", "thing", "none"):
+            return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
+    out: list[str] = []
+    for c in parts:
+        if c.question or c.modal or c.visit or HEDGE.search(c.text):
+            continue
+        theirs = [m.group(1).casefold() for m in _OTHERS_THING.finditer(c.text + " ")]
+        if any(t in PERSON_NOUNS and t not in question.people for t in theirs):
+            continue  # "my wife's car is a Volvo"
+        if c.subject == "self" and asks_speaker:
+            out.append(c.text)
+        elif c.subject == "thing" and (names_thing_loosely(c, question) or (reply and asks_speaker)):
+            out.append(c.text)
+        elif c.subject == "person" and (c.key in question.people or (asks_speaker and c.key in DEPENDANTS)):
+            out.append(c.text)
+        elif c.subject == "none" and reply and asks_speaker:
+            out.append(c.text)
+    return out, "" if out else "no clause of theirs asserts it"

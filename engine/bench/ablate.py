@@ -190,11 +190,12 @@ def cv_selection(report: dict[str, Any]) -> dict[str, list[str]]:
 def run_ablation(engine: MemoryEngine, data_path: str | os.PathLike[str], *, features: list[str] | None = None,
                  folds: str | None = None, metric: str | None = None, recipe: str = "offline", workers: int = 1,
                  embedder: str | None = None, extract: str | None = None, limit: int | None = None,
-                 fresh: bool = False, progress: Callable[[float, str], None] | None = None,
+                 fresh: bool = False, on: list[str] | None = None, progress: Callable[[float, str], None] | None = None,
                  should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """Ablate every feature (or `features`) on one benchmark file; the `bench ablate --json` document."""
+    """Ablate every feature (or `features`) on one benchmark file; the `bench ablate --json` document.
+    `on`: features the recipe leaves off, switched on in the baseline (and so measured)."""
     run = _Ablation(engine, data_path, features=features, folds=folds, metric=metric, recipe=recipe,
-                    embedder=embedder, extract=extract, limit=limit, fresh=fresh)
+                    embedder=embedder, extract=extract, limit=limit, fresh=fresh, on=on)
     t0 = time.perf_counter()
     items = _run(run.specs, workers, should_stop, progress, "ablation")
     report = summarise_ablation(items, run.chosen, run.metric)
@@ -205,7 +206,8 @@ def run_ablation(engine: MemoryEngine, data_path: str | os.PathLike[str], *, fea
 def run_pooled_ablation(engine: MemoryEngine, data_paths: list[str], *, features: list[str] | None = None,
                         metric: str | None = None, recipe: str = "offline", workers: int = 1,
                         embedder: str | None = None, extract: str | None = None, limit: int | None = None,
-                        fresh: bool = False, progress: Callable[[float, str], None] | None = None,
+                        fresh: bool = False, on: list[str] | None = None,
+                        progress: Callable[[float, str], None] | None = None,
                         should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Ablate on several files at once: each file's own report (its folds, its cross-validation),
     and a pooled one whose folds are every file's folds ("<file>:<fold>") and in which every
@@ -215,7 +217,7 @@ def run_pooled_ablation(engine: MemoryEngine, data_paths: list[str], *, features
     if len(data_paths) < 2:
         raise BadInput("a pooled ablation needs two or more --data files")
     runs = [_Ablation(engine, path, features=features, folds=None, metric=metric, recipe=recipe,
-                      embedder=embedder, extract=extract, limit=limit, fresh=fresh) for path in data_paths]
+                      embedder=embedder, extract=extract, limit=limit, fresh=fresh, on=on) for path in data_paths]
     metrics = {r.metric for r in runs}
     if len(metrics) > 1:
         raise BadInput(f"the files are scored on different metrics ({', '.join(sorted(metrics))}): pass --metric")
@@ -251,7 +253,7 @@ class _Ablation:
 
     def __init__(self, engine: MemoryEngine, data_path: str | os.PathLike[str], *, features: list[str] | None,
                  folds: str | None, metric: str | None, recipe: str, embedder: str | None, extract: str | None,
-                 limit: int | None, fresh: bool) -> None:
+                 limit: int | None, fresh: bool, on: list[str] | None = None) -> None:
         from ..retrieve.intent import FEATURES
         from ..retrieve.recipes import get_recipe
         from .containers import cache_dir_for
@@ -260,7 +262,7 @@ class _Ablation:
         if not self.path.is_file():
             raise BadInput(f"{self.path}: no such dataset file")
         self.all_features = list(FEATURES)
-        self.base_recipe = get_recipe(recipe)
+        self.base_recipe = get_recipe(recipe, on=on or ())
         self.chosen = list(features) if features else [f for f in FEATURES if self.base_recipe.on(f)]
         unknown = [f for f in self.chosen if f not in FEATURES]
         if unknown:

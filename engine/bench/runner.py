@@ -291,7 +291,7 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 t0, c0 = time.perf_counter(), time.thread_time()
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
                                     now=q["now"], as_of=q.get("as_of"), query_vector=qvec,
-                                    **({"off": spec["off"]} if spec.get("off") else {}))
+                                    off=tuple(spec.get("off") or ()))
             except Exception as exc:  # a failed question is recorded, never aborts the run
                 items.append({"container": spec["container"], "question_id": q["question_id"],
                               "question": q["question"], "category": q["category"], "gold": q["gold"],
@@ -367,7 +367,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   limit: int | None = None, recipe: str = "default", workers: int = 1, embedder: str | None = None,
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
                   qa: bool = False, fresh: bool = False, off: tuple[str, ...] | list[str] = (),
-                  progress: Callable[[float, str], None] | None = None,
+                  on: tuple[str, ...] | list[str] = (), progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
     from ..retrieve.recipes import get_recipe
@@ -381,8 +381,9 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
         raise BadInput("--k needs positive integers, e.g. 1,3,5,10")
     if workers < 1:
         raise BadInput("--workers must be at least 1")
-    off = sorted(set(off))
-    get_recipe(recipe, **({"off": off} if off else {}))  # unknown recipe or feature -> BadInput before anything runs
+    # `off`: features off besides those the recipe leaves off; `on`: ones it leaves off, taken back.
+    # The run records, and every recall gets, the whole list (unknown recipe or feature -> BadInput first).
+    off = sorted(get_recipe(recipe, off=sorted({*get_recipe(recipe).off, *off}), on=on).off)
     loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")

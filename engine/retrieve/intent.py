@@ -74,6 +74,10 @@ _F = [
             "the same claim) by the same speaker about the same thing leads an earlier one, kept as history"),
     Feature("not_a_change", "rank", "a later plan, wish, visit or someone else's change about the same thing stays "
             "below the earlier statement of the state it does not replace"),
+    Feature("same_slot", "rank", "where no fact or change word links them, two statements by the same speaker of "
+            "a value of the asked claim (any verb or none; an answer to the assistant's question too), same slot and "
+            "different values, are ordered by time: the later leads, the earlier is history (asked about the past: "
+            "the earlier leads)"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

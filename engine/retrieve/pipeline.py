@@ -12,6 +12,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,7 @@ def _asks(text: str) -> bool:
 
 
 RESTATEMENT_MIN_WORDS = 8
+SHORT_QUESTION_WORDS = 6  # same_slot: a question this short asks about the turn before it
 SIDES = frozenset({"user", "assistant"})  # intent.speakers' names for the two sides of a conversation
 
 
@@ -106,6 +108,11 @@ class _VectorMemo:
 
 
 CLAUSE_VECTORS = _VectorMemo()
+# Words that name no slot and no value ("the", "is", "for", "me", "now"): what a claim's terms leave out.
+_SLOT_FUNCTION = frozenset("""the a an my our your his her their its this that these those is are was were be been being
+    am has have had do does did of to in on at for from with by and or but so as it i we you me us what which who
+    where when why how much many new old now all just really very also still it's i'm i've we're we've that's
+    there there's here one some any more most much so too then than not yet yes yeah no nope""".split())
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 # A question about an amount by its name ("what's my salary?"), not about a thing whose name holds
 # a number ("what camera lens did I buy?" -> "a 50mm prime").
@@ -142,6 +149,43 @@ def _body(text: str, speaker: str | None) -> str:
         if label and text.startswith(label + ":"):
             return text[len(label) + 1:].lstrip()
     return text
+
+
+def _speaker_named(c: CandidateTrace) -> str | None:
+    """The turn's speaker by name, None for the anonymous user ("user", "human", "me")."""
+    return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
+
+
+def _facts_by_chunk(trace: Trace) -> dict[Any, list[CandidateTrace]]:
+    """chunk id -> the live fact candidates read from it."""
+    out: dict[Any, list[CandidateTrace]] = {}
+    for c in trace.alive():
+        if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
+            out.setdefault(c.meta["chunk_id"], []).append(c)
+    return out
+
+
+def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]]) -> list[CandidateTrace]:
+    """The turn and its fact that would answer (the best-scored: "The user works at Initech" for
+    "where do I work?", not "works as an accountant", which is more like the query's words): a
+    turn's facts go where the turn goes."""
+    facts = facts_of.get(turn.meta.get("chunk_id"), [])
+    return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
+
+
+def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | None:
+    """The clause of a later turn among `turns`, by the same speaker in the same conversation as
+    the change (a turn's or a fact's meta), that takes it back ("New number: 07700 900999." then
+    "Scratch that, same old number as before"), or None."""
+    from ..statements import takes_back
+
+    for c in turns:
+        if (c.meta.get("document_id") == change.get("document_id") and c.meta.get("speaker")
+                and (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0)
+                and name_key(c.meta["speaker"]) == name_key(change.get("speaker") or "")
+                and (clause := takes_back(_body(c.meta["text"], c.meta["speaker"])))):
+            return clause
+    return None
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -572,9 +616,14 @@ class Recall:
           it carried; it goes below the claim's current version. Historical intent: it leads it.
         restated_later: where no fact links them, a later turn by the same speaker that states a
           change (engine.statements) about the same thing (cosine, both among the best scored, the
-          later one in the top k) leads an earlier statement, which stays right below it as history."""
+          later one in the top k) leads an earlier statement, which stays right below it as history.
+        same_slot: where neither links them, two statements by the same speaker that assert a value of
+          the asked claim (engine.statements.slot_claims: any verb or none, an answer to the other
+          speaker's question too) and share its slot while their values differ are ordered by time:
+          the later leads (asked about the past: the earlier), see _slot_order."""
         r = self.recipe
-        if as_of or not any(r.on(f) for f in ("claim_superseded", "restated_later", "not_a_change", "history_first")):
+        if as_of or not any(r.on(f) for f in ("claim_superseded", "restated_later", "not_a_change", "history_first",
+                                              "same_slot")):
             return  # as of a time, validity filters already chose what held then
         marks: dict[str, dict[str, Any]] = trace.params.setdefault("outdated", {})
         turns = [c for c in trace.alive() if c.meta.get("kind") == "episode"]
@@ -592,6 +641,10 @@ class Recall:
             self._restatement_order(trace, [c for c in turns if str(c.memory_id) not in marks], marks, linked)
         elif r.on("history_first") and trace.intent == "historical":
             self._restatement_order(trace, turns, marks, linked, historical=True)
+        historical = trace.intent == "historical" and r.on("history_first") and "history_first" not in trace.params
+        if r.on("same_slot") and (historical or (trace.intent != "historical" and asks_state(trace.query))):
+            self._slot_order(trace, [c for c in turns if str(c.memory_id) not in marks], marks, linked,
+                             historical=historical)
         if not marks:
             del trace.params["outdated"]
 
@@ -642,6 +695,8 @@ class Recall:
                 continue
             if metas.get(cur, {}).get("chunk_id") == turn.meta.get("chunk_id"):
                 continue  # "I quit smoking": the turn states the change itself (its old value is history)
+            if _taken_back(succ.meta, turns):
+                continue  # the change was taken back later in its own conversation: it replaced nothing
             m = succ.meta
             on = (m.get("valid_from") or m.get("source_time") or "")[:10]
             reason = (f"its claim '{fact['predicate_key']} {fact['object']}' (fact {fact['fact_id']}) was superseded;"
@@ -698,9 +753,7 @@ class Recall:
             return
         question = asked(trace.query)
         stance: dict[int, tuple[str, Any]] = {}  # stance_for: ("change", [clauses]), ("state", clause), ...
-        def speaker_of(c: CandidateTrace) -> str | None:
-            return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
-
+        speaker_of = _speaker_named
         for c in pool:
             stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question,
                                              speaker_named=speaker_of(c))
@@ -842,18 +895,8 @@ class Recall:
                     and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
 
         # a turn's facts speak for it: the one that would answer goes where the turn goes
-        facts_of: dict[Any, list[CandidateTrace]] = {}
-        for c in trace.alive():
-            if c.meta.get("fact_id") is not None and c.meta.get("chunk_id") is not None:
-                facts_of.setdefault(c.meta["chunk_id"], []).append(c)
-
-        def group(turn: CandidateTrace) -> list[CandidateTrace]:
-            """The turn and its fact that would answer (the best-scored: "The user works at Initech" for
-            "where do I work?", not "works as an accountant", which is more like the query's words)."""
-            facts = facts_of.get(turn.meta.get("chunk_id"), [])
-            if not facts:
-                return [turn]
-            return [turn, max(facts, key=lambda f: f.score)]
+        facts_of = _facts_by_chunk(trace)
+        group = partial(_answer_group, facts_of=facts_of)
 
         statements = [c for c in pool if stance[c.memory_id][0] in ("state", "change")]
         if historical:
@@ -911,6 +954,9 @@ class Recall:
                 "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
                           f"what m{answer.memory_id} states"}
 
+        def taken_back_later(change: CandidateTrace) -> str | None:
+            return _taken_back(change.meta, pool)
+
         def follow(answer: CandidateTrace) -> None:
             pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
             while answer.memory_id not in seen:
@@ -952,6 +998,13 @@ class Recall:
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
                     changes = {}
+                # a change taken back later in its own conversation ("New number: 07700 900999." then
+                # "Scratch that, same old number as before") replaces nothing: an aside of what it left
+                taken_back = {mid: clause for mid in changes if (clause := taken_back_later(by_id[mid]))}
+                changes = {mid: clause for mid, clause in changes.items() if mid not in taken_back}
+                if r.on("not_a_change"):
+                    for mid, clause in taken_back.items():
+                        push_below(by_id[mid], f"taken back later: {clause}", answer)
                 if r.on("not_a_change"):
                     pending += [(c, theirs.get(c.memory_id) or stance[c.memory_id][1])
                                 for c in later if c.memory_id not in changes
@@ -981,12 +1034,191 @@ class Recall:
         # the answer in its turn; a later plan, visit or someone else's change about it goes below
         # it. Only those chains move: the rest of the ranking keeps its order.
         by_id = {c.memory_id: c for c in pool}
-        starts = sorted(statements, key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
+        # a change taken back in its own conversation answers nothing now: no chain starts there
+        starts = sorted((c for c in statements if not (stance[c.memory_id][0] == "change" and taken_back_later(c))),
+                        key=lambda c: -max(m.score for m in group(c)))[: r.restatement_starts]
         for start in starts:
             if start.memory_id not in seen and str(start.memory_id) not in marks:
                 follow(start)
         if asides:
             trace.params["asides"] = asides
+    def _slot_order(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
+                    linked: set[tuple[int, int]], *, historical: bool = False) -> None:
+        """same_slot: two statements by one speaker of a value of what the question asks, in the same
+        slot with different values, that no fact and no change word links: the later leads under
+        current intent, and the earlier stays right below it, marked as history (reason in
+        trace.params["outdated"]); asked about the past, the one before the best-scored leads it
+        (trace.params["history_first"], its rule same_slot).
+
+        A statement counts when engine.statements.slot_claims reads a claim of it: asserted, the
+        speaker's own (or the asked person's), not a plan, wish, hedge, stay that ends, retraction
+        or addition; a turn that answers the other speaker's question ("Where are you working at
+        the moment?" -> "Lloyds Pharmacy in Harrogate") is read with that question. Its claim is
+        the clause most like the question (names masked), at least recipe.slot_answer_similarity.
+        Two claims share a slot when they share a content word beside their values (stemmed, one
+        typing slip forgiven: "my phone is an iPhone 12" / "my phne is a pixel 8"), or both share
+        one with the question, or their vectors are at least recipe.slot_similarity apart; their
+        values differ when each holds a content word the other and the question do not. Only turns
+        of the top k move, and only along one chain: recall@k never changes."""
+        from ..statements import asked, asks_about_asides, one_slip_apart, slot_claims
+
+        r = self.recipe
+        if asks_about_asides(trace.query):
+            return  # "which car did I say I'd get?": the aside is the answer
+        asides = trace.params.get("asides", {})
+        pool = sorted((c for c in turns if c.meta.get("trust") in ("user", "external") and c.meta.get("speaker")
+                       and c.meta.get("source_time") and str(c.memory_id) not in asides),
+                      key=lambda c: -c.score)[: r.restatement_pool]
+        speakers: dict[str, set[Any]] = {}
+        for c in pool:
+            speakers.setdefault(name_key(c.meta["speaker"]), set()).add(c.meta.get("document_id"))
+        if not any(len(docs) > 1 for docs in speakers.values()):
+            return  # two statements to order need one speaker in two conversations
+        question = asked(trace.query)
+        before: dict[int, dict[int, int]] = {}  # turn -> {-1: the turn before it, -2: the one before that}
+        metas: dict[int, dict[str, Any]] = {}
+
+        speaker_of = _speaker_named
+
+        def asked_by_other(c: CandidateTrace) -> str | None:
+            """The other speaker's question the turn answers (with the speaker's own turn before it,
+            which may name the topic: "Quick one about my dentist." / "Sure, what about them?"), or None."""
+            around = before.get(c.memory_id, {})
+            prev = metas.get(around[-1]) if -1 in around else None
+            if not prev or name_key(prev.get("speaker") or "") == name_key(c.meta["speaker"]):
+                return None
+            asked_text = _body(prev["text"], prev.get("speaker"))
+            if not asked_text.rstrip().endswith("?"):
+                return None
+            opener = metas.get(around[-2]) if -2 in around else None
+            # a short question ("Sure, what about them?") asks about what the speaker raised before it
+            if (opener and name_key(opener.get("speaker") or "") == name_key(c.meta["speaker"])
+                    and len(asked_text.split()) <= SHORT_QUESTION_WORDS
+                    and not _body(opener["text"], opener.get("speaker")).rstrip().endswith("?")):
+                return _body(opener["text"], opener.get("speaker")) + " " + asked_text
+            return asked_text
+
+        def terms(text: str) -> set[str]:
+            return {term for surface, term in self.store.fts_tokens(text) if len(term) > 2 and not term.isdigit()
+                    and surface.casefold() not in _SLOT_FUNCTION}
+
+        said: dict[int, list[str]] = {}  # turn -> its claims
+        texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
+        read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
+                                         speaker_named=speaker_of(c)) for c in pool}
+        # a turn with no claim of its own may answer the other speaker's question: only those look back
+        bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
+        if bare:
+            for seed, nb, offset in self.store.neighbour_memories(self.scope, bare, 2):
+                if offset < 0:
+                    before.setdefault(seed, {})[offset] = nb
+            metas.update(self.store.candidate_meta(self.scope, sorted({m for d in before.values() for m in d.values()})))
+        for c in pool:
+            context = asked_by_other(c) if c.memory_id in before else None
+            claims = read[c.memory_id][0] if context is None else slot_claims(
+                _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c))[0]
+            claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
+            if claims:
+                said[c.memory_id] = claims
+                texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
+        if len(texts) < 2:
+            return
+        masked = trace.query
+        for name in question.people:
+            masked = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", masked)
+        qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
+        claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
+        claim_terms: dict[int, set[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
+        for mid, ts in texts.items():
+            at = max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
+            if float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
+                claim[mid] = (said[mid][at], vecs[ts[at]])
+                claim_terms[mid] = terms(said[mid][at])
+        q_terms = terms(masked)
+
+        def shared(a: set[str], b: set[str]) -> bool:
+            return bool(a & b) or any(one_slip_apart(x, y) for x in a for y in b)
+
+        def same_slot(a: CandidateTrace, b: CandidateTrace) -> str | None:
+            """Why a and b state values of one slot, or None."""
+            if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
+                return None
+            if a.meta.get("document_id") == b.meta.get("document_id"):
+                return None
+            if name_key(a.meta["speaker"]) != name_key(b.meta["speaker"]):
+                return None
+            ta, tb = claim_terms[a.memory_id], claim_terms[b.memory_id]
+            if not (ta - tb - q_terms) or not (tb - ta - q_terms):
+                return None  # one says nothing the other does not: no other value
+            if shared(ta - q_terms, tb - q_terms):
+                return "they share a word beside their values"
+            if ta & q_terms and tb & q_terms:
+                return "both name what the question names"
+            if float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
+                return "their vectors are close"
+            return None
+
+        eligible = [c for c in pool if c.memory_id in claim]
+        if len(eligible) < 2:
+            return
+        group = partial(_answer_group, facts_of=_facts_by_chunk(trace))
+
+        def lift(m: CandidateTrace, above: float) -> None:
+            if m.score <= above:
+                delta = above + 1e-6 - m.score
+                m.components["same_slot"] = round(m.components.get("same_slot", 0.0) + delta, 6)
+                m.score += delta
+
+        start = max(eligible, key=lambda c: max(m.score for m in group(c)))
+        if historical:
+            earlier = [(c, why) for c in eligible if c.meta["source_time"] < start.meta["source_time"]
+                       and (why := same_slot(c, start))]
+            if not earlier:
+                return
+            prev, why = max(earlier, key=lambda x: (x[0].meta["source_time"], x[0].score))
+            top = max(m.score for m in group(start))
+            for m in group(prev):
+                lift(m, top)
+            trace.params["history_first"] = {str(prev.memory_id): {  # where explain and the trace pane read it
+                "over": start.memory_id, "rule": "same_slot", "on": prev.meta["source_time"][:10],
+                "reason": f"asked about the past: '{claim[prev.memory_id][0]}' came before "
+                          f"'{claim[start.memory_id][0]}' ({why})"}}
+            return
+        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+
+        def replaced(old: CandidateTrace, by: CandidateTrace, why: str) -> None:
+            top = max(m.score for m in group(old))
+            for m in group(by):
+                lift(m, top)
+            on = by.meta["source_time"][:10]
+            for m in group(old):
+                m.components.setdefault("same_slot", 0.0)
+                marks[str(m.memory_id)] = {
+                    "by": by.memory_id, "rule": "same_slot", "on": on, "text": by.meta["text"],
+                    "reason": f"the same speaker later ({on}) states another value of it: "
+                              f"'{claim[by.memory_id][0]}' after '{claim[old.memory_id][0]}' ({why})"}
+
+        # from the statement that would answer now, the latest later value of its slot (in the
+        # top k) leads, link by link; the earlier values of that slot stay below it as history
+        answer, chain = start, [start]
+        while True:
+            later = [(c, why) for c in eligible if c.memory_id in top_k and c not in chain
+                     and c.meta["source_time"] > answer.meta["source_time"] and (why := same_slot(answer, c))]
+            if not later:
+                break
+            nxt, why = max(later, key=lambda x: (x[0].meta["source_time"], x[0].score))
+            top = max(m.score for c in chain for m in group(c))  # above every earlier value, fact and turn
+            for m in group(nxt):
+                lift(m, top)
+            replaced(answer, nxt, why)
+            chain.append(nxt)
+            answer = nxt
+        for c in sorted(eligible, key=lambda c: c.meta["source_time"], reverse=True):
+            if (c not in chain and str(c.memory_id) not in marks
+                    and c.meta["source_time"] < answer.meta["source_time"] and (why := same_slot(c, answer))):
+                replaced(c, answer, why)
+
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str, CandidateTrace] = {}
         for cand in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):

@@ -163,7 +163,7 @@ def test_a_later_statement_is_lifted_only_from_the_top_k(tmp_path, embedder):
         chat(eng, [("2023-03-08T18:30:00Z", ["I play tennis twice a week at the club, mostly doubles.", "Fun!"]),
                    ("2023-09-28T18:30:00Z", ["I quit tennis after my elbow injury, it's only padel for me now.",
                                              "Padel is easier on the elbow."])], extract="none")
-        plain = turn_order(eng, eng.recall("What sport do I play?", scope=S, k=4, off=("restated_later",)))
+        plain = turn_order(eng, eng.recall("What sport do I play?", scope=S, k=4, off=("restated_later", "same_slot")))
         assert first_of(plain, "s1:0", "s2:0") == "s1:0" and plain.index("s2:0") >= 1
         top1 = eng.recall("What sport do I play?", scope=S, k=1)
         assert turn_order(eng, top1)[0] == "s1:0" and not top1.trace.params.get("outdated")
@@ -240,3 +240,97 @@ def test_a_later_amount_leads(engine):
     res = engine.recall("What's my salary?", scope=S)
     assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s3:0") == "s3:0"
     assert any(m["rule"] in ("restated_later", "claim_superseded") for m in res.trace.params["outdated"].values())
+
+
+@pytest.mark.parametrize("first, later", [
+    (["I live in Berlin, in a flat near Tempelhof.", "Lovely area!"],
+     ["I live in Munich, the flat is tiny but close to the Englischer Garten.", "Sounds nice."]),
+    (["I edit my videos in Premiere Pro.", "Industry standard."],
+     ["Editing is all DaVinci Resolve for me, Premiere kept crashing.", "Resolve is great."]),
+    (["My phone is an iPhone 12, the battery is getting weak.", "Try low power mode."],
+     ["my phne is a pixel 8 pro, loving the camra", "Great camera indeed."]),
+])
+def test_a_later_value_of_the_same_slot_leads_whatever_its_verb(engine, first, later):
+    question = {"I live": "Where do I live?", "I edit": "What do I edit videos in?", "My phone": "What phone do I have?"}
+    q = next(v for k, v in question.items() if first[0].startswith(k))
+    chat(engine, [("2023-02-03T10:00:00Z", first), ("2023-10-03T10:00:00Z", later)], extract=engine.extract_mode)
+    res = engine.recall(q, scope=S, on=("same_slot",))
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    marks = res.trace.params["outdated"]
+    assert any(m["rule"] in ("same_slot", "restated_later", "claim_superseded") for m in marks.values())
+    off = engine.recall(q, scope=S, off=("same_slot", "restated_later", "claim_superseded"))
+    assert not off.trace.params.get("outdated")
+
+
+def test_an_answer_to_the_assistants_question_states_the_new_value(engine):
+    chat(engine, [("2023-03-01T09:00:00Z", ["I'm a pharmacist at Boots in Leeds.", "Good to know."]),
+                  ("2023-11-01T09:00:00Z", ["Can you help me write a cover letter?",
+                                            "Sure. Where are you working at the moment?",
+                                            "Lloyds Pharmacy in Harrogate, on the dispensary team."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where do I work?", scope=S, on=("same_slot",))
+    assert first_of(turn_order(engine, res), "s1:0", "s2:2") == "s2:2"
+    marks = [m for m in res.trace.params["outdated"].values() if m["rule"] == "same_slot"]
+    assert marks and all("Lloyds Pharmacy" in m["text"] and "Boots" in m["reason"] for m in marks)
+    assert all(engine.store.message_ids(S, [m["by"]])[m["by"]] == ["s2:2"] for m in marks)
+    history = engine.recall("Where did I work before Lloyds?", scope=S, on=("same_slot",))
+    assert "s1:0" in turn_order(engine, history)[:3]
+
+
+@pytest.mark.parametrize("later", [
+    "This week I'm in Glasgow for work, the hotel is fine.",  # a stated end
+    "back from two weeks in glasgow, jet lag is brutal",  # a return, a short stay
+    "my wife lives in Glasgow during the week for her job",  # someone else's
+    "We've put an offer in on a house in Glasgow, fingers crossed.",  # a hope
+])
+def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engine, later):
+    chat(engine, [("2023-02-01T10:00:00Z", ["I live in Bristol with my partner and two cats.", "Nice."]),
+                  ("2023-09-01T10:00:00Z", [later, "Noted."])], extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S, on=("same_slot",))
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+
+
+def test_a_change_taken_back_in_its_own_conversation_replaces_nothing(tmp_path, embedder):
+    # raw turns only: the offline extractor still files "New number: ..." as an update that the
+    # retraction in the next turn does not undo (its fact of the new number stays active)
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-01T10:00:00Z", ["My number is 07700 900456 for the school.", "Saved."]),
+                      ("2023-06-01T10:00:00Z", ["New number: 07700 900999.", "Updated!",
+                                                "Scratch that, the SIM didn't work, same old number as before."])],
+             extract="none")
+        res = engine.recall("What is my phone number?", scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s2:2") in ("s1:0", "s2:2")
+        assert res.trace.params["asides"]  # the taken-back change went below, with its reason
+        for mark in (res.trace.params.get("outdated") or {}).values():
+            assert engine.store.message_ids(S, [mark["by"]])[mark["by"]] != ["s2:0"]
+
+
+def test_explain_says_why_same_slot_put_a_turn_below(tmp_path, embedder):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-02-01T20:00:00Z", ["I edit my videos in Premiere Pro.", "Industry standard."]),
+                   ("2023-10-01T20:00:00Z", ["Editing is all DaVinci Resolve for me, Premiere kept crashing.",
+                                             "Resolve is great."])], extract="none")
+        res = eng.recall("What do I edit videos in?", scope=S, on=("same_slot",))
+        (old,) = [int(m) for m, mark in res.trace.params["outdated"].items() if mark["rule"] == "same_slot"]
+        detail = eng.explain("What do I edit videos in?", old, scope=S, on=("same_slot",))["detail"]
+        assert "outdated for this question (same_slot)" in detail and "DaVinci Resolve" in detail
+        past = eng.recall("What did I edit videos in before Resolve?", scope=S, on=("same_slot",))
+        assert turn_order(eng, past)[0] == "s1:0"
+
+
+def test_same_slot_is_built_but_not_shipped_on(tmp_path, embedder):
+    """It gained on the dev scenarios and nothing on the held-out half, where it superseded a plan:
+    the shipped recipes leave it off (recipes.NOT_SHIPPED), the trace says so, `on` takes it back,
+    and `off` adds to what the recipe leaves off instead of replacing it."""
+    from engine.retrieve.recipes import get_recipe
+
+    assert all(not get_recipe(name).on("same_slot") for name in ("default", "offline", "hand"))
+    assert get_recipe("offline", on=("same_slot",)).on("same_slot")
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
+        chat(eng, [("2023-02-01T20:00:00Z", ["I edit my videos in Premiere Pro.", "Industry standard."]),
+                   ("2023-10-01T20:00:00Z", ["Editing is all DaVinci Resolve for me, Premiere kept crashing.",
+                                             "Resolve is great."])], extract="none")
+        res = eng.recall("What do I edit videos in?", scope=S)
+        assert "same_slot" in res.trace.params["off"]
+        assert all(m["rule"] != "same_slot" for m in (res.trace.params.get("outdated") or {}).values())

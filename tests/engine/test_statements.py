@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from engine.statements import asked, asks_about_asides, asks_state, claims_for, clauses, leads_for, stance_for, widened
+from engine.statements import (
+    asked,
+    asks_about_asides,
+    asks_state,
+    claims_for,
+    clauses,
+    leads_for,
+    slot_claims,
+    stance_for,
+    takes_back,
+    temporary,
+    widened,
+)
 
 SELF = asked("Where do I live now?")
 
@@ -157,3 +169,80 @@ def test_an_instruction_states_the_speakers_own_details():
     q = asked("What is my postal address?")
     assert claims_for("Ship it to 14 Elm Road, Norwich please.", q)
     assert not claims_for("Send it to her new address in Leeds.", q)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("This week I'm in Glasgow for work, the hotel is fine.", "a stated end"),
+    ("Newcastle till Sunday, at a friend's.", "a stated end"),
+    ("Business travel again: Frankfurt Monday to Thursday, then home.", "a stated end"),
+    ("back from two weeks in tokyo, jet lag is brutal", "a short stay"),
+    ("Driving my brother's Tesla for the fortnight while he's abroad.", "a short stay"),
+    ("Any tips for Lyon? Flying out Friday, back Monday.", "a return"),
+    ("I'm at my mum's in Swansea while she recovers from her hip op.", "someone else's place or thing"),
+])
+def test_a_stay_that_ends_is_read_from_what_bounds_it(text, reason):
+    assert temporary(text) == reason
+    assert slot_claims(text, asked("Where do I live?"))[0] == []
+
+
+@pytest.mark.parametrize("text", [
+    "I moved to Munich last week.",
+    "As of this week I work for a catering company called Feast.",
+    "I play tennis twice a week at the club.",
+    "I've lived here for two weeks now and love it.",
+    "I work at my dad's shop on the high street.",
+])
+def test_a_state_that_holds_is_no_stay(text):
+    assert temporary(text) is None
+
+
+@pytest.mark.parametrize("question, text, reply", [
+    ("What phone do I have?", "my phne is a pixel 8 pro, loving the camra", False),  # a typing slip
+    ("What do I play on Tuesdays?", "Tuesdays are for padel, me and three mates at the club.", False),
+    ("What do I edit videos in?", "Editing is all DaVinci Resolve for me, Premiere kept crashing.", False),
+    ("Where do I work?", "Lloyds Pharmacy in Harrogate, on the dispensary team.", True),  # an answer to "where ...?"
+])
+def test_a_value_is_read_whatever_its_verb(question, text, reply):
+    claims, why = slot_claims(text, asked(question), reply=reply)
+    assert claims and not why
+
+
+@pytest.mark.parametrize("question, text, why", [
+    ("What car do I drive?", "my wife drives a Volvo XC40, she loves it", "no clause of theirs asserts it"),
+    ("Where do I work?", "Interview at KPMG on Thursday, fingers crossed!", "a hope, not yet a fact"),
+    ("What pets do I have?", "We got a cat as well, Miso.", "adds to what holds"),
+    ("What is my phone number?", "Scratch that, the SIM didn't work, same old number as before.",
+     "takes something back"),
+    ("Where do I work?", "Lloyds Pharmacy in Harrogate, on the dispensary team.", "no clause of theirs asserts it"),
+    ("Where do I work?", "Starting at Google in two weeks!", "points to a time still ahead, or to a step not yet taken"),
+    ("Where do I live?", "We are house-hunting in Leeds.", "points to a time still ahead, or to a step not yet taken"),
+    ("Where do I live?", "I'm in Lisbon with the band, what a crowd.", "where they are, not where they live"),
+    ("Where do I live?", "Spending Christmas in Vienna with the in-laws.", "a stay or stand-in that ends (an occasion)"),
+    ("What notes app do I use?", "Started a free trial of Notion.", "a stay or stand-in that ends (a trial)"),
+])
+def test_what_cannot_replace_is_not_read_as_a_value(question, text, why):
+    assert slot_claims(text, asked(question)) == ([], why)
+
+
+def test_a_weekday_in_a_question_names_no_one():
+    assert asked("What do I play on Tuesdays?").people == frozenset()
+
+
+@pytest.mark.parametrize("text", [
+    "Our own place in Portobello, keys came on Friday.",
+    "I was in Porto last week for a conference.",
+    "Got the Kia two days ago, still smells new.",
+])
+def test_a_statement_anchored_to_a_moment_is_an_episode_not_a_value(text):
+    assert slot_claims(text, asked("Where do I live?")) == ([], "anchored to a moment: an episode, not a standing state")
+
+
+@pytest.mark.parametrize("text", ["I take 100mg of sertraline every morning.", "My partner is Alex, together since spring."])
+def test_a_habit_or_a_start_is_no_anchor(text):
+    assert slot_claims(text, asked("What do I take?"))[1] != "anchored to a moment: an episode, not a standing state"
+
+
+def test_taking_a_change_back_is_not_returning_to_a_topic():
+    assert takes_back("Scratch that, the SIM didn't work, same old number as before.")
+    # LongMemEval dev ba61f0b9: "back to" returns to a topic, and took back the team's size
+    assert takes_back("Going back to my former manager Rachel's team, I'm curious about the women on it.") is None
