@@ -160,6 +160,10 @@ class Extractor:
                 if views:
                     if self.mode == "heuristic":
                         pairs = [(ch, cand) for ch in views for cand in heuristic.extract(ch)]
+                        pairs, withdrawn = heuristic.taken_back(pairs, views)
+                        report.facts.skipped += len(withdrawn)
+                        report.facts.decisions += [{"action": "skip", "rule": "taken_back", "reason": r}
+                                                   for r in withdrawn]
                     else:
                         pairs, error, fatal = self._llm(views, report)
                 if error is None and pairs:

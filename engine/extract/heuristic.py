@@ -14,7 +14,10 @@ becomes a fact. It prefers a missing fact to a wrong one, so it produces nothing
 - a sentence holding a secret (engine/extract/secrets.py): its quote would carry it into a fact;
 - questions, negations ("I don't live in Paris anymore"), hypotheticals and reported speech
   ("if I lived in Paris", "my mom thinks I live in Paris", text inside quotes), past states
-  ("I lived in Paris", "I used to work at ...").
+  ("I lived in Paris", "I used to work at ...");
+- a statement its speaker takes back a turn or two later ("New number: 07700 900999", then
+  "Scratch that, the SIM didn't work, same old number as before"): `taken_back` drops what was
+  read from it, for a window of turns read together.
 
 Subjects: the chunk's speaker; a user chunk with no name -> "user". Places, employers and
 names must be capitalised ("I live in berlin" is missed on purpose: "I live in fear").
@@ -1189,3 +1192,33 @@ def _merge_endings(out: list[Candidate], start: int) -> None:
         if new is not None:
             new.replaces, new.replaces_key = end.replaces, end.replaces_key
             out.remove(end)
+
+
+TAKE_BACK_REACH = 2  # a take-back withdraws the speaker's statement at most this many own turns back
+
+
+def taken_back(pairs: list[tuple[SourceChunk, Candidate]], chunks: list[SourceChunk]
+               ) -> tuple[list[tuple[SourceChunk, Candidate]], list[str]]:
+    """Drop candidates read from a statement its speaker takes back later in `chunks` (one window,
+    in order): "Scratch that ...", "never mind", "same old number as before" withdraw the nearest
+    earlier turn of the same speaker that gave candidates, no more than TAKE_BACK_REACH of their own
+    turns back. (kept pairs, one reason per dropped candidate)."""
+    from ..statements import takes_back
+
+    given = {ch.chunk_id for ch, _ in pairs}
+    withdrawn: dict[int, str] = {}  # chunk id -> the clause that took it back
+    for j, later in enumerate(chunks):
+        clause = takes_back(later.text)
+        if clause is None:
+            continue
+        own = [c for c in chunks[:j] if c.speaker == later.speaker and c.role == later.role]
+        for earlier in reversed(own[-TAKE_BACK_REACH:]):
+            if earlier.chunk_id in given and earlier.chunk_id not in withdrawn:
+                withdrawn[earlier.chunk_id] = clause
+                break
+    if not withdrawn:
+        return pairs, []
+    kept = [(ch, c) for ch, c in pairs if ch.chunk_id not in withdrawn]
+    reasons = [f"candidate '{c.predicate}: {c.object}' dropped: taken back later (\"{withdrawn[ch.chunk_id]}\")"
+               for ch, c in pairs if ch.chunk_id in withdrawn]
+    return kept, reasons

@@ -30,7 +30,7 @@ from ..tokens import estimate_tokens, truncate_to_tokens
 from . import timeframe
 from .intent import read_intent, speaker_matches
 from .query import content_terms, match_expression
-from .recipes import Recipe
+from .recipes import NOT_SHIPPED, Recipe
 from .trace import CandidateTrace, DropReason, Trace
 
 # Which of a turn's claims a question asks, and which one a later change concerns, must be clear
@@ -222,7 +222,12 @@ class Recall:
         self._intent = read_intent(query, r.on, self.store.fts_tokens, ref=self._ref, as_of=as_of)
         trace.intent = self._intent.intent
         trace.params = {"k": k, "budget": budget or r.budget_tokens, "as_of": as_of, "intent": trace.intent,
-                        "features": self._intent.fired, **({"off": list(r.off)} if r.off else {})}
+                        "features": self._intent.fired}
+        switched = [f for f in r.off if f not in NOT_SHIPPED]  # what this recall switched off
+        if switched:
+            trace.params["off"] = switched
+        if any(f in r.off for f in NOT_SHIPPED):  # built, left off by every shipped recipe
+            trace.params["not_shipped"] = [f for f in r.off if f in NOT_SHIPPED]
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]

@@ -306,6 +306,36 @@ def test_a_change_taken_back_in_its_own_conversation_replaces_nothing(tmp_path, 
             assert engine.store.message_ids(S, [mark["by"]])[mark["by"]] != ["s2:0"]
 
 
+def test_the_offline_extractor_drops_a_change_its_speaker_takes_back(tmp_path, embedder):
+    """"New number: ..." then "Scratch that, ... same old number as before": the new number never
+    becomes a fact, so the old one stays current; the report says what was dropped and why."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-01T10:00:00Z", ["My number is 07700 900456 for the school.", "Saved."]),
+                      ("2023-06-01T10:00:00Z", ["New number: 07700 900999.", "Updated!",
+                                                "Scratch that, the SIM didn't work, same old number as before."])])
+        current = [f.object for f in engine.store.current_facts(S)]
+        assert any("900456" in o for o in current) and not any("900999" in o for o in current)
+        res = engine.recall("What is my phone number?", scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s2:2") in ("s1:0", "s2:2")
+
+
+def test_a_take_back_reaches_only_its_own_speakers_last_statement(tmp_path, embedder):
+    from engine.extract import heuristic
+    from engine.extract.model import SourceChunk
+
+    def turn(i: int, role: str, text: str) -> SourceChunk:
+        return SourceChunk(chunk_id=i, document_id=1, text=text, start=0, end=len(text), speaker=None, role=role,
+                           trust="user", source_time="2023-06-01T10:00:00Z", source_type="chat")
+
+    views = [turn(1, "user", "I work at Acme as a tester."), turn(2, "user", "My new phone is a Pixel 8."),
+             turn(3, "assistant", "Never mind the phone, how is work?"), turn(4, "user", "Scratch that, still on the iPhone.")]
+    pairs = [(ch, cand) for ch in views for cand in heuristic.extract(ch)]
+    assert {ch.chunk_id for ch, _ in pairs} >= {1, 2}
+    kept, why = heuristic.taken_back(pairs, views)
+    assert {ch.chunk_id for ch, _ in kept} == {ch.chunk_id for ch, _ in pairs} - {2}
+    assert why and all("taken back" in w and "Scratch that" in w for w in why)
+
+
 def test_explain_says_why_same_slot_put_a_turn_below(tmp_path, embedder):
     with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as eng:
         chat(eng, [("2023-02-01T20:00:00Z", ["I edit my videos in Premiere Pro.", "Industry standard."]),
@@ -332,5 +362,5 @@ def test_same_slot_is_built_but_not_shipped_on(tmp_path, embedder):
                    ("2023-10-01T20:00:00Z", ["Editing is all DaVinci Resolve for me, Premiere kept crashing.",
                                              "Resolve is great."])], extract="none")
         res = eng.recall("What do I edit videos in?", scope=S)
-        assert "same_slot" in res.trace.params["off"]
+        assert res.trace.params["not_shipped"] == ["same_slot"] and "off" not in res.trace.params
         assert all(m["rule"] != "same_slot" for m in (res.trace.params.get("outdated") or {}).values())
