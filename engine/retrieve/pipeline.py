@@ -113,6 +113,23 @@ _SLOT_FUNCTION = frozenset("""the a an my our your his her their its this that t
     am has have had do does did of to in on at for from with by and or but so as it i we you me us what which who
     where when why how much many new old now all just really very also still it's i'm i've we're we've that's
     there there's here one some any more most much so too then than not yet yes yeah no nope""".split())
+# A text's duplicate key (case and spacing aside), by the text's own key: normalising the long
+# turns a recall meets again (LongMemEval's assistant answers run to thousands of characters) was
+# up to 10 ms of the score stage; a digest of the text is a fraction of that.
+_DEDUPE_KEYS: LRU[str | bytes, str | bytes] = LRU(16384)
+DEDUPE_TEXT_CHARS = 256
+
+
+def _dedupe_key(text: str) -> str | bytes:
+    """" ".join(text.casefold().split()), under a digest when it is long; memoised by text."""
+    slot = text_key(text, DEDUPE_TEXT_CHARS)
+    key = _DEDUPE_KEYS.get(slot)
+    if key is None:
+        key = text_key(" ".join(text.casefold().split()), DEDUPE_TEXT_CHARS)
+        _DEDUPE_KEYS.put(slot, key)
+    return key
+
+
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 # A question about an amount by its name ("what's my salary?"), not about a thing whose name holds
 # a number ("what camera lens did I buy?" -> "a 50mm prime").
@@ -1225,9 +1242,9 @@ class Recall:
                 replaced(c, answer, why)
 
     def _dedupe(self, trace: Trace) -> None:
-        best: dict[str, CandidateTrace] = {}
+        best: dict[str | bytes, CandidateTrace] = {}
         for cand in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
-            key = " ".join(cand.meta["text"].casefold().split())
+            key = _dedupe_key(cand.meta["text"])
             if key in best:
                 cand.drop("score", DropReason.DUPLICATE, f"same text as memory {best[key].memory_id}")
             else:

@@ -334,3 +334,24 @@ def test_the_entity_channel_matches_names_not_a_sentences_capitalised_first_word
 def test_sentence_opener(offset, before, after, opener):
     from engine.names import sentence_opener
     assert sentence_opener(offset, before, after) is opener
+
+
+def test_a_text_said_again_with_other_case_and_spacing_is_a_duplicate(tmp_path):
+    """Duplicates are found case and spacing aside, for short texts and for long ones (kept under a
+    digest of their normalised text), and a text met again is keyed as the first time."""
+    from engine.retrieve.pipeline import DEDUPE_TEXT_CHARS, _dedupe_key
+
+    long_text = "We walked along the canal to the old harbour and talked about the move. " * 8
+    assert len(long_text) > DEDUPE_TEXT_CHARS
+    for text in ("Ana likes the canal.", long_text):
+        respaced = "  " + text.upper().replace(" ", " \n\t ") + " "
+        assert _dedupe_key(text) == _dedupe_key(respaced) == _dedupe_key(text)
+        assert _dedupe_key(text) != _dedupe_key(text + " again")
+    assert _dedupe_key("Ana likes the canal.") == "ana likes the canal."
+    eng = MemoryEngine(tmp_path / "m.db", embedder=EMB, llm=False)
+    say(eng, ANA, 1, long_text)
+    say(eng, ANA, 2, long_text.upper().replace(" ", "  "))
+    cands = eng.recall("the walk along the canal to the harbour", scope=ANA, k=5).trace.candidates.values()
+    dups = [c for c in cands if c.dropped and c.dropped["reason"] == DropReason.DUPLICATE]
+    assert len(dups) == 1 and dups[0].dropped["detail"].startswith("same text as memory ")
+    eng.close()
