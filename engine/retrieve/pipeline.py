@@ -37,6 +37,9 @@ from .trace import CandidateTrace, DropReason, Trace
 # by this much (cosine plus 0.15 a shared content word) for the change to count as another claim's.
 CLAIM_MARGIN = 0.1
 NAME_MENTIONS_READ = 32  # mentions read to tell a name from a sentence's capitalised first word
+# an entity's newest memories the channel counts: more than any benchmark container holds (at most
+# 344 for one name), and a bound on the channel's work at 1M memories, where a name is in 100,000s
+ENTITY_MEMORIES_READ = 2000
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost
 # tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).
@@ -299,7 +302,7 @@ class Recall:
             known = self.store.entity_names(self.scope, sorted(names))
             total = max(1, len(self.vectors) if self.vectors is not None else 1)
             useful = self._names_in_sentence([n for n, c in known.items() if c <= max(50, ENTITY_MAX_SHARE * total)])
-            named = self.store.entity_memories(self.scope, useful, r.entity_k) if useful else []
+            named = self.store.entity_memories(self.scope, useful, r.entity_k, each=ENTITY_MEMORIES_READ) if useful else []
             for rank, (mid, n) in enumerate(named, start=1):
                 trace.candidate(mid).channels.setdefault("entity", {"rank": rank, "score": float(n)})
             counts["entity"] = len(named)

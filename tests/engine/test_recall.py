@@ -355,3 +355,30 @@ def test_a_text_said_again_with_other_case_and_spacing_is_a_duplicate(tmp_path):
     dups = [c for c in cands if c.dropped and c.dropped["reason"] == DropReason.DUPLICATE]
     assert len(dups) == 1 and dups[0].dropped["detail"].startswith("same text as memory ")
     eng.close()
+
+
+def test_the_entity_channel_counts_an_entitys_newest_memories_only_past_its_bound(tmp_path, monkeypatch):
+    """Below the bound the channel's answer is the whole aggregation's (most names first, newest
+    first); past it, an entity counts only its newest `each` memories."""
+    eng = MemoryEngine(tmp_path / "m.db", embedder=EMB, llm=False)
+    for day, text in enumerate(["Ana met Bob at the canal.", "Ana swims.", "Bob and Ana cook.", "Bob runs.",
+                                "Ana and Bob moved to Munich.", "Ana reads."], start=1):
+        say(eng, ANA, day, text)
+    store = eng.store
+    names = ["ana", "bob"]
+    entities = sum(len(v) for v in store.entity_kinds(ANA, names).values())  # "Ana" the speaker and the name
+    whole = store.entity_memories(ANA, names, 50)
+    assert len(whole) == 6 and whole == sorted(whole, key=lambda mn: (-mn[1], -mn[0]))
+    assert whole[0][1] > whole[-1][1]  # turns naming both come first
+    assert store.entity_memories(ANA, names, 50, each=1000) == whole
+    assert store.entity_memories(ANA, names, 3, each=1000) == whole[:3]
+    newest = store.entity_memories(ANA, names, 50, each=1)  # one memory per entity: its newest
+    assert sum(n for _m, n in newest) == entities
+    assert newest == sorted(newest, key=lambda mn: (-mn[1], -mn[0])) and {m for m, _n in newest} <= {m for m, _n in whole}
+    assert store.entity_memories(BOB, names, 50, each=1000) == []  # scoped by the entities
+    from engine.store import recall as recall_sql
+
+    monkeypatch.setattr(recall_sql, "_COMPOUND_SELECTS", 1)  # one entity a statement: counts added up across them
+    assert store.entity_memories(ANA, names, 50, each=1000) == whole
+    assert store.entity_memories(ANA, names, 50, each=1) == newest
+    eng.close()
