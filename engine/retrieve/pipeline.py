@@ -37,6 +37,7 @@ from .trace import CandidateTrace, DropReason, Trace
 # by this much (cosine plus 0.15 a shared content word) for the change to count as another claim's.
 CLAIM_MARGIN = 0.1
 NAME_MENTIONS_READ = 32  # mentions read to tell a name from a sentence's capitalised first word
+NAME_MENTIONS_FIRST = 4  # read first; the rest only when these are all sentence openers
 # an entity's newest memories the channel counts: more than any benchmark container holds (at most
 # 344 for one name), and a bound on the channel's work at 1M memories, where a name is in 100,000s
 ENTITY_MEMORIES_READ = 2000
@@ -359,12 +360,19 @@ class Recall:
                 keep.append(name)
             else:
                 check[name] = [eid for eid, _kind in filed]
-        if check:
-            contexts = self.store.mention_contexts(self.scope, [e for ids in check.values() for e in ids],
-                                                   each=NAME_MENTIONS_READ)
-            keep += [name for name, ids in check.items()
+        # A name's first few mentions first: one inside a sentence settles it, and most names have
+        # one among their first four; the others read their first NAME_MENTIONS_READ (the same
+        # mentions in the same order: the mentions index orders them by memory).
+        for each in (NAME_MENTIONS_FIRST, NAME_MENTIONS_READ):
+            if not check:
+                break
+            contexts = self.store.mention_contexts(self.scope, [e for ids in check.values() for e in ids], each=each)
+            named = [name for name, ids in check.items()
                      if any(not sentence_opener(m["offset"], m["before"], m["after"])
                             for eid in ids for m in contexts.get(eid, []))]
+            keep += named
+            check = {name: ids for name, ids in check.items()
+                     if name not in named and any(len(contexts.get(eid, [])) == each for eid in ids)}
         return sorted(keep)
 
     def _fts_terms(self, terms: list[str]) -> list[str]:

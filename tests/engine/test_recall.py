@@ -382,3 +382,22 @@ def test_the_entity_channel_counts_an_entitys_newest_memories_only_past_its_boun
     assert store.entity_memories(ANA, names, 50, each=1000) == whole
     assert store.entity_memories(ANA, names, 50, each=1) == newest
     eng.close()
+
+
+def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one(tmp_path, monkeypatch):
+    """The name check reads a name's first mentions, and the rest of its first NAME_MENTIONS_READ
+    only when those all open a sentence: "Rosa", opening her first three turns and named inside a
+    later one, is a name; "Family", only ever opening sentences, is not."""
+    from engine.retrieve import pipeline
+
+    monkeypatch.setattr(pipeline, "NAME_MENTIONS_FIRST", 2)
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        for day, text in enumerate(["Rosa sent me her recipe.", "Rosa called.", "Rosa is late.", "Family first.",
+                                    "Family is everything.", "I had lunch with Rosa."], start=1):
+            say(eng, ANA, day, text)
+        reads = []
+        contexts = eng.store.mention_contexts
+        monkeypatch.setattr(eng.store, "mention_contexts", lambda *a, **kw: reads.append(kw["each"]) or contexts(*a, **kw))
+        res = eng.recall("what does my family bake with rosa", scope=ANA, now="2024-06-01T00:00:00Z")
+        assert res.trace.params["entities"] == ["rosa"]
+        assert reads == [2, pipeline.NAME_MENTIONS_READ]
