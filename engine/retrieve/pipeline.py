@@ -801,9 +801,10 @@ class Recall:
             # statements of the state, which name what the question does not ("we heat the house
             # with an oil boiler", then "the oil boiler was ripped out")
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in pool if stance[c.memory_id][0] == "state")
-            if not told or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
-                                               speaker_named=speaker_of(c))
-                                   for c in pool if stance[c.memory_id][0] != "state"):
+            wide = widened(question, told) if told else None  # once: it reads every word of the statements
+            if wide is None or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), wide,
+                                                   speaker_named=speaker_of(c))
+                                       for c in pool if stance[c.memory_id][0] != "state"):
                 return
         vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
         clause_vecs: dict[str, np.ndarray] = {}
