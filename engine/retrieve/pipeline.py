@@ -37,6 +37,10 @@ from .trace import CandidateTrace, DropReason, Trace
 # by this much (cosine plus 0.15 a shared content word) for the change to count as another claim's.
 CLAIM_MARGIN = 0.1
 NAME_MENTIONS_READ = 32  # mentions read to tell a name from a sentence's capitalised first word
+NAME_MENTIONS_FIRST = 4  # read first; the rest only when these are all sentence openers
+# an entity's newest memories the channel counts: more than any benchmark container holds (at most
+# 344 for one name), and a bound on the channel's work at 1M memories, where a name is in 100,000s
+ENTITY_MEMORIES_READ = 2000
 ENTITY_MAX_SHARE = 0.2  # an entity mentioned by more than this share of memories does not discriminate
 # A term in more memories than both of these is left out of the FTS query: its postings cost
 # tens of milliseconds at 100k-1M rows and add little to BM25 (PERF.md).
@@ -113,6 +117,23 @@ _SLOT_FUNCTION = frozenset("""the a an my our your his her their its this that t
     am has have had do does did of to in on at for from with by and or but so as it i we you me us what which who
     where when why how much many new old now all just really very also still it's i'm i've we're we've that's
     there there's here one some any more most much so too then than not yet yes yeah no nope""".split())
+# A text's duplicate key (case and spacing aside), by the text's own key: normalising the long
+# turns a recall meets again (LongMemEval's assistant answers run to thousands of characters) was
+# up to 10 ms of the score stage; a digest of the text is a fraction of that.
+_DEDUPE_KEYS: LRU[str | bytes, str | bytes] = LRU(16384)
+DEDUPE_TEXT_CHARS = 256
+
+
+def _dedupe_key(text: str) -> str | bytes:
+    """" ".join(text.casefold().split()), under a digest when it is long; memoised by text."""
+    slot = text_key(text, DEDUPE_TEXT_CHARS)
+    key = _DEDUPE_KEYS.get(slot)
+    if key is None:
+        key = text_key(" ".join(text.casefold().split()), DEDUPE_TEXT_CHARS)
+        _DEDUPE_KEYS.put(slot, key)
+    return key
+
+
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 # A question about an amount by its name ("what's my salary?"), not about a thing whose name holds
 # a number ("what camera lens did I buy?" -> "a 50mm prime").
@@ -282,7 +303,7 @@ class Recall:
             known = self.store.entity_names(self.scope, sorted(names))
             total = max(1, len(self.vectors) if self.vectors is not None else 1)
             useful = self._names_in_sentence([n for n, c in known.items() if c <= max(50, ENTITY_MAX_SHARE * total)])
-            named = self.store.entity_memories(self.scope, useful, r.entity_k) if useful else []
+            named = self.store.entity_memories(self.scope, useful, r.entity_k, each=ENTITY_MEMORIES_READ) if useful else []
             for rank, (mid, n) in enumerate(named, start=1):
                 trace.candidate(mid).channels.setdefault("entity", {"rank": rank, "score": float(n)})
             counts["entity"] = len(named)
@@ -339,12 +360,19 @@ class Recall:
                 keep.append(name)
             else:
                 check[name] = [eid for eid, _kind in filed]
-        if check:
-            contexts = self.store.mention_contexts(self.scope, [e for ids in check.values() for e in ids],
-                                                   each=NAME_MENTIONS_READ)
-            keep += [name for name, ids in check.items()
+        # A name's first few mentions first: one inside a sentence settles it, and most names have
+        # one among their first four; the others read their first NAME_MENTIONS_READ (the same
+        # mentions in the same order: the mentions index orders them by memory).
+        for each in (NAME_MENTIONS_FIRST, NAME_MENTIONS_READ):
+            if not check:
+                break
+            contexts = self.store.mention_contexts(self.scope, [e for ids in check.values() for e in ids], each=each)
+            named = [name for name, ids in check.items()
                      if any(not sentence_opener(m["offset"], m["before"], m["after"])
                             for eid in ids for m in contexts.get(eid, []))]
+            keep += named
+            check = {name: ids for name, ids in check.items()
+                     if name not in named and any(len(contexts.get(eid, [])) == each for eid in ids)}
         return sorted(keep)
 
     def _fts_terms(self, terms: list[str]) -> list[str]:
@@ -773,9 +801,10 @@ class Recall:
             # statements of the state, which name what the question does not ("we heat the house
             # with an oil boiler", then "the oil boiler was ripped out")
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in pool if stance[c.memory_id][0] == "state")
-            if not told or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, told),
-                                               speaker_named=speaker_of(c))
-                                   for c in pool if stance[c.memory_id][0] != "state"):
+            wide = widened(question, told) if told else None  # once: it reads every word of the statements
+            if wide is None or not any(changes_for(_body(c.meta["text"], c.meta["speaker"]), wide,
+                                                   speaker_named=speaker_of(c))
+                                       for c in pool if stance[c.memory_id][0] != "state"):
                 return
         vecs = self.vectors.vectors_of([c.memory_id for c in pool]) if self.vectors is not None else {}
         clause_vecs: dict[str, np.ndarray] = {}
@@ -1225,9 +1254,9 @@ class Recall:
                 replaced(c, answer, why)
 
     def _dedupe(self, trace: Trace) -> None:
-        best: dict[str, CandidateTrace] = {}
+        best: dict[str | bytes, CandidateTrace] = {}
         for cand in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
-            key = " ".join(cand.meta["text"].casefold().split())
+            key = _dedupe_key(cand.meta["text"])
             if key in best:
                 cand.drop("score", DropReason.DUPLICATE, f"same text as memory {best[key].memory_id}")
             else:

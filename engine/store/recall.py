@@ -20,6 +20,7 @@ _TRACE_COLUMNS = ", ".join(f'"{name}"' for name in _TRACE_FIELDS)
 _CANDIDATE_FIELDS = tuple(f.name for f in fields(TraceCandidate))
 _CANDIDATE_COLUMNS = ", ".join(f'"{name}"' for name in _CANDIDATE_FIELDS)
 _IN_CHUNK = 500  # SQLite variable limit is far higher; this keeps statements cacheable
+_COMPOUND_SELECTS = 400  # SQLite joins at most 500 selects in one compound
 
 
 def _chunks(ids: list[int]) -> Iterator[list[int]]:
@@ -139,17 +140,39 @@ class RecallReads:
         return int(row[0] or 0)
 
     # channels ---------------------------------------------------------------------------------
-    def entity_memories(self, scope: Scope, canonicals: list[str], limit: int) -> list[tuple[int, int]]:
-        """(memory_id, number of the named entities it mentions), most first, newest first."""
+    def entity_memories(self, scope: Scope, canonicals: list[str], limit: int, *, each: int | None = None
+                        ) -> list[tuple[int, int]]:
+        """(memory_id, number of the named entities it mentions), most first, newest first.
+        each: count only an entity's newest `each` memories, read in index order, so a name in
+        200,000 memories costs what one in `each` does (the whole aggregation was most of a
+        recall's CPU at 1M memories); where no entity is in more than `each`, the same result."""
         if not canonicals:
             return []
         marks = ",".join("?" * len(canonicals))
-        return [tuple(r) for r in self.conn.execute(
-            "SELECT em.memory_id, count(DISTINCT e.id) AS n FROM entities e"
-            " JOIN entity_mentions em ON em.entity_id = e.id"
-            f" WHERE {scope_where('e')} AND e.canonical IN ({marks})"
-            " GROUP BY em.memory_id ORDER BY n DESC, em.memory_id DESC LIMIT ?",
-            (*scope.as_params(), *canonicals, limit))]
+        if each is None:
+            return [tuple(r) for r in self.conn.execute(
+                "SELECT em.memory_id, count(DISTINCT e.id) AS n FROM entities e"
+                " JOIN entity_mentions em ON em.entity_id = e.id"
+                f" WHERE {scope_where('e')} AND e.canonical IN ({marks})"
+                " GROUP BY em.memory_id ORDER BY n DESC, em.memory_id DESC LIMIT ?",
+                (*scope.as_params(), *canonicals, limit))]
+        with self.conn:  # one snapshot for the entities and their mentions
+            eids = [r[0] for r in self.conn.execute(
+                f"SELECT id FROM entities e WHERE {scope_where('e')} AND e.canonical IN ({marks})",
+                (*scope.as_params(), *canonicals))]
+            n: dict[int, int] = {}
+            size = _COMPOUND_SELECTS
+            parts = [eids[i:i + size] for i in range(0, len(eids), size)]
+            for part in parts:
+                newest = " UNION ALL ".join(["SELECT * FROM (SELECT DISTINCT memory_id FROM entity_mentions"
+                                             " WHERE entity_id = ? ORDER BY memory_id DESC LIMIT ?)"] * len(part))
+                rows = self.conn.execute(
+                    f"SELECT memory_id, count(*) AS n FROM ({newest}) GROUP BY memory_id"
+                    + (" ORDER BY n DESC, memory_id DESC LIMIT ?" if len(parts) == 1 else ""),
+                    (*(x for eid in part for x in (eid, each)), *((limit,) if len(parts) == 1 else ())))
+                for mid, c in rows:
+                    n[mid] = n.get(mid, 0) + c
+        return sorted(n.items(), key=lambda kv: (-kv[1], -kv[0]))[:limit]
 
     def entity_kinds(self, scope: Scope, canonicals: list[str]) -> dict[str, list[tuple[int, str]]]:
         """canonical name -> (entity id, kind) of every entity filed under it."""

@@ -470,5 +470,14 @@ def _v6_name_keys(conn: apsw.Connection) -> None:
     conn.executemany("UPDATE entities SET canonical = ? WHERE id = ?", rekey)
 
 
-MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys]
+def _v7_trace_rows_by_trace(conn: apsw.Connection) -> None:
+    """Trace candidates are read by trace only (issue 21): no query looks them up by memory, and
+    the index on memory_id made every recall's trace commit dirty one page per candidate (a few
+    hundred pages a trace at 100k memories, against a dozen for the rows themselves), so the WAL
+    filled and checkpointed every few recalls: most of the trace write's tail."""
+    conn.execute("DROP INDEX IF EXISTS trace_candidates_memory")
+
+
+MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys,
+              _v7_trace_rows_by_trace]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -334,3 +334,70 @@ def test_the_entity_channel_matches_names_not_a_sentences_capitalised_first_word
 def test_sentence_opener(offset, before, after, opener):
     from engine.names import sentence_opener
     assert sentence_opener(offset, before, after) is opener
+
+
+def test_a_text_said_again_with_other_case_and_spacing_is_a_duplicate(tmp_path):
+    """Duplicates are found case and spacing aside, for short texts and for long ones (kept under a
+    digest of their normalised text), and a text met again is keyed as the first time."""
+    from engine.retrieve.pipeline import DEDUPE_TEXT_CHARS, _dedupe_key
+
+    long_text = "We walked along the canal to the old harbour and talked about the move. " * 8
+    assert len(long_text) > DEDUPE_TEXT_CHARS
+    for text in ("Ana likes the canal.", long_text):
+        respaced = "  " + text.upper().replace(" ", " \n\t ") + " "
+        assert _dedupe_key(text) == _dedupe_key(respaced) == _dedupe_key(text)
+        assert _dedupe_key(text) != _dedupe_key(text + " again")
+    assert _dedupe_key("Ana likes the canal.") == "ana likes the canal."
+    eng = MemoryEngine(tmp_path / "m.db", embedder=EMB, llm=False)
+    say(eng, ANA, 1, long_text)
+    say(eng, ANA, 2, long_text.upper().replace(" ", "  "))
+    cands = eng.recall("the walk along the canal to the harbour", scope=ANA, k=5).trace.candidates.values()
+    dups = [c for c in cands if c.dropped and c.dropped["reason"] == DropReason.DUPLICATE]
+    assert len(dups) == 1 and dups[0].dropped["detail"].startswith("same text as memory ")
+    eng.close()
+
+
+def test_the_entity_channel_counts_an_entitys_newest_memories_only_past_its_bound(tmp_path, monkeypatch):
+    """Below the bound the channel's answer is the whole aggregation's (most names first, newest
+    first); past it, an entity counts only its newest `each` memories."""
+    eng = MemoryEngine(tmp_path / "m.db", embedder=EMB, llm=False)
+    for day, text in enumerate(["Ana met Bob at the canal.", "Ana swims.", "Bob and Ana cook.", "Bob runs.",
+                                "Ana and Bob moved to Munich.", "Ana reads."], start=1):
+        say(eng, ANA, day, text)
+    store = eng.store
+    names = ["ana", "bob"]
+    entities = sum(len(v) for v in store.entity_kinds(ANA, names).values())  # "Ana" the speaker and the name
+    whole = store.entity_memories(ANA, names, 50)
+    assert len(whole) == 6 and whole == sorted(whole, key=lambda mn: (-mn[1], -mn[0]))
+    assert whole[0][1] > whole[-1][1]  # turns naming both come first
+    assert store.entity_memories(ANA, names, 50, each=1000) == whole
+    assert store.entity_memories(ANA, names, 3, each=1000) == whole[:3]
+    newest = store.entity_memories(ANA, names, 50, each=1)  # one memory per entity: its newest
+    assert sum(n for _m, n in newest) == entities
+    assert newest == sorted(newest, key=lambda mn: (-mn[1], -mn[0])) and {m for m, _n in newest} <= {m for m, _n in whole}
+    assert store.entity_memories(BOB, names, 50, each=1000) == []  # scoped by the entities
+    from engine.store import recall as recall_sql
+
+    monkeypatch.setattr(recall_sql, "_COMPOUND_SELECTS", 1)  # one entity a statement: counts added up across them
+    assert store.entity_memories(ANA, names, 50, each=1000) == whole
+    assert store.entity_memories(ANA, names, 50, each=1) == newest
+    eng.close()
+
+
+def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one(tmp_path, monkeypatch):
+    """The name check reads a name's first mentions, and the rest of its first NAME_MENTIONS_READ
+    only when those all open a sentence: "Rosa", opening her first three turns and named inside a
+    later one, is a name; "Family", only ever opening sentences, is not."""
+    from engine.retrieve import pipeline
+
+    monkeypatch.setattr(pipeline, "NAME_MENTIONS_FIRST", 2)
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        for day, text in enumerate(["Rosa sent me her recipe.", "Rosa called.", "Rosa is late.", "Family first.",
+                                    "Family is everything.", "I had lunch with Rosa."], start=1):
+            say(eng, ANA, day, text)
+        reads = []
+        contexts = eng.store.mention_contexts
+        monkeypatch.setattr(eng.store, "mention_contexts", lambda *a, **kw: reads.append(kw["each"]) or contexts(*a, **kw))
+        res = eng.recall("what does my family bake with rosa", scope=ANA, now="2024-06-01T00:00:00Z")
+        assert res.trace.params["entities"] == ["rosa"]
+        assert reads == [2, pipeline.NAME_MENTIONS_READ]

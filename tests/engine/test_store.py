@@ -235,6 +235,31 @@ def test_entity_keys_move_to_the_one_name_key(tmp_path):
     store.close()
 
 
+def test_trace_rows_are_indexed_by_trace_only(tmp_path):
+    """Trace candidates are read by trace; an index by memory made each trace commit dirty a page
+    per candidate (issue 21). A store built before the step loses it; reading a trace uses the
+    trace index."""
+    from engine.store.schema import MIGRATIONS
+
+    (by_trace,) = [step for step in MIGRATIONS if step.__name__.endswith("_trace_rows_by_trace")]
+    store = Store(tmp_path / "m.db")
+    conn = store.conn
+
+    def indexes():
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='index' AND"
+                                           " tbl_name='trace_candidates' AND sql IS NOT NULL")}
+
+    assert indexes() == {"trace_candidates_trace"}
+    conn.execute("CREATE INDEX trace_candidates_memory ON trace_candidates(memory_id)")  # as step 1 made it
+    with conn:
+        by_trace(conn)
+    assert indexes() == {"trace_candidates_trace"}
+    plan = " ".join(str(r[-1]) for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT * FROM trace_candidates WHERE trace_id = 1 ORDER BY rank IS NULL, rank"))
+    assert "trace_candidates_trace" in plan
+    store.close()
+
+
 def test_typed_records_hold_every_column_of_their_table(tmp_path):
     """Each record read by a SELECT in its field order declares exactly its table's columns (and
     Fact its memory's fields after them): a column added to the schema fails here until the record
