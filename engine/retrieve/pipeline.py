@@ -73,10 +73,19 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
+# A question said without its question mark, as chat often is ("so what's your favorite game",
+# "did you end up going"): a question word or an auxiliary before the person asked.
+_ASKS_UNMARKED = re.compile(
+    r"(?i)\b(?:(?:what|which|who|where|when|why|how)(?:['’]?s\b|\s+(?:do|does|did|are|is|was|were|have|has|had|can"
+    r"|could|would|will|should)\s+(?:you|u|ya|y['’]all|we|they|he|she|it)\b)"
+    r"|(?:do|does|did|are|were|have|has|can|could|would|will|should)\s+(?:you|u|ya|y['’]all)\s+\w+)")
+
+
 def _asks(text: str) -> bool:
     """Does this turn ask something, so that the next turn is likely its answer? ("Wow! How long
-    have you had them?" asks too: the question need not end the turn.)"""
-    return "?" in text
+    have you had them?" asks too: the question need not end the turn; "so what's your favorite
+    game" asks without its question mark.)"""
+    return "?" in text or _ASKS_UNMARKED.search(text) is not None
 
 
 RESTATEMENT_MIN_WORDS = 8

@@ -143,6 +143,21 @@ def test_the_turn_after_a_question_is_found_as_its_answer(engine):
     assert answer.channels["neighbour"]["score"] == pytest.approx(2 * halved.channels["neighbour"]["score"], rel=1e-4)
 
 
+def test_a_question_asked_without_its_question_mark_still_has_its_answer_next(empty):
+    """Chat drops question marks: "so how long have you had them" asks as much as with one."""
+    session(empty, 1, "2023-05-09T10:00:00Z", [
+        ("Joanna", "your turtles look adorable in that tank"),
+        ("Joanna", "so how long have you had them"),
+        ("Nate", "three years now, they bring me tons of joy"),
+        ("Joanna", "lovely. i am off to the gym"),
+    ])
+    query = "How long has Nate had his turtles?"
+    with_answer = by_message(empty, empty.recall(query, scope=SCOPE, k=5, origin="bench"))
+    plain = by_message(empty, empty.recall(query, scope=SCOPE, k=5, origin="bench", answer_factor=0.0))
+    answer, halved = with_answer["D1:3"].channels["neighbour"], plain["D1:3"].channels["neighbour"]
+    assert answer["score"] == pytest.approx(2 * halved["score"], rel=1e-4)  # read as the question's answer
+
+
 def test_a_date_in_the_question_ranks_that_session_first(engine):
     res = engine.recall("What did Nate cook on 2 June, 2023?", scope=SCOPE, k=3, origin="bench")
     ranked = list(by_message(engine, res))
