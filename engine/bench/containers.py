@@ -35,7 +35,8 @@ _ENGINE = Path(__file__).resolve().parents[1]
 # Every entry must exist (tests/bench/test_runner.py): consolidate.py became a package, and the
 # store writes from mixins beside store.py; a path that names nothing hashes nothing.
 _DEFINITION_PATHS = ("ingest", "extract", "embed", "consolidate", "reconcile.py", "statements.py", "timeexpr.py",
-                     "store", "records.py", "scope.py", "timeutil.py", "tokens.py")
+                     "names.py", "changes.py", "retrieve/query.py", "store", "records.py", "scope.py", "timeutil.py",
+                     "tokens.py")
 COMPLETE_KEY = "bench_container_key"
 
 

@@ -265,3 +265,39 @@ def test_the_container_key_hashes_code_that_exists():
         path = containers._ENGINE / rel
         assert path.is_file() or (path.is_dir() and any(path.rglob("*.py"))), rel
     assert "consolidate" in containers._DEFINITION_PATHS and "store" in containers._DEFINITION_PATHS
+
+
+def test_the_container_key_covers_every_module_ingestion_imports():
+    """Walk the imports of the hashed code: an engine module it uses that can change what is
+    stored (names.py finds the entity mentions) must be hashed too. Modules that only report,
+    locate files or cache (errors, files, paths, memo) and the prompts (versioned in the key by
+    extract_v2.VERSION) are not."""
+    import ast
+
+    from engine.bench import containers
+
+    hashed = set(containers._DEFINITION_PATHS)
+    unhashed_ok = {"errors.py", "files.py", "paths.py", "memo.py", "prompts", "llm.py"}
+    files = [f for rel in hashed for f in ((containers._ENGINE / rel).rglob("*.py")
+                                           if (containers._ENGINE / rel).is_dir() else [containers._ENGINE / rel])]
+    missing = set()
+    for f in files:
+        pkg = f.relative_to(containers._ENGINE).parts[:-1]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.module is None and not node.level:
+                continue
+            if node.level:  # relative: resolve against the file's package inside engine/
+                base = list(pkg[: len(pkg) - node.level + 1]) if node.level > 1 else list(pkg)
+                parts = base + (node.module.split(".") if node.module else [])
+            elif node.module.startswith("engine."):
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            while parts and not (containers._ENGINE / f"{'/'.join(parts)}.py").is_file():
+                parts = parts[:-1]  # "from ..retrieve.query import fts_query" -> retrieve/query.py
+            if not parts:
+                continue  # a package's __init__ or outside engine/
+            module = f"{'/'.join(parts)}.py"
+            if not any(module == h or module.startswith(h.rstrip("/") + "/") for h in hashed | unhashed_ok):
+                missing.add(module)
+    assert not missing, f"ingestion code imports {sorted(missing)}, which the container key does not hash"
