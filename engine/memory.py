@@ -454,6 +454,9 @@ class MemoryEngine(InspectorReads):
         one turn) share a place when they rank next to each other, so results may hold more than
         k memories; trace.params["shared_places"] says which. query_vector: the query's embedding
         when the caller has it already (benchmarks that run one question under many recipes).
+        recipe_overrides change Recipe fields; `off` names every feature off (the recipe's own
+        list is replaced: pass `[*get_recipe(name).off, ...]` to add to it, as the CLI's --off
+        does) and `on` takes features back from it (recipes.NOT_SHIPPED are off unless taken back).
         """
         if not query or not query.strip():
             raise BadInput("the query is empty")
