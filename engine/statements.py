@@ -79,6 +79,10 @@ _ENDED = frozenset("history gone over done dead out finished".split())
 _FUNCTION = frozenset("""the a an my our your his her their its this that these those is are was were be been
     being am has have had do does did of to in on at for from with by and or but so as it i we you me us
     what which who where when why how much many new old""".split())
+# ... and the words that name no slot and no value of it either ("now", "still", "yes"): what a
+# claim's slot terms leave out (recall's same_slot)
+SLOT_FUNCTION = _FUNCTION | frozenset("""all also any here i'm i've it's just more most no nope not now one really
+    some still than that's then there there's too very we're we've yeah yes yet""".split())
 
 _CLAUSE_BREAK = re.compile(r"(?<!\d),|,(?!\d)|(?<!\d):|:(?!\d)|[;!?()\[\]—–]+|\.(?:\s|$)|\s-\s|\n"
                            r"|\b(?:and|but|so|because|cause|though|although|while|whereas|plus|then)\b"

@@ -43,6 +43,7 @@ from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
 from engine.names import name_key
+from engine.statements import takes_back
 from engine.timeexpr import FULL_MONTHS, MONTH_WORD, month_number
 from engine.timeutil import parse_iso, to_iso
 
@@ -1203,8 +1204,6 @@ def taken_back(pairs: list[tuple[SourceChunk, Candidate]], chunks: list[SourceCh
     in order): "Scratch that ...", "never mind", "same old number as before" withdraw the nearest
     earlier turn of the same speaker that gave candidates, no more than TAKE_BACK_REACH of their own
     turns back. (kept pairs, one reason per dropped candidate)."""
-    from ..statements import takes_back
-
     given = {ch.chunk_id for ch, _ in pairs}
     withdrawn: dict[int, str] = {}  # chunk id -> the clause that took it back
     for j, later in enumerate(chunks):

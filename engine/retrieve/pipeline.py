@@ -121,11 +121,6 @@ class _VectorMemo:
 
 
 CLAUSE_VECTORS = _VectorMemo()
-# Words that name no slot and no value ("the", "is", "for", "me", "now"): what a claim's terms leave out.
-_SLOT_FUNCTION = frozenset("""the a an my our your his her their its this that these those is are was were be been being
-    am has have had do does did of to in on at for from with by and or but so as it i we you me us what which who
-    where when why how much many new old now all just really very also still it's i'm i've we're we've that's
-    there there's here one some any more most much so too then than not yet yes yeah no nope""".split())
 # A text's duplicate key (case and spacing aside), by the text's own key: normalising the long
 # turns a recall meets again (LongMemEval's assistant answers run to thousands of characters) was
 # up to 10 ms of the score stage; a digest of the text is a fraction of that.
@@ -216,6 +211,14 @@ def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | No
                 and (clause := takes_back(_body(c.meta["text"], c.meta["speaker"])))):
             return clause
     return None
+
+
+def _mask_people(text: str, people: Any) -> str:
+    """`text` with the people a question names replaced by "someone": who is asked about says
+    nothing about which of their claims is asked ("Where does Dana live now?" asks for a place)."""
+    for name in people:
+        text = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", text)
+    return text
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -826,11 +829,7 @@ class Recall:
 
         # who is asked about says nothing about which of their claims is asked: "Where does Dana
         # live now?" asks for a place, not for "my name is Dana Okafor"
-        def mask(text: str) -> str:
-            for name in question.people:
-                text = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", text)
-            return text
-
+        mask = partial(_mask_people, people=question.people)
         masked = mask(trace.query)
         def words(text: str) -> set[str]:
             return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
@@ -904,6 +903,15 @@ class Recall:
             body = _body(turn.meta["text"], turn.meta["speaker"])
             return claims_for(body, question) or [body]
 
+        wide_of: dict[str, Any] = {}
+
+        def beside(text: str) -> Any:
+            """The question widened by a statement's words, once per statement: widened() reads every
+            word of it, and the same statement is read beside each later turn in turn."""
+            if text not in wide_of:
+                wide_of[text] = widened(question, text)
+            return wide_of[text]
+
         def change_of(earlier: CandidateTrace, later: CandidateTrace) -> list[str]:
             """The later turn's change clauses for the asked claim, read beside the earlier statement:
             a thing it names counts as named ("The oil boiler was ripped out" after "we heat the
@@ -912,7 +920,7 @@ class Recall:
             if kind == "change":
                 return list(found)
             return changes_for(_body(later.meta["text"], later.meta["speaker"]),
-                               widened(question, " ".join(own_claims(earlier))), speaker_named=speaker_of(later))
+                               beside(" ".join(own_claims(earlier))), speaker_named=speaker_of(later))
 
         def others_matter(earlier: CandidateTrace, later: CandidateTrace, found: list[str]) -> str | None:
             """The third person's change clause of the later turn when it, not the speaker's own, is
@@ -947,8 +955,8 @@ class Recall:
                 return
             # read beside each other, the turns name what the question does not: "the oil boiler was
             # ripped out" is a statement of how we heat the house after "we heat it with an oil boiler"
-            def states(c: CandidateTrace, beside: str) -> bool:
-                return stance_for(_body(c.meta["text"], c.meta["speaker"]), widened(question, beside),
+            def states(c: CandidateTrace, told: str) -> bool:
+                return stance_for(_body(c.meta["text"], c.meta["speaker"]), beside(told),
                                   speaker_named=speaker_of(c))[0] in ("state", "change")
 
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in statements)
@@ -1103,7 +1111,7 @@ class Recall:
         one with the question, or their vectors are at least recipe.slot_similarity apart; their
         values differ when each holds a content word the other and the question do not. Only turns
         of the top k move, and only along one chain: recall@k never changes."""
-        from ..statements import asked, asks_about_asides, one_slip_apart, slot_claims
+        from ..statements import SLOT_FUNCTION, asked, asks_about_asides, one_slip_apart, slot_claims
 
         r = self.recipe
         if asks_about_asides(trace.query):
@@ -1143,7 +1151,7 @@ class Recall:
 
         def terms(text: str) -> set[str]:
             return {term for surface, term in self.store.fts_tokens(text) if len(term) > 2 and not term.isdigit()
-                    and surface.casefold() not in _SLOT_FUNCTION}
+                    and surface.casefold() not in SLOT_FUNCTION}
 
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
@@ -1166,9 +1174,7 @@ class Recall:
                 texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
         if len(texts) < 2:
             return
-        masked = trace.query
-        for name in question.people:
-            masked = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", masked)
+        masked = _mask_people(trace.query, question.people)
         qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
         vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
