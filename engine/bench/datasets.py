@@ -139,9 +139,10 @@ def _answer_text(value: Any, quirks: QuirkReport, where: str) -> str | None:
 
 def detect_dataset(path: Path | str) -> str:
     """"locomo" | "longmemeval" | "convomem" | "updates" from the file's structure (UnknownFormat if none).
-    A folder is ConvoMem's layout (one file per test case or evidence batch)."""
+    A folder is ConvoMem's layout (one file per test case or evidence batch), or LoCoMo's family
+    when its first JSON file is LoCoMo or REALTALK (REALTALK ships one file per chat)."""
     if Path(path).is_dir():
-        return "convomem"
+        return "locomo" if _locomo_files(Path(path)) else "convomem"
     data, _ = _read_json(path)
     return _detect(data, str(path))
 
@@ -165,9 +166,13 @@ def read_dataset(path: Path | str) -> tuple[Dataset, Any]:
     each container to the normal importers, so it must not read and parse the file twice. A
     folder is read as ConvoMem (its raw JSON is then None: the runner builds chat JSON from it)."""
     if Path(path).is_dir():
+        if files := _locomo_files(Path(path)):
+            return _locomo_folder(Path(path), files)
         return _convomem_folder(Path(path)), None
     data, sha = _read_json(path)
     kind = _detect(data, str(path))
+    if kind == "locomo":
+        data = _locomo_samples(data, str(path))
     loaded: Dataset = _LOADERS[kind](data, sha, path)
     return loaded, data
 
@@ -296,6 +301,37 @@ def _locomo(data: Any, sha: str, path: Path | str) -> LocomoDataset:
         questions=tuple(questions),
         quirks=quirks,
     )
+
+
+def _locomo_samples(data: Any, name: str) -> Any:
+    """A LoCoMo-family file's samples as a list of LoCoMo samples (the runner hands each
+    container its sample): REALTALK chats converted, one sample object listed."""
+    converted = locomo.realtalk_samples(data, name)
+    if converted is not None:
+        return converted
+    return [data] if isinstance(data, dict) else data
+
+
+def _locomo_files(folder: Path) -> list[Path]:
+    """The folder's JSON files when the first one is LoCoMo's family, else []."""
+    files = sorted(p for p in folder.rglob("*.json") if p.is_file())
+    if not files:
+        return []
+    data, _ = _read_json(files[0])
+    return files if sniff_json(data) == "locomo" else []
+
+
+def _locomo_folder(folder: Path, files: list[Path]) -> tuple[LocomoDataset, list[Any]]:
+    """A folder of LoCoMo-family files (REALTALK's data/Chat_*.json) as one dataset."""
+    samples: list[Any] = []
+    digest = hashlib.sha256()
+    for file in files:
+        data, sha = _read_json(file)
+        if sniff_json(data) != "locomo":
+            raise _fail(str(file), "not LoCoMo or REALTALK, like the folder's first file")
+        digest.update(f"{file.relative_to(folder).as_posix()}\0{sha}\n".encode())
+        samples.extend(_locomo_samples(data, str(file)))
+    return _locomo(samples, digest.hexdigest(), folder), samples
 
 
 def _locomo_conversation(

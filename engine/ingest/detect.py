@@ -87,6 +87,8 @@ def sniff_json(data: Any) -> str | None:
         return None
     if "conversation" in item and ("qa" in item or "sample_id" in item):
         return "locomo"
+    if locomo.is_realtalk(item):  # REALTALK chats: LoCoMo's family, read by its importer
+        return "locomo"
     if "haystack_sessions" in item:
         return "longmemeval"
     if "message_evidences" in item and "conversations" in item:

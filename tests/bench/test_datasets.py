@@ -157,6 +157,36 @@ def test_locomo_checksum_and_detection(locomo):
     assert isinstance(load_dataset(LOCOMO), LocomoDataset)
 
 
+REALTALK = FIXTURES / "realtalk"  # two chats written to REALTALK's published shape, one file each
+
+
+def test_realtalk_folder_is_one_locomo_dataset(tmp_path):
+    assert detect_dataset(REALTALK) == "locomo" and detect_dataset(REALTALK / "Chat_1_Ana_Ben.json") == "locomo"
+    ds = load_dataset(REALTALK)
+    assert isinstance(ds, LocomoDataset)
+    assert [c.sample_id for c in ds.conversations] == ["Chat_1_Ana_Ben", "Chat_2_Cai_Dev"]
+    ana = ds.conversations[0]
+    assert (ana.speaker_a, ana.speaker_b) == ("Ana", "Ben")
+    assert [(s.date, s.time) for s in ana.sessions] == [
+        ("29.12.2023, 23:51:12", "2023-12-29T23:51:12Z"), ("04.01.2024, 18:02:00", "2024-01-04T18:02:00Z")]
+    assert ana.sessions[0].turns[0].text == "hey how was ur weekend"  # clean_text
+    assert [(q.question_id, q.category_name, q.evidence) for q in ds.questions][:2] == [
+        ("Chat_1_Ana_Ben:q0", "temporal", ("D1:4",)), ("Chat_1_Ana_Ben:q1", "multi-hop", ("D2:1", "D2:3"))]
+    # the folder's checksum follows every file in it
+    copy = tmp_path / "rt"
+    shutil.copytree(REALTALK, copy)
+    assert load_dataset(copy).sha256 == ds.sha256
+    (copy / "Chat_2_Cai_Dev.json").write_text((copy / "Chat_2_Cai_Dev.json").read_text().replace("bakery", "cafe"))
+    assert load_dataset(copy).sha256 != ds.sha256
+
+
+def test_a_folder_mixing_realtalk_with_other_files_is_refused(tmp_path):
+    shutil.copytree(REALTALK, tmp_path / "rt")
+    shutil.copy(CONVOMEM, tmp_path / "rt" / "z.json")
+    with pytest.raises(BadInput, match=r"z\.json: not LoCoMo or REALTALK, like the folder's first file"):
+        load_dataset(tmp_path / "rt")
+
+
 def test_locomo_dates_that_do_not_parse_are_reported(tmp_path):
     data = [
         {

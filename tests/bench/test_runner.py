@@ -66,6 +66,26 @@ def test_locomo_gold_dia_ids_are_matched(engine):
     assert out["by_category"], "per-category metrics"
 
 
+def test_a_folder_of_realtalk_chats_runs_as_one_locomo_benchmark(engine):
+    # REALTALK ships one file per chat; each is a container named by its file, and a turn's
+    # time is its message's own (the 10k was run the day before a message sent after midnight)
+    out = run_benchmark(engine, "locomo", DATA / "realtalk", k_values=(1, 10), embedder="hashing")
+    assert out["status"] == "done" and out["failures"] == 0 and out["questions"] == 4
+    items = bench_sql.items(engine.store, out["run_id"])
+    assert {it["container"] for it in items} == {"Chat_1_Ana_Ben", "Chat_2_Cai_Dev"}
+    assert {it["category"] for it in items} == {"temporal", "multi-hop", "open-domain"}
+    assert out["scores"]["memlens"]["metrics"]["turn_evidence_recall@10"] == 1.0
+    ten_k = next(it for it in items if "10k" in it["question"])
+    with MemoryEngine(ten_k["trace_db"], create=False, llm=False) as container:
+        from engine.bench.runner import BENCH_SCOPE
+        from engine.scope import Scope
+
+        scope = Scope.default(*BENCH_SCOPE)
+        first = next(c for c in container.trace(ten_k["trace_id"], scope=scope)["candidates"] if c["rank"] == 1)
+        memory = container.show("memory", first["memory_id"], scope=scope)["memory"]
+        assert "first 10k" in memory["text"] and memory["source_time"] == "2023-12-30T00:20:05Z"
+
+
 def test_limit_resume_and_compare(engine):
     first = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", limit=3, embedder="hashing")
     assert first["questions"] == 3

@@ -213,12 +213,51 @@ def test_locomo_sessions():
         ("1:56 pm on 8 May, 2023", "2023-05-08T13:56:00Z"),
         ("12:09 am on 13 September, 2023", "2023-09-13T00:09:00Z"),
         ("12:30 pm on 1 Jan, 2022", "2022-01-01T12:30:00Z"),
+        ("29.12.2023, 00:51:12", "2023-12-29T00:51:12Z"),  # REALTALK: day first
+        ("4.1.2024, 18:02", "2024-01-04T18:02:00Z"),
+        ("31.02.2024, 10:00:00", None),
         ("not a date", None),
     ],
 )
 def test_locomo_dates(raw, expected):
     parsed = locomo.parse_session_date(raw)
     assert (to_iso(parsed) if parsed else None) == expected
+
+
+REALTALK = DATA / "realtalk" / "Chat_1_Ana_Ben.json"  # written to REALTALK's published shape
+
+
+def test_realtalk_chat_reads_as_locomo_with_message_times():
+    docs = parse_path(REALTALK)
+    assert_well_formed(docs)
+    assert [d.external_id for d in docs] == ["Chat_1_Ana_Ben:session_1", "Chat_1_Ana_Ben:session_2"]
+    first = docs[0]
+    assert first.source_type == "locomo" and first.meta["speakers"] == ["Ana", "Ben"]
+    assert first.source_time == "2023-12-29T23:51:12Z"
+    # clean_text, not the raw text with its emoji; a photo with no words keeps its caption
+    assert texts(first) == [
+        "Ana: hey how was ur weekend",
+        "Ben: so good, went bouldering at the new gym",
+        "Ben: [shares a photo: a climbing wall with colourful holds]",
+        "Ana: omg nice. i ran my first 10k yesterday",
+    ]
+    # each message keeps its own time: the last one was sent after midnight
+    assert [c.source_time for c in first.chunks] == [
+        "2023-12-29T23:51:12Z", "2023-12-29T23:55:40Z", "2023-12-29T23:56:02Z", "2023-12-30T00:20:05Z"]
+    assert first.chunks[2].meta["img_url"] == ["https://example.test/wall.jpg"]
+
+
+def test_realtalk_session_without_date_is_dated_by_its_first_message():
+    (doc,) = parse_path(DATA / "realtalk" / "Chat_2_Cai_Dev.json")
+    assert doc.source_time == "2024-01-02T07:10:00Z"
+    assert doc.text.startswith("Session 1 (2024-01-02 07:10)")
+
+
+def test_realtalk_list_of_chats_gets_one_sample_id_each():
+    chat = json.loads(REALTALK.read_text(encoding="utf-8"))
+    docs = locomo.parse_json([chat, chat], name="chats.json")
+    assert [d.external_id for d in docs] == [
+        "chats_0:session_1", "chats_0:session_2", "chats_1:session_1", "chats_1:session_2"]
 
 
 # --- LongMemEval ----------------------------------------------------------------------------
@@ -463,6 +502,7 @@ def test_js_blocks_merged_and_split():
         ("chat_object.json", "chat"),
         ("chat_conversations.json", "chat"),
         ("locomo_tiny.json", "locomo"),
+        ("realtalk/Chat_1_Ana_Ben.json", "locomo"),
         ("longmemeval_s_tiny.json", "longmemeval"),
         ("garden.md", "markdown"),
         ("notes.txt", "text"),

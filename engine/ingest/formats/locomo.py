@@ -6,6 +6,14 @@ blank line, then one chunk per turn "<speaker>: <text>", turns joined by "\\n". 
 shares an image carries " [shares a photo: <caption>]" inside its chunk, because the caption
 is often the only place the evidence is. Sessions come from the `session_<n>` LISTS: conv-26
 has `session_<n>_date_time` keys without sessions.
+
+REALTALK (Lee et al., 2025: 21 days of real messaging between two people) is read as the same
+family: one JSON object per chat (Chat_<n>_<A>_<B>.json), `name.speaker_1` / `speaker_2`,
+`session_<n>` lists at the top level, messages `{"clean_text", "speaker", "date_time", "dia_id"}`,
+`session_<n>_date_time` and message times written "29.12.2023, 00:51:12" (day first), and `qa`
+with LoCoMo's evidence dia_ids. `realtalk_samples` turns such chats into LoCoMo samples, so the
+importer and the benchmark read one shape; a message's own time becomes its chunk's time (a real
+chat's session can span a day, and "yesterday" is said against the message, not the session).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import PurePath
 from typing import Any
 
 from engine.errors import BadInput, UnknownFormat
@@ -27,10 +36,13 @@ _DATE = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$",
     re.IGNORECASE,
 )
+# REALTALK's "29.12.2023, 00:51:12": day first, dotted, seconds optional
+_DOTTED = re.compile(r"^\s*(\d{1,2})\.(\d{1,2})\.(\d{4}),?\s+(\d{1,2}):(\d{2})(?::(\d{2}))?\s*$")
 
 
 def parse_session_date(raw: Any) -> datetime | None:
-    """"1:56 pm on 8 May, 2023" -> datetime(2023, 5, 8, 13, 56) (naive, read as UTC).
+    """"1:56 pm on 8 May, 2023" -> datetime(2023, 5, 8, 13, 56) (naive, read as UTC); also
+    REALTALK's "29.12.2023, 00:51:12" and ISO-8601.
 
     LoCoMo dates carry no zone; they are conversation-local, and UTC is as good a reading as
     any as long as every session uses the same one.
@@ -39,6 +51,12 @@ def parse_session_date(raw: Any) -> datetime | None:
         return None
     match = _DATE.match(raw)
     if match is None:
+        if (dotted := _DOTTED.match(raw)) is not None:
+            day, month_i, year, hour_d, minute_d, second = dotted.groups()
+            try:
+                return datetime(int(year), int(month_i), int(day), int(hour_d), int(minute_d), int(second or 0))
+            except ValueError:
+                return None
         iso = to_utc_iso(raw)
         return datetime.fromisoformat(iso[:-1]) if iso else None
     hour, minute, ampm, day, month_name, year = match.groups()
@@ -86,9 +104,53 @@ def _id_label(sample_id: Any, index: int) -> str:
     return label(sample_id) or f"sample_{index}"
 
 
+def is_realtalk(item: Any) -> bool:
+    """A REALTALK chat: `name` with the two speakers and top-level session lists, no `conversation`."""
+    return (isinstance(item, dict) and "conversation" not in item and isinstance(item.get("name"), dict)
+            and any(_SESSION_KEY.match(str(key)) for key in item))
+
+
+def realtalk_samples(data: Any, name: str) -> list[dict[str, Any]] | None:
+    """REALTALK chats (one object, or a list of them) as LoCoMo samples, or None when `data` is
+    not REALTALK. The sample id is the file's stem ("Chat_10_Fahim_Muhhamed"; "_<i>" added when
+    one file holds several chats); a message's `clean_text` is its text (its `text` when there
+    is no clean one), everything else it carries (date_time, images) stays on the turn."""
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items or not all(is_realtalk(item) for item in items):
+        return None
+    stem = PurePath(name).stem or "realtalk"
+    samples = []
+    for i, chat in enumerate(items):
+        names = chat["name"]
+        conversation: dict[str, Any] = {"speaker_a": names.get("speaker_1"), "speaker_b": names.get("speaker_2")}
+        for key, value in chat.items():
+            if _SESSION_KEY.match(str(key)) and isinstance(value, list):
+                conversation[key] = [_realtalk_turn(turn) for turn in value]
+            elif _SESSION_KEY.match(str(key)) or _DATE_KEY.match(str(key)):
+                conversation[key] = value
+        for key in [k for k in conversation if _SESSION_KEY.match(k)]:
+            # a session without its own date is dated by its first message that has one
+            first = next((t["date_time"] for t in conversation[key] if isinstance(t, dict)
+                          and parse_session_date(t.get("date_time")) is not None), None)
+            if first is not None and parse_session_date(conversation.get(f"{key}_date_time")) is None:
+                conversation[f"{key}_date_time"] = first
+        sample_id = chat.get("sample_id") or (stem if len(items) == 1 else f"{stem}_{i}")
+        samples.append({"sample_id": sample_id, "conversation": conversation, "qa": chat.get("qa"),
+                        "source_format": "realtalk"})
+    return samples
+
+
+def _realtalk_turn(turn: Any) -> Any:
+    if not isinstance(turn, dict):
+        return turn  # read_samples says which turn is not an object
+    clean = turn.get("clean_text")
+    return {**turn, "text": clean} if isinstance(clean, str) else turn
+
+
 def read_samples(data: Any, name: str) -> list[Sample]:
-    """LoCoMo JSON already loaded (a list of samples, or one sample) -> its samples.
-    UnknownFormat when it is not LoCoMo's shape; BadInput for a turn that is not an object."""
+    """LoCoMo JSON already loaded (a list of samples, or one sample; or REALTALK chats) -> its
+    samples. UnknownFormat when it is not LoCoMo's shape; BadInput for a turn that is not an object."""
+    data = realtalk_samples(data, name) or data
     items = [data] if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise UnknownFormat(f"{name}: not LoCoMo: expected a list of samples with \"conversation\"")
@@ -163,6 +225,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
                         meta["img_url"] = [str(u) for u in turn["img_url"]]
                 start, end = builder.add(line)  # one piece, scrubbed as a line: DocumentBuilder.add
                 dia_id = turn.get("dia_id")
+                said = parse_session_date(turn.get("date_time"))  # REALTALK: each message has its time
                 builder.add_chunk(
                     start,
                     end,
@@ -170,7 +233,7 @@ def parse_json(data: Any, *, name: str) -> list[ParsedDocument]:
                     speaker=speaker,
                     role="user",
                     message_id=label(dia_id) if dia_id is not None else None,
-                    source_time=source_time,
+                    source_time=to_iso(said) if said else source_time,
                     meta=meta,
                 )
             if not builder.chunks:
