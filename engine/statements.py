@@ -247,6 +247,38 @@ def takes_back(text: str) -> str | None:
     return None
 
 
+# What takes back a change told in an earlier conversation ("We're moving to Munich!", a month
+# later "Actually we're staying in Berlin"; "The MX-5 deal fell through, I've still got the
+# Civic"): TAKES_BACK and the re-assertions of what held ("actually we're staying", "staying put",
+# "decided against", "turned it down"), which across conversations need the change named too
+# (takes_back_change).
+_LATER_TAKES_BACK = re.compile(
+    r"(?i)\b(?:actually,?\s+(?:we|i)(?:['’]re|['’]m|\s+are|\s+am)?\s+(?:staying|not|still|keeping|decided)"
+    r"|decided\s+(?:to\s+stay|against)|staying\s+put|pulled\s+out|turned\s+(?:\w+\s+){0,3}down)\b")
+_NAMING_FUNCTION = frozenset("""said say what about going got get getting still deal plan plans news""".split())
+
+
+def content_words(text: str) -> set[str]:
+    """The words of a text that can name a thing or a value (not function words, not lead words)."""
+    words = {w.casefold().replace("’", "'").removesuffix("'s") for w in _WORD.findall(text)}
+    return {w for w in words if len(w) > 2 and w not in SLOT_FUNCTION and w not in _LEAD
+            and w not in _NAMING_FUNCTION and not CHANGE.fullmatch(w)}
+
+
+def takes_back_change(text: str, named: str) -> str | None:
+    """The asserted clause of a text told in a later conversation that takes back a change, naming
+    it or what it replaced (`named`: their texts), or None. "Actually we're staying in Berlin"
+    takes back "we're moving to Munich" told beside "we live in Berlin"; "actually we're staying"
+    about another thing does not."""
+    words = content_words(named)
+    for c in clauses(text):
+        if c.question or c.modal or c.subject not in ("self", "thing", "none"):
+            continue
+        if (TAKES_BACK.search(c.text) or _LATER_TAKES_BACK.search(c.text)) and content_words(text) & words:
+            return c.text
+    return None
+
+
 # Words that add to what holds instead of replacing it: "I also adopted a cat", "a cat as well",
 # "in addition to Rex". A clause with one states no change, whatever its verb.
 ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")

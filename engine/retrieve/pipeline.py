@@ -198,17 +198,24 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
     return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
 
 
-def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | None:
-    """The clause of a later turn among `turns`, by the same speaker in the same conversation as
-    the change (a turn's or a fact's meta), that takes it back ("New number: 07700 900999." then
-    "Scratch that, same old number as before"), or None."""
-    from ..statements import takes_back
+def _taken_back(change: dict[str, Any], turns: list[CandidateTrace], replaced: str = "") -> str | None:
+    """The clause of a later turn among `turns`, by the same speaker as the change (a turn's or a
+    fact's meta), that takes it back, or None: in the same conversation any take-back ("New number:
+    07700 900999." then "Scratch that, same old number as before"); in a later conversation one
+    that names the change or what it replaced (`replaced`: that statement's text): "We're moving to
+    Munich!", a month later "Actually we're staying in Berlin"."""
+    from ..statements import takes_back, takes_back_change
 
+    speaker = name_key(change.get("speaker") or "")
     for c in turns:
-        if (c.meta.get("document_id") == change.get("document_id") and c.meta.get("speaker")
-                and (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0)
-                and name_key(c.meta["speaker"]) == name_key(change.get("speaker") or "")
-                and (clause := takes_back(_body(c.meta["text"], c.meta["speaker"])))):
+        if not c.meta.get("speaker") or name_key(c.meta["speaker"]) != speaker:
+            continue
+        body = _body(c.meta["text"], c.meta["speaker"])
+        if c.meta.get("document_id") == change.get("document_id"):
+            if (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0) and (clause := takes_back(body)):
+                return clause
+        elif ((c.meta.get("source_time") or "") > (change.get("source_time") or "\uffff")
+              and (clause := takes_back_change(body, f"{change.get('text') or ''} {replaced}"))):
             return clause
     return None
 
@@ -740,7 +747,7 @@ class Recall:
                 continue
             if metas.get(cur, {}).get("chunk_id") == turn.meta.get("chunk_id"):
                 continue  # "I quit smoking": the turn states the change itself (its old value is history)
-            if _taken_back(succ.meta, turns):
+            if _taken_back(succ.meta, turns, turn.meta["text"]):
                 continue  # the change was taken back later in its own conversation: it replaced nothing
             m = succ.meta
             on = (m.get("valid_from") or m.get("source_time") or "")[:10]
@@ -1005,8 +1012,8 @@ class Recall:
                 "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
                           f"what m{answer.memory_id} states"}
 
-        def taken_back_later(change: CandidateTrace) -> str | None:
-            return _taken_back(change.meta, pool)
+        def taken_back_later(change: CandidateTrace, replaced: CandidateTrace | None = None) -> str | None:
+            return _taken_back(change.meta, pool, replaced.meta["text"] if replaced is not None else "")
 
         def follow(answer: CandidateTrace) -> None:
             pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
@@ -1049,9 +1056,10 @@ class Recall:
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
                     changes = {}
-                # a change taken back later in its own conversation ("New number: 07700 900999." then
-                # "Scratch that, same old number as before") replaces nothing: an aside of what it left
-                taken_back = {mid: clause for mid in changes if (clause := taken_back_later(by_id[mid]))}
+                # a change taken back later ("New number: 07700 900999." then "Scratch that, same old
+                # number as before"; a month on, "Actually we're staying in Berlin") replaces nothing:
+                # an aside of what it left
+                taken_back = {mid: clause for mid in changes if (clause := taken_back_later(by_id[mid], answer))}
                 changes = {mid: clause for mid, clause in changes.items() if mid not in taken_back}
                 if r.on("not_a_change"):
                     for mid, clause in taken_back.items():
