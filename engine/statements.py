@@ -768,8 +768,128 @@ def names_thing_loosely(c: Clause, question: Asked) -> bool:
     return names_thing(c, question) or any(one_slip_apart(k, w) for k in keys for w in question.words)
 
 
-def slot_claims(text: str, question: Asked, *, reply: bool = False,
-                speaker_named: str | None = None) -> tuple[list[str], str]:
+# The plain present-tense assertion same_slot may order by time ("I bank with Monzo", "my GP is
+# Dr Okoro", "Milo eats raw food"): each way a clause can fail to be one, read from its form, not
+# from its topic. Where the form is unsure, it is not one.
+_SEASONS = ("spring", "summer", "autumn", "fall", "winter")
+_MONTH_NUMBER = {m: i + 1 for i, m in enumerate("""january february march april may june july august september
+    october november december""".split())} | {m: i + 1 for i, m in enumerate(
+    "jan feb mar apr may jun jul aug sep oct nov dec".split())} | {"sept": 9}
+# a frame that governs the value: an intention, a wish, a try ("hoping to land something at Pixel
+# Forge", "keen to take up bouldering", "what I really want is a Defender", "the plan is to trade it")
+_FRAME = re.compile(
+    r"(?i)\b(?:hop(?:e|es|ed|ing)|plan(?:s|ned|ning)?|aim(?:s|ed|ing)?|intend(?:s|ed|ing)?|keen|tempted|eager"
+    r"|dream(?:s|ing)?|want(?:s|ed)?|wish(?:es|ed)?|(?:love|like|prefer)\s+to|the\s+idea\s+is|is\s+the\s+idea"
+    r"|sav(?:e|es|ed|ing)\s+(?:up\s+)?(?:for|to)|tr(?:y|ies|ying)\s+to|looking\s+(?:at|for|into|to|around)"
+    r"|thinking|considering|about\s+to|ready\s+to|tempting|fancy|fancies|daydream|someday|one\s+day)\b")
+# not a value that holds: "I'd never buy a Tesla", "I'm not switching", "no way I'm moving"
+_NEGATION = re.compile(r"(?i)\b(?:not|never|no\s+way|nor|neither)\b|n['’]t\b")
+# a step towards a state, not the state: "I've applied to Utrecht", "the offer from Siemens", "put
+# Tom down for St Albans", "an interview at Deloitte", "on the waiting list"
+_STEP = re.compile(
+    r"(?i)\b(?:appl(?:y|ies|ied|ying|ication)|offer(?:s|ed)?|interview\w*|shortlist\w*|put\s+(?:\w+\s+){0,2}down\s+for"
+    r"|waiting\s+list|wait-?list\w*|pending|viewings?|bid(?:s|ding)?|enquir\w+|inquir\w+)\b")
+# told of a time before the present: "back in uni", "as a teenager", "when I was a kid", "I grew up in"
+_PAST_FRAME = re.compile(
+    r"(?i)\b(?:was|were|had|did|used\s+to|grew\s+up|back\s+(?:in|when|at|then)|as\s+an?\s+(?:kid|child|teenager"
+    r"|teen|student|boy|girl)|when\s+(?:i|we)\s+(?:was|were)|in\s+my\s+(?:teens|twenties|youth)|years\s+ago"
+    r"|growing\s+up|(?:at|in)\s+(?:uni|university|college|school)\s+i)\b")
+_PAST_FORMS = _PAST_IRREGULAR | frozenset("""drank ate swam wore knew thought taught spoke sang slept stood sat saw
+    felt heard held told said lived worked owned studied""".split())
+_PRESENT_AUX = frozenset("""am is are 'm ’m 's ’s 're ’re have has 've ’ve do does""".split())
+_SKIP_ADVERBS = frozenset("""still also just really mostly usually always only all both even currently basically
+    honestly fully pretty""".split())
+# a time named with a statement: "in August", "next spring", "for the next three weeks", "from
+# Monday", "in 2025", "on the 14th"
+_NAMED_TIME = re.compile(
+    rf"(?i)\b(?:(?P<rel>next|coming|upcoming|tomorrow|soon|later\s+this|for\s+the\s+next|the\s+coming"
+    r"|(?:in|within)\s+(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|weeks?|months?|years?)"
+    # "on Sunday" (not "on Sunday mornings", "on Tuesdays": a habit)
+    rf"|(?:from|starting|on|this|by)\s+{_DAY}(?!s\b)\b(?!\s+(?:mornings|afternoons|evenings|nights)))"
+    r"|(?P<since>(?:since|as\s+of)\s+(?:(?:the|last|early|late|mid)\s+)?[\w-]+(?:\s+(?:19|20)\d\d)?)"
+    r"|(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)(?:\s+(?P<my>(?:19|20)\d\d))?"
+    r"|(?P<season>spring|summer|autumn|fall|winter)|(?P<year>(?:19|20)\d\d))\b")
+
+
+def ahead_of(text: str, said_on: str | None) -> str | None:
+    """Why `text` names a time after the day it was said (`said_on`, ISO), or may (a month or
+    season without a year, a year not before it), or None. "in August" said in May is ahead;
+    "since March", "two years ago" are not; "in 2019" said in 2024 is not."""
+    year = int(said_on[:4]) if said_on and said_on[:4].isdigit() else None
+    month = int(said_on[5:7]) if said_on and said_on[5:7].isdigit() else None
+    for m in _NAMED_TIME.finditer(text):
+        if m.group("since"):
+            continue
+        if m.group("rel"):
+            return f"'{m.group(0)}' is still ahead"
+        if m.group("month"):
+            if m.group(0).casefold() == "may" and not re.search(r"(?-i:May)\b", m.group(0)):
+                continue  # the verb "may" (MODAL reads it)
+            if m.group("my") and year is not None and int(m.group("my")) < year:
+                continue
+            at = _MONTH_NUMBER[m.group("month").casefold()]
+            if year is None or month is None:
+                return f"'{m.group(0)}' without the day it was said"
+            return (f"'{m.group(0)}' is after {said_on[:10]}" if at > month or m.group("my")
+                    else f"'{m.group(0)}' may be ahead of {said_on[:10]} (next year's)")
+        if m.group("season"):
+            return f"'{m.group(0)}' may be ahead of {said_on[:10] if said_on else 'the day it was said'}"
+        if m.group("year") and (year is None or int(m.group("year")) >= year):
+            return f"'{m.group(0)}' is not before {said_on[:10] if said_on else 'the day it was said'}"
+    return None
+
+
+def _tense(c: Clause) -> str:
+    """"present", "past" or "" (no verb after the subject: "Lloyds Pharmacy in Harrogate")."""
+    if _PAST_FRAME.search(c.text):
+        return "past"
+    words = [w.casefold() for w in _WORD.findall(c.text)]
+    start = 0
+    for i, w in enumerate(words):
+        if _SELF.match(w) or w in _PRESENT_AUX or w.replace("’", "'").endswith(("'s", "'m", "'re", "'ve")):
+            start = i
+            break
+    for w in words[start:]:
+        w = w.replace("’", "'")
+        if w in _SKIP_ADVERBS:
+            continue
+        if w in _PRESENT_AUX or w.endswith(("'m", "'re", "'ve", "'s")) and _SELF.match(w.split("'")[0] + "'" + w.split("'")[-1]):
+            return "present"
+        if _SELF.match(w) or w in _FUNCTION or w in _LEAD:
+            continue
+        if w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST):
+            return "past"
+        return "present"
+    return ""
+
+
+def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> str | None:
+    """Why a clause is not a plain present-tense assertion of a value (a question, a plan, wish or
+    intention frame, a negation, a step not yet a state, a time after the day it was said, told of
+    the past, no verb of its own outside a reply), or None: what same_slot may order by time."""
+    if c.question:
+        return "a question"
+    if c.modal or _FRAME.search(c.text) or HEDGE.search(c.text):
+        return "a plan, wish or intention governs it"  # before the open of a question: "What I want is ..."
+    if _QUESTION_OPEN.match(c.text.strip()):
+        return "a question"  # chat drops the question mark: "should I take the Deloitte job"
+    if _NEGATION.search(c.text):
+        return "negated"
+    if _STEP.search(c.text):
+        return "a step towards a state (an application, an offer), not the state"
+    if (ahead := ahead_of(c.text, said_on)) is not None:
+        return f"names a time after the day it was said ({ahead})"
+    tense = _tense(c)
+    if tense == "past":
+        return "told of the past"
+    if tense == "" and not reply and c.subject not in ("thing",):
+        return "no verb of its own: unsure"
+    return None
+
+
+def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_named: str | None = None,
+                said_on: str | None = None) -> tuple[list[str], str]:
     """The clauses of a turn that assert a value of what the question asks about, held by whom it
     asks about, whatever their verb; or ([], why none can). The recall orders two such statements
     by time when nothing else links them (engine/retrieve/pipeline.py, feature same_slot), so this
@@ -779,6 +899,9 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
     that takes something back or adds to what holds ("also", "as well"), not someone else's thing,
     and not a turn anchored to a moment ("last week", "on Friday": an episode; a standing state is
     said without one).
+    Each clause must also be a plain present-tense assertion (not_plain: no question, no plan,
+    wish or intention frame, no negation, no step towards a state, no time after `said_on`, the
+    day it was said, not told of the past).
     `reply`: the turn answers the other speaker's question ("Where are you working?" -> "Lloyds
     Pharmacy in Harrogate"), so a clause without a subject of its own is the speaker's."""
     asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
@@ -804,8 +927,13 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
         if c.visit and c.subject in ("self", "thing", "none"):
             return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
     out: list[str] = []
+    unsure: list[str] = []
     for c in parts:
         if c.question or c.modal or c.visit or HEDGE.search(c.text):
+            continue
+        if (why := not_plain(c, said_on, reply=reply)) is not None:
+            if c.subject in ("self", "thing") or reply:
+                unsure.append(why)
             continue
         theirs = [m.group(1).casefold() for m in _OTHERS_THING.finditer(c.text + " ")]
         if any(t in PERSON_NOUNS and t not in question.people for t in theirs):
@@ -818,4 +946,6 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
             out.append(c.text)
         elif c.subject == "none" and reply and asks_speaker:
             out.append(c.text)
-    return out, "" if out else "no clause of theirs asserts it"
+    if out:
+        return out, ""
+    return [], f"not a plain present-tense assertion: {unsure[0]}" if unsure else "no clause of theirs asserts it"

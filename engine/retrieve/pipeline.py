@@ -1164,7 +1164,7 @@ class Recall:
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
-                                         speaker_named=speaker_of(c)) for c in pool}
+                                         speaker_named=speaker_of(c), said_on=c.meta["source_time"]) for c in pool}
         # a turn with no claim of its own may answer the other speaker's question: only those look back
         bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
         if bare:
@@ -1175,7 +1175,8 @@ class Recall:
         for c in pool:
             context = asked_by_other(c) if c.memory_id in before else None
             claims = read[c.memory_id][0] if context is None else slot_claims(
-                _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c))[0]
+                _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
+                said_on=c.meta["source_time"])[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if claims:
                 said[c.memory_id] = claims

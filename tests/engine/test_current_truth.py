@@ -282,6 +282,11 @@ def test_an_answer_to_the_assistants_question_states_the_new_value(engine):
     "back from two weeks in glasgow, jet lag is brutal",  # a return, a short stay
     "my wife lives in Glasgow during the week for her job",  # someone else's
     "We've put an offer in on a house in Glasgow, fingers crossed.",  # a hope
+    "I grew up in Glasgow and my parents still live there.",  # told of the past
+    "I'm house-sitting for a friend in Glasgow for the next three weeks.",  # a time still ahead
+    "I'd never live in Glasgow, far too wet for me.",  # a negation
+    "Is Glasgow a good place to live for someone like me?",  # a question
+    "We've applied for a flat in Glasgow near the park.",  # a step, not the state
 ])
 def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engine, later):
     chat(engine, [("2023-02-01T10:00:00Z", ["I live in Bristol with my partner and two cats.", "Nice."]),
