@@ -198,6 +198,11 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
     return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
 
 
+# "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
+# question names
+BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
+
+
 def _taken_back(change: dict[str, Any], turns: list[CandidateTrace], replaced: str = "") -> str | None:
     """The clause of a later turn among `turns`, by the same speaker as the change (a turn's or a
     fact's meta), that takes it back, or None: in the same conversation any take-back ("New number:
@@ -793,6 +798,7 @@ class Recall:
             asks_about_asides,
             changes_for,
             claims_for,
+            content_words,
             clauses,
             stance_for,
             widened,
@@ -969,14 +975,24 @@ class Recall:
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in statements)
             statements += [c for c in pool
                            if c not in statements and stance[c.memory_id][0] != "aside" and states(c, told)]
-            anchor = max(statements, key=lambda c: max(m.score for m in group(c)))
+            # "what did I ride before the e-bike?" names the later value: the turn that names it is
+            # where the past begins, whatever its form ("The Vespa's gone, ... I ride an e-bike
+            # now"), and any earlier statement of the same thing by its speaker tells what held
+            # before it, said as an aside too ("My Vespa won't start in the cold")
+            later_value = content_words(m.group(1)) if (m := BEFORE_VALUE.search(trace.query)) else set()
+            naming = [c for c in pool if later_value & content_words(_body(c.meta["text"], c.meta["speaker"]))]
+            anchor = max(naming or statements, key=lambda c: max(m.score for m in group(c)))
             anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
             before = [c for c in pool if c.meta["source_time"] < anchor.meta["source_time"] and same_thing(c, anchor)
-                      and (c in statements or (stance[c.memory_id][0] != "aside" and states(c, anchor_text)))]
+                      and not (later_value and later_value <= content_words(_body(c.meta["text"], c.meta["speaker"])))
+                      and (c in statements or (naming and stance[c.memory_id][0] == "aside")
+                           or (stance[c.memory_id][0] != "aside" and states(c, anchor_text)))]
             if not before:
                 return
             prev = max(before, key=lambda c: (c.meta["source_time"], c.score))
-            top = max(m.score for m in group(anchor))
+            # it leads the later value, and every other statement of that thing too: "teaching
+            # chemistry" is not what I did right before the lab job, the freelancing was
+            top = max(m.score for c in [anchor] + [c for c in statements if same_thing(c, anchor)] for m in group(c))
             for m in group(prev):
                 if m.score <= top:
                     delta = top + 1e-6 - m.score

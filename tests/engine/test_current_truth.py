@@ -296,6 +296,27 @@ def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engi
     assert not res.trace.params.get("outdated")
 
 
+@pytest.mark.parametrize("sessions, q, want", [
+    # the earlier statement is an aside in form ("won't start", a question after it)
+    ([["My Vespa won't start in the cold, could it be the battery?", "Quite likely."],
+      ["The Vespa's gone, a guy from Bristol bought it, and I ride an e-bike to work now.", "How's the e-bike?",
+       "Love it."]], "What did I ride before the e-bike?", "s1:0"),
+    # three values: the one right before the named later value, not the first
+    ([["Teaching high-school chemistry is exhausting but I love my students.", "It's a demanding job.",
+       "Could you draft a fun intro activity for titration?", "Try a mystery acid challenge."],
+      ["I handed in my notice at the school in February and I'm doing freelance tutoring now.", "Brave move!"],
+      ["The freelancing didn't pay the bills, so since September I've been a lab technician at Novartis.",
+       "Stable pay and a lab.", "It is. Any tips for surviving twelve-hour shifts?", "Pack real meals."]],
+     "What was I doing for work before the lab job?", "s2:0"),
+])
+def test_before_a_named_later_value_the_statement_right_before_it_leads(engine, sessions, q, want):
+    dates = ["2023-01-10T10:00:00Z", "2023-05-10T10:00:00Z", "2023-10-22T10:00:00Z"]
+    chat(engine, list(zip(dates, sessions)), extract=engine.extract_mode)
+    res = engine.recall(q, scope=S)
+    assert want in turn_order(engine, res)[:3]
+    assert res.trace.params["history_first"]
+
+
 def test_a_change_taken_back_in_its_own_conversation_replaces_nothing(tmp_path, embedder):
     # raw turns only: the offline extractor still files "New number: ..." as an update that the
     # retraction in the next turn does not undo (its fact of the new number stays active)
