@@ -738,7 +738,9 @@ NOT_YET = re.compile(
 ANCHORED = re.compile(
     rf"(?i)\b(?:yesterday|today|tonight|tomorrow|this\s+(?:morning|afternoon|evening)"
     r"|(?:last|this|next|past)\s+(?:week|weekend|month|year|night|term|semester|spring|summer|autumn|fall|winter"
-    rf"|{_DAY}\w*)|(?:on|this|last|next)\s+{_DAY}\b|\d+\s+(?:days?|weeks?|months?|years?)\s+ago"
+    # "on Sunday", not "on Sunday mornings" (a habit, like "on Sundays")
+    rf"|{_DAY}\w*)|(?:on|this|last|next)\s+{_DAY}\b(?!\s+(?:mornings|afternoons|evenings|nights))"
+    r"|\d+\s+(?:days?|weeks?|months?|years?)\s+ago"
     r"|(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago"
     r"|(?:in|on|at|by|from|until)\s+(?:early\s+|late\s+|mid-?)?(?:january|february|march|april|june|july|august"
     r"|september|october|november|december))\b")

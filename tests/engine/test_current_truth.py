@@ -249,9 +249,13 @@ def test_a_later_amount_leads(engine):
      ["Editing is all DaVinci Resolve for me, Premiere kept crashing.", "Resolve is great."]),
     (["My phone is an iPhone 12, the battery is getting weak.", "Try low power mode."],
      ["my phne is a pixel 8 pro, loving the camra", "Great camera indeed."]),
+    # a habit ("on Sunday mornings") is a standing state, not a moment
+    (["I coach the under-10s at Riverside FC on Saturdays.", "Noted."],
+     ["I coach the under-12 girls at Hartley Rovers on Sunday mornings.", "Good to know."]),
 ])
 def test_a_later_value_of_the_same_slot_leads_whatever_its_verb(engine, first, later):
-    question = {"I live": "Where do I live?", "I edit": "What do I edit videos in?", "My phone": "What phone do I have?"}
+    question = {"I live": "Where do I live?", "I edit": "What do I edit videos in?", "My phone": "What phone do I have?",
+                "I coach": "Which team do I coach?"}
     q = next(v for k, v in question.items() if first[0].startswith(k))
     chat(engine, [("2023-02-03T10:00:00Z", first), ("2023-10-03T10:00:00Z", later)], extract=engine.extract_mode)
     res = engine.recall(q, scope=S, on=("same_slot",))
