@@ -807,7 +807,9 @@ _SKIP_ADVERBS = frozenset("""still also just really mostly usually always only a
 # a time named with a statement: "in August", "next spring", "for the next three weeks", "from
 # Monday", "in 2025", "on the 14th"
 _NAMED_TIME = re.compile(
-    rf"(?i)\b(?:(?P<rel>next|coming|upcoming|tomorrow|soon|later\s+this|for\s+the\s+next|the\s+coming"
+    rf"(?i)\b(?:(?P<rel>(?:next|coming|upcoming)\s+(?:(?:few|couple\s+of|\w+)\s+)?(?:days?|weeks?|weekend|fortnight|months?"
+    rf"|years?|term|semester|season|spring|summer|autumn|fall|winter|time|{_DAY}|january|february|march|april|may"
+    r"|june|july|august|september|october|november|december)|tomorrow|soon|later\s+this|for\s+the\s+next"
     r"|(?:in|within)\s+(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|weeks?|months?|years?)"
     # "on Sunday" (not "on Sunday mornings", "on Tuesdays": a habit)
     rf"|(?:from|starting|on|this|by)\s+{_DAY}(?!s\b)\b(?!\s+(?:mornings|afternoons|evenings|nights)))"

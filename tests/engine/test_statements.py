@@ -280,6 +280,8 @@ def test_a_plain_present_assertion_is_read_from_its_form(text, said_on, why):
     ("in 2025", "2024-01-01", True),
     ("two years ago", "2024-01-01", False),
     ("on Tuesdays", "2024-01-01", False),
+    ("earning next to nothing", "2024-01-01", False),
+    ("for the next few weeks", "2024-01-01", True),
     ("from Monday", "2024-01-01", True),
 ])
 def test_a_named_time_is_resolved_against_the_day_it_was_said(text, said_on, ahead):
