@@ -265,6 +265,17 @@ def content_words(text: str) -> set[str]:
             and w not in _NAMING_FUNCTION and not CHANGE.fullmatch(w)}
 
 
+def takes_back_later(text: str) -> str | None:
+    """The asserted clause of the speaker's own that takes back a change told before (TAKES_BACK
+    or a re-assertion of what held: "Actually we're staying in Berlin"), or None; what it takes
+    back must still be named (takes_back_change)."""
+    for c in clauses(text):
+        if (not (c.question or c.modal) and c.subject in ("self", "thing", "none")
+                and (TAKES_BACK.search(c.text) or _LATER_TAKES_BACK.search(c.text))):
+            return c.text
+    return None
+
+
 def takes_back_change(text: str, named: str) -> str | None:
     """The asserted clause of a text told in a later conversation that takes back a change, naming
     it or what it replaced (`named`: their texts), or None. "Actually we're staying in Berlin"

@@ -375,6 +375,36 @@ def test_the_offline_extractor_drops_a_change_its_speaker_takes_back(tmp_path, e
         assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s2:2") in ("s1:0", "s2:2")
 
 
+@pytest.mark.parametrize("change, back, withdrawn, restored", [
+    ("Big news, we've decided: we're moving to Munich for Jonas's job!",
+     "Actually we're staying in Berlin, the transfer was cancelled.", "Munich", None),  # a plan
+    ("I moved to Munich last week!", "Munich fell through in the end, the landlord pulled out, I'm still in Berlin.",
+     "Munich", "Berlin"),  # a change: what it superseded is current again
+])
+def test_the_offline_extractor_withdraws_a_fact_taken_back_in_a_later_conversation(tmp_path, embedder, change,
+                                                                                   back, withdrawn, restored):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", ["We live in Berlin, in a flat in Kreuzberg.", "Great."]),
+                      ("2023-04-10T19:00:00Z", [change, "Congratulations!"]),
+                      ("2023-05-15T19:00:00Z", [back, "Sorry to hear that."])])
+        facts = engine.store.facts(S)
+        gone = [f for f in facts if withdrawn in f.object]
+        assert gone and all(f.status == "retracted" and f.rule == "taken_back_later" for f in gone)
+        current = [f.object for f in engine.store.current_facts(S)]
+        assert any("Berlin" in o for o in current) and not any(withdrawn in o for o in current)
+        if restored:
+            assert any(f.rule == "taken_back_later" and restored in f.object and f.status == "active" for f in facts)
+
+
+def test_a_later_take_back_of_something_else_withdraws_nothing(tmp_path, embedder):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", ["I live in Leeds.", "Great."]),
+                      ("2023-04-10T19:00:00Z", ["I moved to York last week!", "Congrats!"]),
+                      ("2023-05-15T19:00:00Z", ["Actually we're staying at my parents' for Christmas.", "Nice."])])
+        assert not [f for f in engine.store.facts(S) if f.rule == "taken_back_later"]
+        assert any("York" in f.object for f in engine.store.current_facts(S))
+
+
 def test_a_take_back_reaches_only_its_own_speakers_last_statement(tmp_path, embedder):
     from engine.extract import heuristic
     from engine.extract.model import SourceChunk
