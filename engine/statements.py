@@ -797,7 +797,10 @@ _FRAME = re.compile(
     r"(?i)\b(?:hop(?:e|es|ed|ing)|plan(?:s|ned|ning)?|aim(?:s|ed|ing)?|intend(?:s|ed|ing)?|keen|tempted|eager"
     r"|dream(?:s|ing)?|want(?:s|ed)?|wish(?:es|ed)?|(?:love|like|prefer)\s+to|the\s+idea\s+is|is\s+the\s+idea"
     r"|sav(?:e|es|ed|ing)\s+(?:up\s+)?(?:for|to)|tr(?:y|ies|ying)\s+to|looking\s+(?:at|for|into|to|around)"
-    r"|thinking|considering|about\s+to|ready\s+to|tempting|fancy|fancies|daydream|someday|one\s+day)\b")
+    r"|thinking|considering|about\s+to|ready\s+to|tempting|fancy|fancies|daydream|someday|one\s+day"
+    # a time or a condition it waits on: "due to move", "set to start", "once the visa comes through"
+    r"|due\s+to|set\s+to|scheduled|expect(?:s|ed|ing)?\s+to|meant\s+to|imagine|imagining|assuming|in\s+theory"
+    r"|as\s+soon\s+as|once\s+(?:the|my|our|i|we|it|he|she|they|that|this)\b)\b")
 # not a value that holds: "I'd never buy a Tesla", "I'm not switching", "no way I'm moving"
 _NEGATION = re.compile(r"(?i)\b(?:not|never|no\s+way|nor|neither)\b|n['’]t\b")
 # a step towards a state, not the state: "I've applied to Utrecht", "the offer from Siemens", "put
@@ -827,7 +830,9 @@ _NAMED_TIME = re.compile(
     r"|(?P<since>(?:since|as\s+of)\s+(?:(?:the|last|early|late|mid)\s+)?[\w-]+(?:\s+(?:19|20)\d\d)?)"
     r"|(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
     r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)(?:\s+(?P<my>(?:19|20)\d\d))?"
-    r"|(?P<season>spring|summer|autumn|fall|winter)|(?P<year>(?:19|20)\d\d))\b")
+    r"|(?P<season>spring|summer|autumn|fall|winter)|(?P<year>(?:19|20)\d\d)"
+    # a day of a month with no month: "on the 14th", "from the 1st"
+    r"|(?P<day>(?:on|from|by|until|till)\s+the\s+\d{1,2}(?:st|nd|rd|th)))\b")
 
 
 def ahead_of(text: str, said_on: str | None) -> str | None:
@@ -852,6 +857,8 @@ def ahead_of(text: str, said_on: str | None) -> str | None:
             return (f"'{m.group(0)}' is after {said_on[:10]}" if at > month or m.group("my")
                     else f"'{m.group(0)}' may be ahead of {said_on[:10]} (next year's)")
         if m.group("season"):
+            return f"'{m.group(0)}' may be ahead of {said_on[:10] if said_on else 'the day it was said'}"
+        if m.group("day"):
             return f"'{m.group(0)}' may be ahead of {said_on[:10] if said_on else 'the day it was said'}"
         if m.group("year") and (year is None or int(m.group("year")) >= year):
             return f"'{m.group(0)}' is not before {said_on[:10] if said_on else 'the day it was said'}"

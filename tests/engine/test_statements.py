@@ -264,6 +264,10 @@ def test_taking_a_change_back_is_not_returning_to_a_topic():
     ("I work at the Sheffield office for the next three weeks.", "2023-10-10", "names a time after the day it was said"),
     ("We rent a cottage outside Bath from August.", "2024-05-12", "names a time after the day it was said"),
     ("I grew up in Bergen.", "2024-06-06", "told of the past"),
+    ("We're due to get the keys to the flat in Leith.", "2024-06-06", "a plan, wish or intention governs it"),
+    ("My job at Google starts once the visa comes through.", "2024-06-06", "a plan, wish or intention governs it"),
+    ("Moving day for the Leith flat is on the 14th.", "2024-06-06", "names a time after the day it was said"),
+    ("I go to the gym once a week.", "2024-06-06", None),
     ("As a teenager I drank litres of cola.", "2023-03-03", "told of the past"),
 ])
 def test_a_plain_present_assertion_is_read_from_its_form(text, said_on, why):
