@@ -953,7 +953,12 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
             return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
     out: list[str] = []
     unsure: list[str] = []
+    framed: set[int] = set()  # sentences where a frame opened: "The plan is simple: we move to Leeds"
     for c in parts:
+        if c.sentence in framed:
+            continue
+        if c.modal or _FRAME.search(c.text):
+            framed.add(c.sentence)
         if c.question or c.modal or c.visit or HEDGE.search(c.text):
             continue
         if (why := not_plain(c, said_on, reply=reply)) is not None:

@@ -291,3 +291,11 @@ def test_a_plain_present_assertion_is_read_from_its_form(text, said_on, why):
 def test_a_named_time_is_resolved_against_the_day_it_was_said(text, said_on, ahead):
     from engine.statements import ahead_of
     assert (ahead_of(text, said_on) is not None) == ahead
+
+
+def test_a_frame_governs_the_rest_of_its_sentence():
+    from engine.statements import slot_claims
+    q = asked("Where do I live?")
+    assert slot_claims("I live in Leeds, near the park.", q, said_on="2024-01-01")[0]
+    assert not slot_claims("The plan is simple: we live in Lisbon with my mum.", q, said_on="2024-01-01")[0]
+    assert not slot_claims("Dream scenario, honestly: I live in Lisbon by the sea.", q, said_on="2024-01-01")[0]
