@@ -839,6 +839,7 @@ def ahead_of(text: str, said_on: str | None) -> str | None:
     """Why `text` names a time after the day it was said (`said_on`, ISO), or may (a month or
     season without a year, a year not before it), or None. "in August" said in May is ahead;
     "since March", "two years ago" are not; "in 2019" said in 2024 is not."""
+    day = said_on[:10] if said_on else "the day it was said"
     year = int(said_on[:4]) if said_on and said_on[:4].isdigit() else None
     month = int(said_on[5:7]) if said_on and said_on[5:7].isdigit() else None
     for m in _NAMED_TIME.finditer(text):
@@ -854,14 +855,14 @@ def ahead_of(text: str, said_on: str | None) -> str | None:
             at = _MONTH_NUMBER[m.group("month").casefold()]
             if year is None or month is None:
                 return f"'{m.group(0)}' without the day it was said"
-            return (f"'{m.group(0)}' is after {said_on[:10]}" if at > month or m.group("my")
-                    else f"'{m.group(0)}' may be ahead of {said_on[:10]} (next year's)")
+            return (f"'{m.group(0)}' is after {day}" if at > month or m.group("my")
+                    else f"'{m.group(0)}' may be ahead of {day} (next year's)")
         if m.group("season"):
-            return f"'{m.group(0)}' may be ahead of {said_on[:10] if said_on else 'the day it was said'}"
+            return f"'{m.group(0)}' may be ahead of {day}"
         if m.group("day"):
-            return f"'{m.group(0)}' may be ahead of {said_on[:10] if said_on else 'the day it was said'}"
+            return f"'{m.group(0)}' may be ahead of {day}"
         if m.group("year") and (year is None or int(m.group("year")) >= year):
-            return f"'{m.group(0)}' is not before {said_on[:10] if said_on else 'the day it was said'}"
+            return f"'{m.group(0)}' is not before {day}"
     return None
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -1203,7 +1203,7 @@ PLAN_PREDICATES = frozenset({"plans_to"})
 
 
 def taken_back_earlier(chunks: list[SourceChunk], facts_of: Callable[[str], list[Fact]], *,
-                       given: set[int] = frozenset()) -> list[tuple[Fact, Fact | None, str]]:
+                       given: Collection[int] = ()) -> list[tuple[Fact, Fact | None, str]]:
     """The facts of an earlier conversation that a take-back in `chunks` withdraws ("We're moving
     to Munich for Jonas's job!", a month later "Actually we're staying in Berlin, the transfer was
     cancelled"): of the speaker's current facts from before the take-back that a change filed

@@ -798,8 +798,8 @@ class Recall:
             asks_about_asides,
             changes_for,
             claims_for,
-            content_words,
             clauses,
+            content_words,
             stance_for,
             widened,
         )
@@ -979,7 +979,7 @@ class Recall:
             # where the past begins, whatever its form ("The Vespa's gone, ... I ride an e-bike
             # now"), and any earlier statement of the same thing by its speaker tells what held
             # before it, said as an aside too ("My Vespa won't start in the cold")
-            later_value = content_words(m.group(1)) if (m := BEFORE_VALUE.search(trace.query)) else set()
+            later_value = content_words(b.group(1)) if (b := BEFORE_VALUE.search(trace.query)) else set()
             naming = [c for c in pool if later_value & content_words(_body(c.meta["text"], c.meta["speaker"]))]
             anchor = max(naming or statements, key=lambda c: max(m.score for m in group(c)))
             anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
