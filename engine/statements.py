@@ -269,6 +269,8 @@ def takes_back_later(text: str) -> str | None:
     """The asserted clause of the speaker's own that takes back a change told before (TAKES_BACK
     or a re-assertion of what held: "Actually we're staying in Berlin"), or None; what it takes
     back must still be named (takes_back_change)."""
+    if not (TAKES_BACK.search(text) or _LATER_TAKES_BACK.search(text)):
+        return None
     for c in clauses(text):
         if (not (c.question or c.modal) and c.subject in ("self", "thing", "none")
                 and (TAKES_BACK.search(c.text) or _LATER_TAKES_BACK.search(c.text))):
@@ -281,13 +283,8 @@ def takes_back_change(text: str, named: str) -> str | None:
     it or what it replaced (`named`: their texts), or None. "Actually we're staying in Berlin"
     takes back "we're moving to Munich" told beside "we live in Berlin"; "actually we're staying"
     about another thing does not."""
-    words = content_words(named)
-    for c in clauses(text):
-        if c.question or c.modal or c.subject not in ("self", "thing", "none"):
-            continue
-        if (TAKES_BACK.search(c.text) or _LATER_TAKES_BACK.search(c.text)) and content_words(text) & words:
-            return c.text
-    return None
+    clause = takes_back_later(text)  # read first: most turns take nothing back
+    return clause if clause is not None and content_words(text) & content_words(named) else None
 
 
 # Words that add to what holds instead of replacing it: "I also adopted a cat", "a cat as well",
@@ -787,7 +784,6 @@ def names_thing_loosely(c: Clause, question: Asked) -> bool:
 # The plain present-tense assertion same_slot may order by time ("I bank with Monzo", "my GP is
 # Dr Okoro", "Milo eats raw food"): each way a clause can fail to be one, read from its form, not
 # from its topic. Where the form is unsure, it is not one.
-_SEASONS = ("spring", "summer", "autumn", "fall", "winter")
 _MONTH_NUMBER = {m: i + 1 for i, m in enumerate("""january february march april may june july august september
     october november december""".split())} | {m: i + 1 for i, m in enumerate(
     "jan feb mar apr may jun jul aug sep oct nov dec".split())} | {"sept": 9}
