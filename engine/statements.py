@@ -863,26 +863,18 @@ def ahead_of(text: str, said_on: str | None) -> str | None:
 
 
 def _tense(c: Clause) -> str:
-    """"present", "past" or "" (no verb after the subject: "Lloyds Pharmacy in Harrogate")."""
+    """"past" when the clause tells of the past (a past frame, or the first word after its
+    subject is a past form: "I drank", "we lived"), "" when no word follows its subject, else
+    "present"."""
     if _PAST_FRAME.search(c.text):
         return "past"
-    words = [w.casefold() for w in _WORD.findall(c.text)]
-    start = 0
-    for i, w in enumerate(words):
-        if _SELF.match(w) or w in _PRESENT_AUX or w.replace("’", "'").endswith(("'s", "'m", "'re", "'ve")):
-            start = i
-            break
-    for w in words[start:]:
-        w = w.replace("’", "'")
-        if w in _SKIP_ADVERBS:
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(c.text)]
+    for w in words:
+        if w in _PRESENT_AUX or re.search(r"'(?:m|re|ve|s)$", w):
+            return "present"  # "I'm", "it's", "has", "do"
+        if _SELF.match(w) or w in _FUNCTION or w in _LEAD or w in _SKIP_ADVERBS:
             continue
-        if w in _PRESENT_AUX or w.endswith(("'m", "'re", "'ve", "'s")) and _SELF.match(w.split("'")[0] + "'" + w.split("'")[-1]):
-            return "present"
-        if _SELF.match(w) or w in _FUNCTION or w in _LEAD:
-            continue
-        if w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST):
-            return "past"
-        return "present"
+        return "past" if w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST) else "present"
     return ""
 
 
