@@ -246,7 +246,7 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
     return report
 
 
-def withdraw_taken_back(store: Store, scope: Scope, withdrawn: list[tuple[Any, Any, str]], *,
+def withdraw_taken_back(store: Store, scope: Scope, withdrawn: list[tuple[Fact, Fact | None, str]], *,
                         actor: str = "extractor", note: str | None = None) -> ConsolidationReport:
     """Retract facts a later take-back withdrew (heuristic.taken_back_earlier: (fact, the fact it
     superseded or None, the take-back clause)) and give back what each had superseded its place:
