@@ -651,19 +651,16 @@ def stance_for(text: str, question: Asked, *, speaker_named: str | None = None) 
     """How a turn stands towards what the question asks: ("change", [clauses]) when it states a
     change for whom the question asks about (changes_for); ("state", clause) when it asserts their
     present state; ("aside", clause) when it speaks of the same thing only as a plan, wish,
-    hypothetical, visit, question or someone else's matter; ("none", None) otherwise (small talk)."""
+    hypothetical, visit or someone else's matter; ("none", None) otherwise (questions, small talk)."""
     found = changes_for(text, question, speaker_named=speaker_named)
     if found:
         return "change", found
     own = claims_for(text, question, speaker_named=speaker_named)
     if own:
         return "state", own[0]
-    parts = clauses(text)
-    for c in parts:
+    for c in clauses(text):
         if not c.question and (c.modal or c.visit or c.subject == "person"):
             return "aside", c.text  # a plan, wish, visit, or someone else's matter
-    if parts and all(c.question for c in parts):
-        return "aside", parts[0].text  # a question about it states nothing: "what are the nicest areas to live in?"
     return "none", None
 
 
