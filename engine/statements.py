@@ -247,6 +247,46 @@ def takes_back(text: str) -> str | None:
     return None
 
 
+# What takes back a change told in an earlier conversation ("We're moving to Munich!", a month
+# later "Actually we're staying in Berlin"; "The MX-5 deal fell through, I've still got the
+# Civic"): TAKES_BACK and the re-assertions of what held ("actually we're staying", "staying put",
+# "decided against", "turned it down"), which across conversations need the change named too
+# (takes_back_change).
+_LATER_TAKES_BACK = re.compile(
+    r"(?i)\b(?:actually,?\s+(?:we|i)(?:['’]re|['’]m|\s+are|\s+am)?\s+(?:staying|not|still|keeping|decided)"
+    r"|decided\s+(?:to\s+stay|against)|staying\s+put|pulled\s+out|turned\s+(?:\w+\s+){0,3}down)\b")
+_NAMING_FUNCTION = frozenset("""said say what about going got get getting still deal plan plans news""".split())
+
+
+def content_words(text: str) -> set[str]:
+    """The words of a text that can name a thing or a value (not function words, not lead words)."""
+    words = {w.casefold().replace("’", "'").removesuffix("'s") for w in _WORD.findall(text)}
+    return {w for w in words if len(w) > 2 and w not in SLOT_FUNCTION and w not in _LEAD
+            and w not in _NAMING_FUNCTION and not CHANGE.fullmatch(w)}
+
+
+def takes_back_later(text: str) -> str | None:
+    """The asserted clause of the speaker's own that takes back a change told before (TAKES_BACK
+    or a re-assertion of what held: "Actually we're staying in Berlin"), or None; what it takes
+    back must still be named (takes_back_change)."""
+    if not (TAKES_BACK.search(text) or _LATER_TAKES_BACK.search(text)):
+        return None
+    for c in clauses(text):
+        if (not (c.question or c.modal) and c.subject in ("self", "thing", "none")
+                and (TAKES_BACK.search(c.text) or _LATER_TAKES_BACK.search(c.text))):
+            return c.text
+    return None
+
+
+def takes_back_change(text: str, named: str) -> str | None:
+    """The asserted clause of a text told in a later conversation that takes back a change, naming
+    it or what it replaced (`named`: their texts), or None. "Actually we're staying in Berlin"
+    takes back "we're moving to Munich" told beside "we live in Berlin"; "actually we're staying"
+    about another thing does not."""
+    clause = takes_back_later(text)  # read first: most turns take nothing back
+    return clause if clause is not None and content_words(text) & content_words(named) else None
+
+
 # Words that add to what holds instead of replacing it: "I also adopted a cat", "a cat as well",
 # "in addition to Rex". A clause with one states no change, whatever its verb.
 ADDITIVE = re.compile(r"(?i)\b(?:also|as\s+well|in\s+addition|additionally|on\s+top\s+of|besides|too\s*[.!]*$)")
@@ -706,7 +746,9 @@ NOT_YET = re.compile(
 ANCHORED = re.compile(
     rf"(?i)\b(?:yesterday|today|tonight|tomorrow|this\s+(?:morning|afternoon|evening)"
     r"|(?:last|this|next|past)\s+(?:week|weekend|month|year|night|term|semester|spring|summer|autumn|fall|winter"
-    rf"|{_DAY}\w*)|(?:on|this|last|next)\s+{_DAY}\b|\d+\s+(?:days?|weeks?|months?|years?)\s+ago"
+    # "on Sunday", not "on Sunday mornings" (a habit, like "on Sundays")
+    rf"|{_DAY}\w*)|(?:on|this|last|next)\s+{_DAY}\b(?!\s+(?:mornings|afternoons|evenings|nights))"
+    r"|\d+\s+(?:days?|weeks?|months?|years?)\s+ago"
     r"|(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of)\s+(?:days?|weeks?|months?|years?)\s+ago"
     r"|(?:in|on|at|by|from|until)\s+(?:early\s+|late\s+|mid-?)?(?:january|february|march|april|june|july|august"
     r"|september|october|november|december))\b")
@@ -736,8 +778,129 @@ def names_thing_loosely(c: Clause, question: Asked) -> bool:
     return names_thing(c, question) or any(one_slip_apart(k, w) for k in keys for w in question.words)
 
 
-def slot_claims(text: str, question: Asked, *, reply: bool = False,
-                speaker_named: str | None = None) -> tuple[list[str], str]:
+# The plain present-tense assertion same_slot may order by time ("I bank with Monzo", "my GP is
+# Dr Okoro", "Milo eats raw food"): each way a clause can fail to be one, read from its form, not
+# from its topic. Where the form is unsure, it is not one.
+_MONTH_NUMBER = {m: i + 1 for i, m in enumerate("""january february march april may june july august september
+    october november december""".split())} | {m: i + 1 for i, m in enumerate(
+    "jan feb mar apr may jun jul aug sep oct nov dec".split())} | {"sept": 9}
+# a frame that governs the value: an intention, a wish, a try ("hoping to land something at Pixel
+# Forge", "keen to take up bouldering", "what I really want is a Defender", "the plan is to trade it")
+_FRAME = re.compile(
+    r"(?i)\b(?:hop(?:e|es|ed|ing)|plan(?:s|ned|ning)?|aim(?:s|ed|ing)?|intend(?:s|ed|ing)?|keen|tempted|eager"
+    r"|dream(?:s|ing)?|want(?:s|ed)?|wish(?:es|ed)?|(?:love|like|prefer)\s+to|the\s+idea\s+is|is\s+the\s+idea"
+    r"|sav(?:e|es|ed|ing)\s+(?:up\s+)?(?:for|to)|tr(?:y|ies|ying)\s+to|looking\s+(?:at|for|into|to|around)"
+    r"|thinking|considering|about\s+to|ready\s+to|tempting|fancy|fancies|daydream|someday|one\s+day"
+    # a time or a condition it waits on: "due to move", "set to start", "once the visa comes through"
+    r"|due\s+to|set\s+to|scheduled|expect(?:s|ed|ing)?\s+to|meant\s+to|imagine|imagining|assuming|in\s+theory"
+    r"|as\s+soon\s+as|once\s+(?:the|my|our|i|we|it|he|she|they|that|this)\b)\b")
+# not a value that holds: "I'd never buy a Tesla", "I'm not switching", "no way I'm moving"
+_NEGATION = re.compile(r"(?i)\b(?:not|never|no\s+way|nor|neither)\b|n['’]t\b")
+# a step towards a state, not the state: "I've applied to Utrecht", "the offer from Siemens", "put
+# Tom down for St Albans", "an interview at Deloitte", "on the waiting list"
+_STEP = re.compile(
+    r"(?i)\b(?:appl(?:y|ies|ied|ying|ication)|offer(?:s|ed)?|interview\w*|shortlist\w*|put\s+(?:\w+\s+){0,2}down\s+for"
+    r"|waiting\s+list|wait-?list\w*|pending|viewings?|bid(?:s|ding)?|enquir\w+|inquir\w+)\b")
+# told of a time before the present: "back in uni", "as a teenager", "when I was a kid", "I grew up in"
+_PAST_FRAME = re.compile(
+    r"(?i)\b(?:was|were|had|did|used\s+to|grew\s+up|back\s+(?:in|when|at|then)|as\s+an?\s+(?:kid|child|teenager"
+    r"|teen|student|boy|girl)|when\s+(?:i|we)\s+(?:was|were)|in\s+my\s+(?:teens|twenties|youth)|years\s+ago"
+    r"|growing\s+up|(?:at|in)\s+(?:uni|university|college|school)\s+i)\b")
+_PAST_FORMS = _PAST_IRREGULAR | frozenset("""drank ate swam wore knew thought taught spoke sang slept stood sat saw
+    felt heard held told said lived worked owned studied""".split())
+_PRESENT_AUX = frozenset("""am is are 'm ’m 's ’s 're ’re have has 've ’ve do does""".split())
+_SKIP_ADVERBS = frozenset("""still also just really mostly usually always only all both even currently basically
+    honestly fully pretty""".split())
+# a time named with a statement: "in August", "next spring", "for the next three weeks", "from
+# Monday", "in 2025", "on the 14th"
+_NAMED_TIME = re.compile(
+    rf"(?i)\b(?:(?P<rel>(?:next|coming|upcoming)\s+(?:(?:few|couple\s+of|\w+)\s+)?(?:days?|weeks?|weekend|fortnight|months?"
+    rf"|years?|term|semester|season|spring|summer|autumn|fall|winter|time|{_DAY}|january|february|march|april|may"
+    r"|june|july|august|september|october|november|december)|tomorrow|soon|later\s+this|for\s+the\s+next"
+    r"|(?:in|within)\s+(?:a|an|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|weeks?|months?|years?)"
+    # "on Sunday" (not "on Sunday mornings", "on Tuesdays": a habit)
+    rf"|(?:from|starting|on|this|by)\s+{_DAY}(?!s\b)\b(?!\s+(?:mornings|afternoons|evenings|nights)))"
+    r"|(?P<since>(?:since|as\s+of)\s+(?:(?:the|last|early|late|mid)\s+)?[\w-]+(?:\s+(?:19|20)\d\d)?)"
+    r"|(?P<month>january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)(?:\s+(?P<my>(?:19|20)\d\d))?"
+    r"|(?P<season>spring|summer|autumn|fall|winter)|(?P<year>(?:19|20)\d\d)"
+    # a day of a month with no month: "on the 14th", "from the 1st"
+    r"|(?P<day>(?:on|from|by|until|till)\s+the\s+\d{1,2}(?:st|nd|rd|th)))\b")
+
+
+def ahead_of(text: str, said_on: str | None) -> str | None:
+    """Why `text` names a time after the day it was said (`said_on`, ISO), or may (a month or
+    season without a year, a year not before it), or None. "in August" said in May is ahead;
+    "since March", "two years ago" are not; "in 2019" said in 2024 is not."""
+    day = said_on[:10] if said_on else "the day it was said"
+    year = int(said_on[:4]) if said_on and said_on[:4].isdigit() else None
+    month = int(said_on[5:7]) if said_on and said_on[5:7].isdigit() else None
+    for m in _NAMED_TIME.finditer(text):
+        if m.group("since"):
+            continue
+        if m.group("rel"):
+            return f"'{m.group(0)}' is still ahead"
+        if m.group("month"):
+            if m.group(0).casefold() == "may" and not re.search(r"(?-i:May)\b", m.group(0)):
+                continue  # the verb "may" (MODAL reads it)
+            if m.group("my") and year is not None and int(m.group("my")) < year:
+                continue
+            at = _MONTH_NUMBER[m.group("month").casefold()]
+            if year is None or month is None:
+                return f"'{m.group(0)}' without the day it was said"
+            return (f"'{m.group(0)}' is after {day}" if at > month or m.group("my")
+                    else f"'{m.group(0)}' may be ahead of {day} (next year's)")
+        if m.group("season"):
+            return f"'{m.group(0)}' may be ahead of {day}"
+        if m.group("day"):
+            return f"'{m.group(0)}' may be ahead of {day}"
+        if m.group("year") and (year is None or int(m.group("year")) >= year):
+            return f"'{m.group(0)}' is not before {day}"
+    return None
+
+
+def _tense(c: Clause) -> str:
+    """"past" when the clause tells of the past (a past frame, or the first word after its
+    subject is a past form: "I drank", "we lived"), "" when no word follows its subject, else
+    "present"."""
+    if _PAST_FRAME.search(c.text):
+        return "past"
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(c.text)]
+    for w in words:
+        if w in _PRESENT_AUX or re.search(r"'(?:m|re|ve|s)$", w):
+            return "present"  # "I'm", "it's", "has", "do"
+        if _SELF.match(w) or w in _FUNCTION or w in _LEAD or w in _SKIP_ADVERBS:
+            continue
+        return "past" if w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST) else "present"
+    return ""
+
+
+def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> str | None:
+    """Why a clause is not a plain present-tense assertion of a value (a question, a plan, wish or
+    intention frame, a negation, a step not yet a state, a time after the day it was said, told of
+    the past, no verb of its own outside a reply), or None: what same_slot may order by time."""
+    if c.question:
+        return "a question"
+    if c.modal or _FRAME.search(c.text) or HEDGE.search(c.text):
+        return "a plan, wish or intention governs it"  # before the open of a question: "What I want is ..."
+    if _QUESTION_OPEN.match(c.text.strip()):
+        return "a question"  # chat drops the question mark: "should I take the Deloitte job"
+    if _NEGATION.search(c.text):
+        return "negated"
+    if _STEP.search(c.text):
+        return "a step towards a state (an application, an offer), not the state"
+    if (ahead := ahead_of(c.text, said_on)) is not None:
+        return f"names a time after the day it was said ({ahead})"
+    tense = _tense(c)
+    if tense == "past":
+        return "told of the past"
+    if tense == "" and not reply and c.subject not in ("thing",):
+        return "no verb of its own: unsure"
+    return None
+
+
+def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_named: str | None = None,
+                said_on: str | None = None) -> tuple[list[str], str]:
     """The clauses of a turn that assert a value of what the question asks about, held by whom it
     asks about, whatever their verb; or ([], why none can). The recall orders two such statements
     by time when nothing else links them (engine/retrieve/pipeline.py, feature same_slot), so this
@@ -747,6 +910,9 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
     that takes something back or adds to what holds ("also", "as well"), not someone else's thing,
     and not a turn anchored to a moment ("last week", "on Friday": an episode; a standing state is
     said without one).
+    Each clause must also be a plain present-tense assertion (not_plain: no question, no plan,
+    wish or intention frame, no negation, no step towards a state, no time after `said_on`, the
+    day it was said, not told of the past).
     `reply`: the turn answers the other speaker's question ("Where are you working?" -> "Lloyds
     Pharmacy in Harrogate"), so a clause without a subject of its own is the speaker's."""
     asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
@@ -772,8 +938,18 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
         if c.visit and c.subject in ("self", "thing", "none"):
             return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
     out: list[str] = []
+    unsure: list[str] = []
+    framed: set[int] = set()  # sentences where a frame opened: "The plan is simple: we move to Leeds"
     for c in parts:
+        if c.sentence in framed:
+            continue
+        if c.modal or _FRAME.search(c.text):
+            framed.add(c.sentence)
         if c.question or c.modal or c.visit or HEDGE.search(c.text):
+            continue
+        if (why := not_plain(c, said_on, reply=reply)) is not None:
+            if c.subject in ("self", "thing") or reply:
+                unsure.append(why)
             continue
         theirs = [m.group(1).casefold() for m in _OTHERS_THING.finditer(c.text + " ")]
         if any(t in PERSON_NOUNS and t not in question.people for t in theirs):
@@ -786,4 +962,6 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False,
             out.append(c.text)
         elif c.subject == "none" and reply and asks_speaker:
             out.append(c.text)
-    return out, "" if out else "no clause of theirs asserts it"
+    if out:
+        return out, ""
+    return [], f"not a plain present-tense assertion: {unsure[0]}" if unsure else "no clause of theirs asserts it"

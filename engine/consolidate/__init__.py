@@ -246,6 +246,38 @@ def consolidate(store: Store, scope: Scope, embedder: Embedder,
     return report
 
 
+def withdraw_taken_back(store: Store, scope: Scope, withdrawn: list[tuple[Fact, Fact | None, str]], *,
+                        actor: str = "extractor", note: str | None = None) -> ConsolidationReport:
+    """Retract facts a later take-back withdrew (heuristic.taken_back_earlier: (fact, the fact it
+    superseded or None, the take-back clause)) and give back what each had superseded its place:
+    "Actually we're staying in Berlin" a month after "we're moving to Munich". One logged,
+    undoable step."""
+    report = ConsolidationReport()
+    if not withdrawn:
+        return report
+    now = now_iso()
+    changes = ChangeSet()
+    with store.writer(scope) as w:
+        for fact, was, clause in withdrawn:
+            changes.touch(w, "facts", fact.id)
+            w.update_fact(fact.id, status="retracted", invalidated_at=now, rule="taken_back_later",
+                          reason=f"taken back in a later conversation (\"{clause}\")")
+            entry = {"candidate": fact.text, "action": "retract", "rule": "taken_back_later", "fact_id": fact.id,
+                     "reason": f"fact {fact.id} '{fact.predicate}: {fact.object}' taken back later (\"{clause}\")"}
+            if was is not None and was.status == "superseded":
+                changes.touch(w, "facts", was.id)
+                w.update_fact(was.id, status="active", invalidated_at=None, valid_to=None, rule="taken_back_later",
+                              reason=f"what replaced it (fact {fact.id}) was taken back (\"{clause}\")")
+                entry["restored_fact_id"] = was.id
+            report.decisions.append(entry)
+        changes.seal(w)
+        report.log_id = w.log_curation(
+            command="consolidate", target_type="facts", target_id=withdrawn[0][0].id,
+            before={"rows": changes.before}, after={"rows": changes.after, "decisions": report.decisions},
+            actor=actor, note=note)
+    return report
+
+
 def _image(w: Writer, fact_id: int) -> dict[str, Any]:
     """A fact row this transaction has read or written (so it exists)."""
     row = w.row_image("facts", fact_id)

@@ -26,10 +26,10 @@ from ..extract import heuristic
 from ..extract.model import Candidate, SourceChunk
 from ..llm import FATAL_ERRORS, LLMClient, LLMConfig, describe_failure
 from ..prompts import extract_v2
-from ..records import Chunk, Document, ExtractionWindow
+from ..records import Chunk, Document, ExtractionWindow, Fact
 from ..scope import Scope
 from ..store.store import Store, Writer
-from . import ConsolidationReport, consolidate
+from . import ConsolidationReport, consolidate, withdraw_taken_back
 
 WINDOW_TURNS = 8  # turns per model call
 WINDOW_CHARS = 6000  # and no more text than this
@@ -115,6 +115,10 @@ class Extractor:
                     n += w.enqueue_window(doc_id, first, last)
         return n
 
+    def _speaker_facts(self, subject_key: str) -> list[Fact]:
+        """A speaker's current facts and those they superseded (heuristic.taken_back_earlier)."""
+        return self.store.facts(self.scope, subject_key=subject_key, statuses=("active", "needs_review", "superseded"))
+
     def _views(self, window: ExtractionWindow, documents: dict[int, Document | None]) -> list[SourceChunk]:
         # One read per document and run: reading it (its whole text) for each of its windows made
         # a long file's extraction quadratic (10 MB of text: 3,600 windows, 36 GB copied).
@@ -160,10 +164,16 @@ class Extractor:
                 if views:
                     if self.mode == "heuristic":
                         pairs = [(ch, cand) for ch in views for cand in heuristic.extract(ch)]
+                        given = {ch.chunk_id for ch, _ in pairs}
                         pairs, withdrawn = heuristic.taken_back(pairs, views)
                         report.facts.skipped += len(withdrawn)
                         report.facts.decisions += [{"action": "skip", "rule": "taken_back", "reason": r}
                                                    for r in withdrawn]
+                        # a take-back of what an earlier conversation told withdraws its stored fact
+                        earlier = heuristic.taken_back_earlier(views, self._speaker_facts, given=given)
+                        if earlier:
+                            report.facts.merge(withdraw_taken_back(self.store, self.scope, earlier,
+                                                                   note=f"window {window.id} (heuristic)"))
                     else:
                         pairs, error, fatal = self._llm(views, report)
                 if error is None and pairs:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -43,7 +43,8 @@ from engine.extract.instructions import INSTRUCTION, WEAK_INSTRUCTION
 from engine.extract.model import Candidate, SourceChunk
 from engine.extract.secrets import find_secrets
 from engine.names import name_key
-from engine.statements import takes_back
+from engine.records import Fact
+from engine.statements import takes_back, takes_back_change, takes_back_later
 from engine.timeexpr import FULL_MONTHS, MONTH_WORD, month_number
 from engine.timeutil import parse_iso, to_iso
 
@@ -1196,6 +1197,53 @@ def _merge_endings(out: list[Candidate], start: int) -> None:
 
 
 TAKE_BACK_REACH = 2  # a take-back withdraws the speaker's statement at most this many own turns back
+
+
+PLAN_PREDICATES = frozenset({"plans_to"})
+
+
+def taken_back_earlier(chunks: list[SourceChunk], facts_of: Callable[[str], list[Fact]], *,
+                       given: Collection[int] = ()) -> list[tuple[Fact, Fact | None, str]]:
+    """The facts of an earlier conversation that a take-back in `chunks` withdraws ("We're moving
+    to Munich for Jonas's job!", a month later "Actually we're staying in Berlin, the transfer was
+    cancelled"): of the speaker's current facts from before the take-back that a change filed
+    (it superseded another) or that state a plan, the latest whose value, evidence or replaced
+    value the take-back names; or, for a plan, the latest when the take-back names a value the
+    speaker still holds (Berlin: the plan would have replaced it). (fact to withdraw, the fact it
+    superseded or None, the take-back clause) each; `facts_of(subject key)`: their current and
+    superseded facts. A take-back that withdrew a statement of this window (taken_back: `given`,
+    the chunks that gave candidates) reaches no further."""
+    out: list[tuple[Fact, Fact | None, str]] = []
+    taken: set[int] = set()
+    for j, chunk in enumerate(chunks):
+        if chunk.role not in ("user", None) or not chunk.source_time:
+            continue
+        clause = takes_back_later(chunk.text)
+        if clause is None:
+            continue
+        own = [c for c in chunks[:j] if c.speaker == chunk.speaker and c.role == chunk.role]
+        if any(c.chunk_id in given for c in own[-TAKE_BACK_REACH:]):
+            continue
+        subject = _subject_for(chunk)
+        if subject is None:
+            continue
+        known = facts_of(subject_key("I", speaker=None if subject == "user" else subject))
+        by_id = {f.id: f for f in known}
+        facts = [f for f in known if f.status in ("active", "needs_review")
+                 and (f.valid_from or "") < chunk.source_time and f.id not in taken]
+        replaced = {f.id: by_id.get(f.supersedes_fact_id) if f.supersedes_fact_id else None for f in facts}
+        changes = sorted((f for f in facts if f.supersedes_fact_id or f.predicate_key in PLAN_PREDICATES),
+                         key=lambda f: (f.valid_from or "", f.id), reverse=True)
+        held = " ".join(f.object for f in facts if f not in changes)
+        for f in changes:
+            was = replaced[f.id]
+            named = f"{f.object} {f.evidence or ''} {was.object if was else ''}"
+            if takes_back_change(chunk.text, named) or (
+                    f.predicate_key in PLAN_PREDICATES and takes_back_change(chunk.text, held)):
+                out.append((f, was, clause))
+                taken.add(f.id)
+                break
+    return out
 
 
 def taken_back(pairs: list[tuple[SourceChunk, Candidate]], chunks: list[SourceChunk]

@@ -198,17 +198,29 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
     return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
 
 
-def _taken_back(change: dict[str, Any], turns: list[CandidateTrace]) -> str | None:
-    """The clause of a later turn among `turns`, by the same speaker in the same conversation as
-    the change (a turn's or a fact's meta), that takes it back ("New number: 07700 900999." then
-    "Scratch that, same old number as before"), or None."""
-    from ..statements import takes_back
+# "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
+# question names
+BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
 
+
+def _taken_back(change: dict[str, Any], turns: list[CandidateTrace], replaced: str = "") -> str | None:
+    """The clause of a later turn among `turns`, by the same speaker as the change (a turn's or a
+    fact's meta), that takes it back, or None: in the same conversation any take-back ("New number:
+    07700 900999." then "Scratch that, same old number as before"); in a later conversation one
+    that names the change or what it replaced (`replaced`: that statement's text): "We're moving to
+    Munich!", a month later "Actually we're staying in Berlin"."""
+    from ..statements import takes_back, takes_back_change
+
+    speaker = name_key(change.get("speaker") or "")
     for c in turns:
-        if (c.meta.get("document_id") == change.get("document_id") and c.meta.get("speaker")
-                and (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0)
-                and name_key(c.meta["speaker"]) == name_key(change.get("speaker") or "")
-                and (clause := takes_back(_body(c.meta["text"], c.meta["speaker"])))):
+        if not c.meta.get("speaker") or name_key(c.meta["speaker"]) != speaker:
+            continue
+        body = _body(c.meta["text"], c.meta["speaker"])
+        if c.meta.get("document_id") == change.get("document_id"):
+            if (c.meta.get("chunk_id") or 0) > (change.get("chunk_id") or 0) and (clause := takes_back(body)):
+                return clause
+        elif ((c.meta.get("source_time") or "") > (change.get("source_time") or "\uffff")
+              and (clause := takes_back_change(body, f"{change.get('text') or ''} {replaced}"))):
             return clause
     return None
 
@@ -740,7 +752,7 @@ class Recall:
                 continue
             if metas.get(cur, {}).get("chunk_id") == turn.meta.get("chunk_id"):
                 continue  # "I quit smoking": the turn states the change itself (its old value is history)
-            if _taken_back(succ.meta, turns):
+            if _taken_back(succ.meta, turns, turn.meta["text"]):
                 continue  # the change was taken back later in its own conversation: it replaced nothing
             m = succ.meta
             on = (m.get("valid_from") or m.get("source_time") or "")[:10]
@@ -787,6 +799,7 @@ class Recall:
             changes_for,
             claims_for,
             clauses,
+            content_words,
             stance_for,
             widened,
         )
@@ -962,14 +975,24 @@ class Recall:
             told = " ".join(_body(c.meta["text"], c.meta["speaker"]) for c in statements)
             statements += [c for c in pool
                            if c not in statements and stance[c.memory_id][0] != "aside" and states(c, told)]
-            anchor = max(statements, key=lambda c: max(m.score for m in group(c)))
+            # "what did I ride before the e-bike?" names the later value: the turn that names it is
+            # where the past begins, whatever its form ("The Vespa's gone, ... I ride an e-bike
+            # now"), and any earlier statement of the same thing by its speaker tells what held
+            # before it, said as an aside too ("My Vespa won't start in the cold")
+            later_value = content_words(b.group(1)) if (b := BEFORE_VALUE.search(trace.query)) else set()
+            naming = [c for c in pool if later_value & content_words(_body(c.meta["text"], c.meta["speaker"]))]
+            anchor = max(naming or statements, key=lambda c: max(m.score for m in group(c)))
             anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
             before = [c for c in pool if c.meta["source_time"] < anchor.meta["source_time"] and same_thing(c, anchor)
-                      and (c in statements or (stance[c.memory_id][0] != "aside" and states(c, anchor_text)))]
+                      and not (later_value and later_value <= content_words(_body(c.meta["text"], c.meta["speaker"])))
+                      and (c in statements or (naming and stance[c.memory_id][0] == "aside")
+                           or (stance[c.memory_id][0] != "aside" and states(c, anchor_text)))]
             if not before:
                 return
             prev = max(before, key=lambda c: (c.meta["source_time"], c.score))
-            top = max(m.score for m in group(anchor))
+            # it leads the later value, and every other statement of that thing too: "teaching
+            # chemistry" is not what I did right before the lab job, the freelancing was
+            top = max(m.score for c in [anchor] + [c for c in statements if same_thing(c, anchor)] for m in group(c))
             for m in group(prev):
                 if m.score <= top:
                     delta = top + 1e-6 - m.score
@@ -1005,8 +1028,8 @@ class Recall:
                 "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
                           f"what m{answer.memory_id} states"}
 
-        def taken_back_later(change: CandidateTrace) -> str | None:
-            return _taken_back(change.meta, pool)
+        def taken_back_later(change: CandidateTrace, replaced: CandidateTrace | None = None) -> str | None:
+            return _taken_back(change.meta, pool, replaced.meta["text"] if replaced is not None else "")
 
         def follow(answer: CandidateTrace) -> None:
             pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
@@ -1049,9 +1072,10 @@ class Recall:
                     changes = {mid: clause for mid, clause in changes.items() if clause}
                 if not r.on("restated_later"):
                     changes = {}
-                # a change taken back later in its own conversation ("New number: 07700 900999." then
-                # "Scratch that, same old number as before") replaces nothing: an aside of what it left
-                taken_back = {mid: clause for mid in changes if (clause := taken_back_later(by_id[mid]))}
+                # a change taken back later ("New number: 07700 900999." then "Scratch that, same old
+                # number as before"; a month on, "Actually we're staying in Berlin") replaces nothing:
+                # an aside of what it left
+                taken_back = {mid: clause for mid in changes if (clause := taken_back_later(by_id[mid], answer))}
                 changes = {mid: clause for mid, clause in changes.items() if mid not in taken_back}
                 if r.on("not_a_change"):
                     for mid, clause in taken_back.items():
@@ -1156,7 +1180,7 @@ class Recall:
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
-                                         speaker_named=speaker_of(c)) for c in pool}
+                                         speaker_named=speaker_of(c), said_on=c.meta["source_time"]) for c in pool}
         # a turn with no claim of its own may answer the other speaker's question: only those look back
         bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
         if bare:
@@ -1167,7 +1191,8 @@ class Recall:
         for c in pool:
             context = asked_by_other(c) if c.memory_id in before else None
             claims = read[c.memory_id][0] if context is None else slot_claims(
-                _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c))[0]
+                _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
+                said_on=c.meta["source_time"])[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if claims:
                 said[c.memory_id] = claims

@@ -249,9 +249,13 @@ def test_a_later_amount_leads(engine):
      ["Editing is all DaVinci Resolve for me, Premiere kept crashing.", "Resolve is great."]),
     (["My phone is an iPhone 12, the battery is getting weak.", "Try low power mode."],
      ["my phne is a pixel 8 pro, loving the camra", "Great camera indeed."]),
+    # a habit ("on Sunday mornings") is a standing state, not a moment
+    (["I coach the under-10s at Riverside FC on Saturdays.", "Noted."],
+     ["I coach the under-12 girls at Hartley Rovers on Sunday mornings.", "Good to know."]),
 ])
 def test_a_later_value_of_the_same_slot_leads_whatever_its_verb(engine, first, later):
-    question = {"I live": "Where do I live?", "I edit": "What do I edit videos in?", "My phone": "What phone do I have?"}
+    question = {"I live": "Where do I live?", "I edit": "What do I edit videos in?", "My phone": "What phone do I have?",
+                "I coach": "Which team do I coach?"}
     q = next(v for k, v in question.items() if first[0].startswith(k))
     chat(engine, [("2023-02-03T10:00:00Z", first), ("2023-10-03T10:00:00Z", later)], extract=engine.extract_mode)
     res = engine.recall(q, scope=S, on=("same_slot",))
@@ -282,6 +286,11 @@ def test_an_answer_to_the_assistants_question_states_the_new_value(engine):
     "back from two weeks in glasgow, jet lag is brutal",  # a return, a short stay
     "my wife lives in Glasgow during the week for her job",  # someone else's
     "We've put an offer in on a house in Glasgow, fingers crossed.",  # a hope
+    "I grew up in Glasgow and my parents still live there.",  # told of the past
+    "I'm house-sitting for a friend in Glasgow for the next three weeks.",  # a time still ahead
+    "I'd never live in Glasgow, far too wet for me.",  # a negation
+    "Is Glasgow a good place to live for someone like me?",  # a question
+    "We've applied for a flat in Glasgow near the park.",  # a step, not the state
 ])
 def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engine, later):
     chat(engine, [("2023-02-01T10:00:00Z", ["I live in Bristol with my partner and two cats.", "Nice."]),
@@ -289,6 +298,27 @@ def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engi
     res = engine.recall("Where do I live?", scope=S, on=("same_slot",))
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
     assert not res.trace.params.get("outdated")
+
+
+@pytest.mark.parametrize("sessions, q, want", [
+    # the earlier statement is an aside in form ("won't start", a question after it)
+    ([["My Vespa won't start in the cold, could it be the battery?", "Quite likely."],
+      ["The Vespa's gone, a guy from Bristol bought it, and I ride an e-bike to work now.", "How's the e-bike?",
+       "Love it."]], "What did I ride before the e-bike?", "s1:0"),
+    # three values: the one right before the named later value, not the first
+    ([["Teaching high-school chemistry is exhausting but I love my students.", "It's a demanding job.",
+       "Could you draft a fun intro activity for titration?", "Try a mystery acid challenge."],
+      ["I handed in my notice at the school in February and I'm doing freelance tutoring now.", "Brave move!"],
+      ["The freelancing didn't pay the bills, so since September I've been a lab technician at Novartis.",
+       "Stable pay and a lab.", "It is. Any tips for surviving twelve-hour shifts?", "Pack real meals."]],
+     "What was I doing for work before the lab job?", "s2:0"),
+])
+def test_before_a_named_later_value_the_statement_right_before_it_leads(engine, sessions, q, want):
+    dates = ["2023-01-10T10:00:00Z", "2023-05-10T10:00:00Z", "2023-10-22T10:00:00Z"]
+    chat(engine, list(zip(dates, sessions)), extract=engine.extract_mode)
+    res = engine.recall(q, scope=S)
+    assert want in turn_order(engine, res)[:3]
+    assert res.trace.params["history_first"]
 
 
 def test_a_change_taken_back_in_its_own_conversation_replaces_nothing(tmp_path, embedder):
@@ -306,6 +336,30 @@ def test_a_change_taken_back_in_its_own_conversation_replaces_nothing(tmp_path, 
             assert engine.store.message_ids(S, [mark["by"]])[mark["by"]] != ["s2:0"]
 
 
+@pytest.mark.parametrize("first, change, back, q", [
+    ("We live in Berlin, in a flat in Kreuzberg.", "Big news, we've decided: we're moving to Munich for Jonas's job!",
+     "Actually we're staying in Berlin, the transfer was cancelled.", "Which city do we live in?"),
+    ("I drive a Honda Civic, ten years old and still going.", "I sold the Civic and bought a Mazda MX-5!",
+     "The MX-5 deal fell through, the finance was refused, so I've still got the Civic.", "What car do I have?"),
+])
+def test_a_change_taken_back_in_a_later_conversation_replaces_nothing(engine, first, change, back, q):
+    chat(engine, [("2023-01-09T12:00:00Z", [first, "Noted."]), ("2023-04-10T19:00:00Z", [change, "Exciting!"]),
+                  ("2023-05-15T19:00:00Z", [back, "Sorry to hear that."])], extract=engine.extract_mode)
+    res = engine.recall(q, scope=S, on=("same_slot",))
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s3:0") in ("s1:0", "s3:0")
+    # nothing treats the first statement as replaced by the change that was taken back
+    for mid, mark in (res.trace.params.get("outdated") or {}).items():
+        assert not ("s1:0" in engine.store.message_ids(S, [int(mid)]).get(int(mid), [])
+                    and engine.store.message_ids(S, [mark["by"]])[mark["by"]] == ["s2:0"]), mark
+
+
+def test_a_take_back_in_a_later_conversation_must_name_the_change():
+    from engine.statements import takes_back_change
+    assert takes_back_change("Actually we're staying in Berlin.", "We're moving to Munich. We live in Berlin.")
+    assert takes_back_change("Actually we're staying in Lyon for Christmas.", "I moved to Munich. I live in Berlin.") is None
+    assert takes_back_change("Would the MX-5 deal fall through?", "I bought a Mazda MX-5") is None
+
+
 def test_the_offline_extractor_drops_a_change_its_speaker_takes_back(tmp_path, embedder):
     """"New number: ..." then "Scratch that, ... same old number as before": the new number never
     becomes a fact, so the old one stays current; the report says what was dropped and why."""
@@ -317,6 +371,36 @@ def test_the_offline_extractor_drops_a_change_its_speaker_takes_back(tmp_path, e
         assert any("900456" in o for o in current) and not any("900999" in o for o in current)
         res = engine.recall("What is my phone number?", scope=S)
         assert first_of(turn_order(engine, res), "s1:0", "s2:0", "s2:2") in ("s1:0", "s2:2")
+
+
+@pytest.mark.parametrize("change, back, withdrawn, restored", [
+    ("Big news, we've decided: we're moving to Munich for Jonas's job!",
+     "Actually we're staying in Berlin, the transfer was cancelled.", "Munich", None),  # a plan
+    ("I moved to Munich last week!", "Munich fell through in the end, the landlord pulled out, I'm still in Berlin.",
+     "Munich", "Berlin"),  # a change: what it superseded is current again
+])
+def test_the_offline_extractor_withdraws_a_fact_taken_back_in_a_later_conversation(tmp_path, embedder, change,
+                                                                                   back, withdrawn, restored):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", ["We live in Berlin, in a flat in Kreuzberg.", "Great."]),
+                      ("2023-04-10T19:00:00Z", [change, "Congratulations!"]),
+                      ("2023-05-15T19:00:00Z", [back, "Sorry to hear that."])])
+        facts = engine.store.facts(S)
+        gone = [f for f in facts if withdrawn in f.object]
+        assert gone and all(f.status == "retracted" and f.rule == "taken_back_later" for f in gone)
+        current = [f.object for f in engine.store.current_facts(S)]
+        assert any("Berlin" in o for o in current) and not any(withdrawn in o for o in current)
+        if restored:
+            assert any(f.rule == "taken_back_later" and restored in f.object and f.status == "active" for f in facts)
+
+
+def test_a_later_take_back_of_something_else_withdraws_nothing(tmp_path, embedder):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", ["I live in Leeds.", "Great."]),
+                      ("2023-04-10T19:00:00Z", ["I moved to York last week!", "Congrats!"]),
+                      ("2023-05-15T19:00:00Z", ["Actually we're staying at my parents' for Christmas.", "Nice."])])
+        assert not [f for f in engine.store.facts(S) if f.rule == "taken_back_later"]
+        assert any("York" in f.object for f in engine.store.current_facts(S))
 
 
 def test_a_take_back_reaches_only_its_own_speakers_last_statement(tmp_path, embedder):

@@ -246,3 +246,54 @@ def test_taking_a_change_back_is_not_returning_to_a_topic():
     assert takes_back("Scratch that, the SIM didn't work, same old number as before.")
     # LongMemEval dev ba61f0b9: "back to" returns to a topic, and took back the team's size
     assert takes_back("Going back to my former manager Rachel's team, I'm curious about the women on it.") is None
+
+
+@pytest.mark.parametrize("text, said_on, why", [
+    ("I bank with Monzo, everything is in the app.", "2023-08-15", None),
+    ("I coach the under-12 girls at Hartley Rovers on Sunday mornings.", "2023-09-20", None),
+    ("I'm learning Japanese with a tutor every Tuesday evening.", "2022-10-03", None),
+    ("My GP is Dr Okoro at Riverside Medical Centre.", "2023-08-15", None),
+    ("Should I take the analyst role at Deloitte?", "2024-06-06", "a question"),
+    ("Hoping to land something at Pixel Forge.", "2023-09-14", "a plan, wish or intention governs it"),
+    ("What I really want is a Land Rover Defender.", "2023-08-30", "a plan, wish or intention governs it"),
+    ("I'm not going to start on almond milk.", "2023-07-07", "a plan, wish or intention governs it"),
+    ("I never drink almond milk.", "2023-07-07", "negated"),
+    ("I've applied to the master's at Utrecht.", "2023-04-28", "a step towards a state"),
+    ("I work at the Sheffield office for the next three weeks.", "2023-10-10", "names a time after the day it was said"),
+    ("We rent a cottage outside Bath from August.", "2024-05-12", "names a time after the day it was said"),
+    ("I grew up in Bergen.", "2024-06-06", "told of the past"),
+    ("We're due to get the keys to the flat in Leith.", "2024-06-06", "a plan, wish or intention governs it"),
+    ("My job at Google starts once the visa comes through.", "2024-06-06", "a plan, wish or intention governs it"),
+    ("Moving day for the Leith flat is on the 14th.", "2024-06-06", "names a time after the day it was said"),
+    ("I go to the gym once a week.", "2024-06-06", None),
+    ("As a teenager I drank litres of cola.", "2023-03-03", "told of the past"),
+])
+def test_a_plain_present_assertion_is_read_from_its_form(text, said_on, why):
+    from engine.statements import not_plain
+    got = not_plain(clauses(text)[0], said_on)
+    assert (got is None) if why is None else (got or "").startswith(why), got
+
+
+@pytest.mark.parametrize("text, said_on, ahead", [
+    ("the contract renews in August", "2023-05-09", True),
+    ("we moved here in March", "2023-08-01", True),  # a month without a year may be next year's: unsure
+    ("since March", "2023-08-01", False),
+    ("back in 2019", "2024-01-01", False),
+    ("in 2025", "2024-01-01", True),
+    ("two years ago", "2024-01-01", False),
+    ("on Tuesdays", "2024-01-01", False),
+    ("earning next to nothing", "2024-01-01", False),
+    ("for the next few weeks", "2024-01-01", True),
+    ("from Monday", "2024-01-01", True),
+])
+def test_a_named_time_is_resolved_against_the_day_it_was_said(text, said_on, ahead):
+    from engine.statements import ahead_of
+    assert (ahead_of(text, said_on) is not None) == ahead
+
+
+def test_a_frame_governs_the_rest_of_its_sentence():
+    from engine.statements import slot_claims
+    q = asked("Where do I live?")
+    assert slot_claims("I live in Leeds, near the park.", q, said_on="2024-01-01")[0]
+    assert not slot_claims("The plan is simple: we live in Lisbon with my mum.", q, said_on="2024-01-01")[0]
+    assert not slot_claims("Dream scenario, honestly: I live in Lisbon by the sea.", q, said_on="2024-01-01")[0]
