@@ -100,13 +100,13 @@ def fold_vector_cache(source: Path, target: Path) -> None:
     """Move the vectors of a run's own cache file (a --fresh run's) into the shared cache at
     `target`, replacing what it held for the same texts, and delete the run's file. When the
     shared file cannot be used, the run's vectors are only deleted (the next run computes them)."""
-    own = _VECTOR_CACHES.pop(source, None)
-    if own is not None:
-        own.close()
     import sys
 
     import apsw
 
+    own = _VECTOR_CACHES.pop(source, None)
+    if own is not None:
+        own.close()
     if source.is_file():
         shared = vector_cache(target)
         if shared is not None:
