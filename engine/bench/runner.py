@@ -321,6 +321,8 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
             items.append(item)
     if qa_client is not None:
         qa_client.close()
+    if emb.cache is not None and spec.get("fresh_vectors"):
+        emb.cache.checkpoint()  # the run folds this file into the shared cache when it ends
     if items and opened.vectors is not None:
         items[0]["vectors"] = opened.vectors  # the container's, once
     return items

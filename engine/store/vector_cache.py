@@ -75,6 +75,11 @@ class VectorCacheFile:
         finally:
             self.conn.execute("DETACH DATABASE other")
 
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the file and empty it, so a process that ends without
+        closing leaves nothing for the next opener to recover (a warning on stderr)."""
+        self.conn.pragma("wal_checkpoint", "TRUNCATE")
+
     def count(self, embedder: str | None = None) -> int:
         if embedder is None:
             (n,) = self.conn.execute("SELECT count(*) FROM vectors").fetchone() or (0,)
