@@ -96,6 +96,27 @@ def vector_cache(path: Path) -> VectorCacheFile | None:
     return _VECTOR_CACHES[path]
 
 
+def fold_vector_cache(source: Path, target: Path) -> None:
+    """Move the vectors of a run's own cache file (a --fresh run's) into the shared cache at
+    `target`, replacing what it held for the same texts, and delete the run's file. When the
+    shared file cannot be used, the run's vectors are only deleted (the next run computes them)."""
+    import sys
+
+    import apsw
+
+    own = _VECTOR_CACHES.pop(source, None)
+    if own is not None:
+        own.close()
+    if source.is_file():
+        shared = vector_cache(target)
+        if shared is not None:
+            try:
+                shared.absorb(source)
+            except apsw.Error as exc:
+                sys.stderr.write(f"memlens: this run's vectors not kept in {target} ({exc.__class__.__name__}: {exc})\n")
+    _remove(source)
+
+
 def _remove(path: Path) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(str(path) + suffix).unlink(missing_ok=True)

@@ -180,10 +180,14 @@ def _share_embedder(name: str, embedder: Embedder | None) -> None:
 def _cached_embedder(spec: dict[str, Any]) -> CachedEmbedder:
     """The container's embedder behind the run's vector cache (containers.vector_cache_path):
     texts embedded by an earlier container or run are not embedded again. spec["fresh"] computes
-    every vector anew (and stores it). Without a usable cache it only counts what it embeds."""
+    every vector anew (and stores it); spec["fresh_vectors"], a cache file of this run's own, then
+    serves the texts this run has already computed (sessions repeated across haystacks). Without a
+    usable cache it only counts what it embeds."""
     from ..embed.cache import CachedEmbedder
 
     emb = _embedder(spec["embedder"])
+    if spec.get("fresh_vectors"):
+        return CachedEmbedder(emb, containers.vector_cache(Path(spec["fresh_vectors"])))
     cache = containers.vector_cache(containers.vector_cache_path(Path(spec["cache"]))) if spec.get("cache") else None
     return CachedEmbedder(emb, cache, read=not spec.get("fresh"))
 
@@ -317,6 +321,8 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
             items.append(item)
     if qa_client is not None:
         qa_client.close()
+    if emb.cache is not None and spec.get("fresh_vectors"):
+        emb.cache.checkpoint()  # the run folds this file into the shared cache when it ends
     if items and opened.vectors is not None:
         items[0]["vectors"] = opened.vectors  # the container's, once
     return items
@@ -438,11 +444,14 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     private_dir(run_dir)  # containers hold the benchmark conversations: 0700, each .db 0600
     cache = containers.cache_dir_for(engine.path)
+    # --fresh reads no vector computed before the run, but does read those the run computes: its own
+    # cache file, folded into the shared one when the run ends (a later run then reuses them).
+    fresh_vectors = run_dir / "fresh-vectors.db" if fresh else None
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
                      "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config,
                      "cache": str(cache), "fresh": fresh, "off": off, "dataset": dataset,
-                     "scoring": scoring["default"]})
+                     "scoring": scoring["default"], "fresh_vectors": None if fresh_vectors is None else str(fresh_vectors)})
     total = max(1, len(specs))
     status = "done"
     built = {"built": 0, "reused": 0}
@@ -462,6 +471,9 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                 progress((i + 1) / total, f"{items[0]['container'] if items else ''}: {i + 1}/{total} containers")
     except Cancelled:
         status = "cancelled"
+    finally:
+        if fresh_vectors is not None:
+            containers.fold_vector_cache(fresh_vectors, containers.vector_cache_path(cache))
     all_items = bench_sql.items(store, run_id)
     summary = _summarise(dataset, all_items, ks, loaded)
     failures = sum(1 for it in all_items if it["status"] == "failed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -138,19 +139,42 @@ def _dedupe_key(text: str) -> str | bytes:
     return key
 
 
+OPENING_CHARS = 64  # of a text's duplicate form (case and spacing aside) that _opening gives
+
+
+def _opening(text: str) -> str:
+    """The first OPENING_CHARS characters of " ".join(text.casefold().split()), read from the
+    text's start alone: normalising a prefix gives a prefix of the normalised text (casefold maps
+    each character alone, and only the last word can be cut). Two texts with other openings are
+    no duplicates, so most candidates never need their whole text normalised (_dedupe)."""
+    head = " ".join(text[:4 * OPENING_CHARS].casefold().split())
+    if len(head) < OPENING_CHARS and len(text) > 4 * OPENING_CHARS:  # mostly spacing: read it all
+        head = " ".join(text.casefold().split())
+    return head[:OPENING_CHARS]
+
+
 QUANTITY = re.compile(r"\bhow\s+(?:many|long|much|often)\b", re.IGNORECASE)
 # A question about an amount by its name ("what's my salary?"), not about a thing whose name holds
 # a number ("what camera lens did I buy?" -> "a 50mm prime").
 AMOUNT = re.compile(r"(?i)\b(?:salary|salaries|pay|wage|wages|income|earn|earnings|rent|mortgage|price|cost|costs"
                     r"|fee|fees|bill|budget|savings|balance|weight|weigh|height|age|score|rate|allowance)\b")
-_COUNT = re.compile(r"(?i)[^.!?\n]*\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?"  # 57k, 86kg
-                    r"|half|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|twenty|thirty|hundred"
-                    r"|second|third|fourth|fifth|sixth)\b[^.!?\n]*")  # "a third cat" counts three
+_COUNT_WORD = (r"\b(?:\d+(?:[.,:]\d+)?(?:k|m|bn|kg|lbs?|km|mi|%)?"  # 57k, 86kg
+               r"|half|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|dozen|twenty|thirty|hundred"
+               r"|second|third|fourth|fifth|sixth)\b")  # "a third cat" counts three
+_COUNT = re.compile(rf"(?i)[^.!?\n]*{_COUNT_WORD}[^.!?\n]*")
+_COUNTED = re.compile(rf"(?i){_COUNT_WORD}")
 
 
 def _counts(text: str) -> str | None:
-    """The first sentence of a turn that holds a number, or None."""
-    m = _COUNT.search(text)
+    """The first sentence of a turn that holds a number, or None. _COUNT's match starts in the
+    sentence of the first number word (its opening [^.!?\n]* crosses no sentence end), so it is
+    looked for from there: tried from every character of a long turn without a number, it read the
+    rest of the sentence each time."""
+    word = _COUNTED.search(text)
+    if word is None:
+        return None
+    start = max(text.rfind(end, 0, word.start()) for end in ".!?\n") + 1
+    m = _COUNT.search(text, start)
     return " ".join(m.group(0).split())[:160] if m else None
 
 
@@ -1295,7 +1319,11 @@ class Recall:
 
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str | bytes, CandidateTrace] = {}
-        for cand in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
+        alive = [(c, _opening(c.meta["text"])) for c in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))]
+        openings = Counter(opening for _, opening in alive)
+        for cand, opening in alive:
+            if openings[opening] == 1:
+                continue  # no other candidate opens alike: none has its text
             key = _dedupe_key(cand.meta["text"])
             if key in best:
                 cand.drop("score", DropReason.DUPLICATE, f"same text as memory {best[key].memory_id}")

@@ -64,6 +64,22 @@ class VectorCacheFile:
             self.conn.executemany(f"{verb} INTO vectors(embedder, key, vector) VALUES (?, ?, ?)",
                                   [(embedder, k, v) for k, v in rows])
 
+    def absorb(self, other: str | os.PathLike[str]) -> None:
+        """Copy every vector of the cache file `other` into this one (its rows win: they were
+        computed anew on purpose)."""
+        self.conn.execute("ATTACH DATABASE ? AS other", (str(other),))
+        try:
+            with self.conn:
+                self.conn.execute("INSERT OR REPLACE INTO vectors(embedder, key, vector) "
+                                  "SELECT embedder, key, vector FROM other.vectors")
+        finally:
+            self.conn.execute("DETACH DATABASE other")
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the file and empty it, so a process that ends without
+        closing leaves nothing for the next opener to recover (a warning on stderr)."""
+        self.conn.pragma("wal_checkpoint", "TRUNCATE")
+
     def count(self, embedder: str | None = None) -> int:
         if embedder is None:
             (n,) = self.conn.execute("SELECT count(*) FROM vectors").fetchone() or (0,)

@@ -311,3 +311,39 @@ def test_a_long_text_is_tokenized_from_a_prefix_with_the_same_tokens(embedder):
     ]
     assert [e.ids for e in _encode(tokenizer, texts)] == [e.ids for e in tokenizer.encode_batch(texts)]
     assert np.array_equal(embedder.embed(texts[:1]), embedder.embed([prose[:PREFIX_CHARS * 2]]))
+
+
+def test_the_u8s8_kernels_give_the_exact_u8u8_vectors_where_they_are_taken(embedder, monkeypatch):
+    """Where the CPU has VNNI, the session skips session.x64quantprecision (the u8u8 rewrite, half
+    as fast) since its u8s8 products are exact: the vectors must be those of the u8u8 path, byte for
+    byte. Elsewhere both sessions take the u8u8 path and this holds trivially."""
+    import engine.embed.local as local
+
+    texts = MIXED + [" ".join(f"word{i} and the {i}th turn about gardens" for i in range(60)), "Hello?"]
+    monkeypatch.setattr(local, "_exact_u8s8", lambda: False)
+    exact = LocalEmbedder(MODEL_DIR).embed(texts)
+    monkeypatch.undo()
+    assert embedder.embed(texts).tobytes() == exact.tobytes()
+
+
+def test_vnni_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
+    import builtins
+
+    import engine.embed.local as local
+
+    real_open = builtins.open
+
+    def cpuinfo(text):
+        def fake(path, *a, **k):
+            return real_open(tmp_path / "cpuinfo", *a, **k) if path == "/proc/cpuinfo" else real_open(path, *a, **k)
+        (tmp_path / "cpuinfo").write_text(text)
+        monkeypatch.setattr(builtins, "open", fake)
+
+    cpuinfo("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n")
+    assert local._exact_u8s8() is False
+    cpuinfo("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n")
+    assert local._exact_u8s8() is True
+    cpuinfo("processor\t: 0\nflags\t\t: fpu avx_vnni\n")
+    assert local._exact_u8s8() is True
+    monkeypatch.setattr(builtins, "open", lambda *a, **k: (_ for _ in ()).throw(OSError("no such file")))
+    assert local._exact_u8s8() is False

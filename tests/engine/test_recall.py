@@ -357,6 +357,38 @@ def test_a_text_said_again_with_other_case_and_spacing_is_a_duplicate(tmp_path):
     eng.close()
 
 
+def test_a_texts_opening_is_the_opening_of_its_whole_duplicate_form():
+    """_dedupe compares whole texts only among candidates that open alike: the opening, read from
+    the text's start, must be the start of the normalised whole text, or duplicates would be missed."""
+    import random
+
+    from engine.retrieve.pipeline import OPENING_CHARS, _opening
+
+    rng = random.Random(7)
+    pieces = ["Ana", "STRASSE", "straße", "ǅemal", "İstanbul", " ", "  ", "\n", "\t\u2003", "ﬁne", "x" * 70, ".", "é"]
+    texts = ["", " ", "short", " " * 400 + "late start", "a" + " " * 300 + "b" * 80]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 120))) for _ in range(400)]
+    for text in texts:
+        assert _opening(text) == " ".join(text.casefold().split())[:OPENING_CHARS], repr(text)
+
+
+def test_a_turns_counted_sentence_is_the_one_its_whole_search_finds():
+    """_counts looks for _COUNT from the sentence of the first number word: what it finds is what a
+    search of the whole turn finds."""
+    import random
+
+    from engine.retrieve.pipeline import _COUNT, _counts
+
+    rng = random.Random(11)
+    words = ["I", "have", "two", "cats", "3.5", "kg", "one-off", "second", "ten.", "x1", "57k", "alone", ".", "!", "?",
+             "\n", "fine", "3", ":", "12:30", "4,000", "none"]
+    texts = ["", "no number here at all", "Two cats. Three dogs!", "We left at 7.5 and came back"]
+    texts += [" ".join(rng.choice(words) for _ in range(rng.randint(1, 60))) for _ in range(600)]
+    for text in texts:
+        whole = _COUNT.search(text)
+        assert _counts(text) == (" ".join(whole.group(0).split())[:160] if whole else None), repr(text)
+
+
 def test_the_entity_channel_counts_an_entitys_newest_memories_only_past_its_bound(tmp_path, monkeypatch):
     """Below the bound the channel's answer is the whole aggregation's (most names first, newest
     first); past it, an entity counts only its newest `each` memories."""
