@@ -10,7 +10,7 @@ Choices worth knowing:
   per input tensor, so in a padded batch a text's vector would depend on its neighbours (measured:
   up to 5e-2 per component). Run alone, every vector is a pure function of its text, and on this
   model single runs on two worker threads were as fast as padded batches of 32.
-- Multi-text calls run texts on ``threads`` worker threads (default min(2, cpu count)), longest
+- Multi-text calls (more than INLINE_TEXTS) run texts on ``threads`` worker threads (default min(2, cpu count)), longest
   first, each run single-threaded (``intra_op_threads``, default 1): a lone query on a busy
   machine then takes one core and never waits on a thread pool.
 - Texts are truncated at 256 tokens (the model's max_seq_length); mean pooling over the tokens,
@@ -189,7 +189,7 @@ class LocalEmbedder:
                 out[row] = self._run_one(loaded.session, encodings[row])
 
         workers = min(self.threads, len(texts))
-        if workers == 1:
+        if workers == 1 or len(texts) <= INLINE_TEXTS:
             run_rows(list(range(len(texts))))
         else:
             # Longest first, dealt out in turn, so the workers finish together.
@@ -230,6 +230,11 @@ def _exact_u8s8() -> bool:
         pass
     return False
 
+
+# A call with this few texts runs on the calling thread: recall embeds two or three clauses at a
+# time, and starting a pool's threads for them cost more CPU than the runs (LoCoMo dev recall:
+# a fifth of the current-truth stage). Each text is run alone either way, so the vectors are the same.
+INLINE_TEXTS = 4
 
 PREFIX_CHARS = 16 * MAX_TOKENS  # 256 tokens of prose take about 1,200 characters
 
