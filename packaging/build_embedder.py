@@ -553,10 +553,11 @@ model.onnx: {size:,} bytes.
 Activation scales are computed at run time over the whole input tensor, so a text's vector
 depends slightly on the other texts (and padding) of the same `run()`; the runtime therefore
 runs one text per `run()`, which makes every vector a pure function of its text (and was faster
-than padded batches of 32 on this model). Sessions should set
-`session.x64quantprecision=1`: on x86 CPUs without VNNI, onnxruntime's u8s8 kernels saturate at
-16 bits and this switches them to exact u8u8 (no effect elsewhere), so every CPU computes what
-the check below measured.
+than padded batches of 32 on this model). On x86 CPUs without VNNI, onnxruntime's u8s8 kernels
+saturate at 16 bits: sessions there should set `session.x64quantprecision=1`, which switches them
+to exact u8u8, so every CPU computes what the check below measured. With VNNI (`avx512_vnni`,
+`avx_vnni`) the u8s8 products are exact already and the option only halves the speed (the same
+vectors, byte for byte), so memlens's runtime sets it only where the CPU lacks VNNI.
 
 ## How to use it
 
