@@ -35,7 +35,7 @@ from functools import lru_cache
 from typing import Any
 
 from .memo import LRU, text_key
-from .timeexpr import month_number
+from .timeutil import month_number
 
 # Nouns that name someone other than the speaker ("my sister moved to Paris" is her change).
 PERSON_NOUNS = frozenset("""sister brother mom mum mother dad father parent parents wife husband partner
