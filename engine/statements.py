@@ -35,6 +35,7 @@ from functools import lru_cache
 from typing import Any
 
 from .memo import LRU, text_key
+from .timeutil import month_number
 
 # Nouns that name someone other than the speaker ("my sister moved to Paris" is her change).
 PERSON_NOUNS = frozenset("""sister brother mom mum mother dad father parent parents wife husband partner
@@ -781,9 +782,6 @@ def names_thing_loosely(c: Clause, question: Asked) -> bool:
 # The plain present-tense assertion same_slot may order by time ("I bank with Monzo", "my GP is
 # Dr Okoro", "Milo eats raw food"): each way a clause can fail to be one, read from its form, not
 # from its topic. Where the form is unsure, it is not one.
-_MONTH_NUMBER = {m: i + 1 for i, m in enumerate("""january february march april may june july august september
-    october november december""".split())} | {m: i + 1 for i, m in enumerate(
-    "jan feb mar apr may jun jul aug sep oct nov dec".split())} | {"sept": 9}
 # a frame that governs the value: an intention, a wish, a try ("hoping to land something at Pixel
 # Forge", "keen to take up bouldering", "what I really want is a Defender", "the plan is to trade it")
 _FRAME = re.compile(
@@ -845,7 +843,7 @@ def ahead_of(text: str, said_on: str | None) -> str | None:
                 continue  # the verb "may" (MODAL reads it)
             if m.group("my") and year is not None and int(m.group("my")) < year:
                 continue
-            at = _MONTH_NUMBER[m.group("month").casefold()]
+            at = month_number(m.group("month")) or 0
             if year is None or month is None:
                 return f"'{m.group(0)}' without the day it was said"
             return (f"'{m.group(0)}' is after {day}" if at > month or m.group("my")

@@ -20,6 +20,11 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+# the month names live in timeutil, below the modules that read them (statements, this grammar)
+from engine.timeutil import FULL_MONTHS as FULL_MONTHS
+from engine.timeutil import MONTHS as MONTHS
+from engine.timeutil import month_number as month_number
+
 NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
                 "few": 3, "a few": 3, "several": 3}
@@ -27,10 +32,6 @@ UNIT_DAYS = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}
 # A count of time units as people write it: "3", "two", "a couple of" (a regex alternation).
 COUNT = r"\d+|" + "|".join(re.escape(w) for w in sorted(NUMBER_WORDS, key=len, reverse=True))
 
-FULL_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-               "November", "December")
-MONTHS = {m: i for i, m in enumerate(FULL_MONTHS, start=1)}
-MONTHS |= {m[:3]: i for m, i in list(MONTHS.items())} | {"Sept": 9}
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
@@ -54,12 +55,6 @@ DAYWORD = re.compile(r"\b(yesterday|today|this morning|this afternoon|this eveni
 SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}
 SEASON = re.compile(r"\b(last|this|next|past)\s+(spring|summer|autumn|fall|winter)\b", re.IGNORECASE)
 WEEKDAY = re.compile(r"\b(?:(last|this|next|this past|this coming|on)\s+)?(" + "|".join(WEEKDAYS) + r")\b")
-
-
-def month_number(name: str) -> int | None:
-    """1-12 for a month's name or abbreviation in any case ("may", "Sept.", "DECEMBER"), else None."""
-    word = name.strip().rstrip(".").capitalize()
-    return (MONTHS.get(word) or MONTHS.get(word[:3])) if len(word) >= 3 else None
 
 
 class Mention(NamedTuple):

@@ -11,6 +11,17 @@ from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
 
+FULL_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+               "November", "December")
+MONTHS = {m: i for i, m in enumerate(FULL_MONTHS, start=1)}
+MONTHS |= {m[:3]: i for m, i in list(MONTHS.items())} | {"Sept": 9}
+
+
+def month_number(name: str) -> int | None:
+    """1-12 for a month's name or abbreviation in any case ("may", "Sept.", "DECEMBER"), else None."""
+    word = name.strip().rstrip(".").capitalize()
+    return (MONTHS.get(word) or MONTHS.get(word[:3])) if len(word) >= 3 else None
+
 
 def to_iso(dt: datetime) -> str:
     """'YYYY-MM-DDTHH:MM:SSZ' (the year always four digits); a naive datetime is taken to be UTC."""

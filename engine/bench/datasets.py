@@ -142,7 +142,8 @@ def detect_dataset(path: Path | str) -> str:
     A folder is ConvoMem's layout (one file per test case or evidence batch), or LoCoMo's family
     when its first JSON file is LoCoMo or REALTALK (REALTALK ships one file per chat)."""
     if Path(path).is_dir():
-        return "locomo" if _locomo_files(Path(path)) else "convomem"
+        files = _json_files(Path(path))
+        return "locomo" if files and sniff_json(_read_json(files[0])[0]) == "locomo" else "convomem"
     data, _ = _read_json(path)
     return _detect(data, str(path))
 
@@ -166,9 +167,10 @@ def read_dataset(path: Path | str) -> tuple[Dataset, Any]:
     each container to the normal importers, so it must not read and parse the file twice. A
     folder is read as ConvoMem (its raw JSON is then None: the runner builds chat JSON from it)."""
     if Path(path).is_dir():
-        if files := _locomo_files(Path(path)):
-            return _locomo_folder(Path(path), files)
-        return _convomem_folder(Path(path)), None
+        read = _read_folder(Path(path))
+        if read and sniff_json(read[0][1]) == "locomo":
+            return _locomo_folder(Path(path), read)
+        return _convomem_folder(Path(path), read), None
     data, sha = _read_json(path)
     kind = _detect(data, str(path))
     if kind == "locomo":
@@ -312,26 +314,31 @@ def _locomo_samples(data: Any, name: str) -> Any:
     return [data] if isinstance(data, dict) else data
 
 
-def _locomo_files(folder: Path) -> list[Path]:
-    """The folder's JSON files when the first one is LoCoMo's family, else []."""
-    files = sorted(p for p in folder.rglob("*.json") if p.is_file())
-    if not files:
-        return []
-    data, _ = _read_json(files[0])
-    return files if sniff_json(data) == "locomo" else []
+def _json_files(folder: Path) -> list[Path]:
+    """The JSON files under a benchmark folder, in path order (the order their checksum reads)."""
+    return sorted(p for p in folder.rglob("*.json") if p.is_file())
 
 
-def _locomo_folder(folder: Path, files: list[Path]) -> tuple[LocomoDataset, list[Any]]:
-    """A folder of LoCoMo-family files (REALTALK's data/Chat_*.json) as one dataset."""
-    samples: list[Any] = []
+def _read_folder(folder: Path) -> list[tuple[Path, Any, str]]:
+    """(file, parsed JSON, sha256) of each of the folder's JSON files, each read once."""
+    return [(file, *_read_json(file)) for file in _json_files(folder)]
+
+
+def _folder_checksum(folder: Path, read: list[tuple[Path, Any, str]], kind: str, refusal: str) -> str:
+    """One checksum over the files' paths and bytes; BadInput(`refusal`) for a file that is not `kind`."""
     digest = hashlib.sha256()
-    for file in files:
-        data, sha = _read_json(file)
-        if sniff_json(data) != "locomo":
-            raise _fail(str(file), "not LoCoMo or REALTALK, like the folder's first file")
+    for file, data, sha in read:
+        if sniff_json(data) != kind:
+            raise _fail(str(file), refusal)
         digest.update(f"{file.relative_to(folder).as_posix()}\0{sha}\n".encode())
-        samples.extend(_locomo_samples(data, str(file)))
-    return _locomo(samples, digest.hexdigest(), folder), samples
+    return digest.hexdigest()
+
+
+def _locomo_folder(folder: Path, read: list[tuple[Path, Any, str]]) -> tuple[LocomoDataset, list[Any]]:
+    """A folder of LoCoMo-family files (REALTALK's data/Chat_*.json) as one dataset."""
+    sha = _folder_checksum(folder, read, "locomo", "not LoCoMo or REALTALK, like the folder's first file")
+    samples = [sample for file, data, _ in read for sample in _locomo_samples(data, str(file))]
+    return _locomo(samples, sha, folder), samples
 
 
 def _locomo_conversation(
@@ -768,21 +775,16 @@ def load_convomem(path: Path | str) -> ConvoMemDataset:
     return _convomem(data, sha, path)
 
 
-def _convomem_folder(folder: Path) -> ConvoMemDataset:
-    files = sorted(p for p in folder.rglob("*.json") if p.is_file())
-    if not files:
+def _convomem_folder(folder: Path, read: list[tuple[Path, Any, str]] | None = None) -> ConvoMemDataset:
+    read = _read_folder(folder) if read is None else read
+    if not read:
         raise _fail(str(folder), "a folder is read as ConvoMem, and this one holds no .json files")
+    sha = _folder_checksum(folder, read, "convomem", "not a ConvoMem file (a folder is read as ConvoMem only)")
     quirks = QuirkReport()
     cases: list[ConvoMemTestCase] = []
-    digest = hashlib.sha256()
-    for file in files:
-        data, sha = _read_json(file)
-        if sniff_json(data) != "convomem":
-            raise _fail(str(file), "not a ConvoMem file (a folder is read as ConvoMem only)")
-        rel = file.relative_to(folder)
-        digest.update(f"{rel.as_posix()}\0{sha}\n".encode())
-        cases.extend(_convomem_cases(data, rel, str(file), quirks))
-    return ConvoMemDataset(path=str(folder), sha256=digest.hexdigest(), cases=tuple(cases), quirks=quirks)
+    for file, data, _ in read:
+        cases.extend(_convomem_cases(data, file.relative_to(folder), str(file), quirks))
+    return ConvoMemDataset(path=str(folder), sha256=sha, cases=tuple(cases), quirks=quirks)
 
 
 def _convomem(data: Any, sha: str, path: Path | str) -> ConvoMemDataset:
