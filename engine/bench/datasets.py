@@ -961,7 +961,7 @@ _LOADERS: dict[str, Callable[[Any, str, Path | str], Dataset]] = {
 # holds (keep). Scenarios are split dev / heldout: rules are tuned on dev only.
 
 # "additive" (a second value beside the first: "we also got a cat") came after the held-out half was
-# written, so only the dev half has it.
+# written, so of the held-out half only the blind -z batch (written last, never tuned on) has it.
 UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted", "additive")
 UPDATE_QUESTION_TYPES = ("current", "history", "keep")
 UPDATE_SPLITS = ("dev", "heldout")
