@@ -257,7 +257,7 @@ def _add_commands(sub) -> None:
                    help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--folds", default=None, choices=("conversation", "type", "half"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
-                        "the dev and heldout halves for updates)")
+                        "the dev, heldout and blind parts for updates)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
                                                   "current_first@1 for updates)")
@@ -788,9 +788,11 @@ def _bench_ablate(args: argparse.Namespace) -> int:
 
 def _truth_text(out: dict) -> str:
     """Current truth (memlens bench updates, LongMemEval knowledge updates): overall and per half."""
+    from engine.bench.datasets import UPDATE_SPLITS
+
     m = out.get("metrics") or {}
     lines = [f"  {k}: {m[k]:.4f}" for k in _CURRENT_TRUTH if m.get(k) is not None]
-    for split in ("dev", "heldout"):  # the updates benchmark's halves: tuned on dev, reported on both
+    for split in UPDATE_SPLITS:  # the updates benchmark's parts: tuned on dev, reported on each
         vals = (out.get("by_category") or {}).get(split)
         if vals:
             lines.append(f"  {split}: " + ", ".join(f"{k} {vals[k]:.4f}" for k in _CURRENT_TRUTH if k in vals))
