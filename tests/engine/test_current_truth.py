@@ -403,6 +403,42 @@ def test_a_later_take_back_of_something_else_withdraws_nothing(tmp_path, embedde
         assert any("York" in f.object for f in engine.store.current_facts(S))
 
 
+@pytest.mark.parametrize("first, change, back", [
+    # names nothing of the change: "decided" is only in the change's own turn
+    ("We live in Berlin, in a flat in Kreuzberg.", "Big news, we've decided: we're moving to Munich!",
+     "Actually, we decided against it."),
+    # names a value the speaker holds, but of another slot than the plan's (where they work)
+    ("I work at Acme and we live in Berlin.", "We're moving to Munich in the spring!",
+     "Actually I'm still at Acme, the reorg was cancelled."),
+    # names a word of the change's turn that is not its value, what it replaced, or its slot
+    ("I live in Leeds.", "I moved to York last week, the garden is huge!",
+     "Actually we're not doing the garden party after all."),
+])
+def test_a_later_take_back_must_name_the_change_its_value_or_its_slot(tmp_path, embedder, first, change, back):
+    """heuristic.taken_back_earlier withdraws a plan or change only when the take-back's sentence
+    names it: its value, what it replaced, its slot, or (a plan) a held value of the slot it
+    would change."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", [first, "Great."]), ("2023-04-10T19:00:00Z", [change, "Congrats!"]),
+                      ("2023-05-15T19:00:00Z", [back, "Ok."])])
+        assert not [f for f in engine.store.facts(S) if f.rule == "taken_back_later"]
+
+
+@pytest.mark.parametrize("change, back, withdrawn", [
+    ("I moved to York last week!", "Never mind York, the landlord pulled out. Anyway, how are you?", "York"),  # its value
+    # a plan, taken back by naming the value it would have replaced in its slot (where they live)
+    ("We are relocating to Oslo in June!", "Actually we decided to stay in Leeds. The kids are happy.", "Oslo"),
+])
+def test_a_later_take_back_that_names_the_change_or_its_slots_value_withdraws_it(tmp_path, embedder, change, back,
+                                                                                 withdrawn):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", ["We live in Leeds.", "Great."]),
+                      ("2023-04-10T19:00:00Z", [change, "Congrats!"]), ("2023-05-15T19:00:00Z", [back, "Ok."])])
+        gone = [f for f in engine.store.facts(S) if f.rule == "taken_back_later" and f.status == "retracted"]
+        assert gone and all(withdrawn in f.object for f in gone)
+        assert any("Leeds" in f.object for f in engine.store.current_facts(S))
+
+
 def test_a_take_back_reaches_only_its_own_speakers_last_statement(tmp_path, embedder):
     from engine.extract import heuristic
     from engine.extract.model import SourceChunk
