@@ -403,6 +403,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "person", low, False  # "Baby number three arrived"
     if low in ("new", "old") and len(rest) > 1 and rest[1].casefold() not in _FUNCTION:
         return "thing", rest[1].casefold(), False  # "New number: 07700 900999"
+    if first[:1].isupper() and (ident := _identified(rest)) is not None:
+        return "thing", ident[0], False  # "Disney+ is the only streaming service we pay for", "Monzo's my bank"
     if first[:1].isupper() and re.search(r"['’]s$", first):
         return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
     if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):
@@ -418,6 +420,43 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
     if low.endswith("ing") and len(low) > 4 and len(rest) > 1:
         return "self", None, True  # "Writing to you from my new flat in Bergen"
     return "none", None, False
+
+
+_COPULA = frozenset("is was 's ’s".split())
+_OWNER = frozenset("my our i we me us i'm we're i've we've".split())
+
+
+def _identified(rest: list[str]) -> tuple[str, tuple[str, ...]] | None:
+    """A name identified as one of the speaker's things by a copula ("Disney+ is the only
+    streaming service we pay for", "Monzo is my bank now", "Halcyon Dental is where we go" has no
+    noun and is not one): (the head noun, the noun phrase's words), or None. The complement names
+    what the name is the value of; the speaker owns it (my, our, or I or we in the clause); a
+    person's noun there ("Tom is my brother") leaves the name a person."""
+    lows = [w.casefold().replace("’", "'") for w in rest]
+    if len(lows) > 2 and lows[0].endswith("'s"):
+        complement = lows[1:]  # "Monzo's my bank"
+    elif len(lows) > 3 and lows[1] in _COPULA:
+        complement = lows[2:]
+    else:
+        return None
+    if complement[0] not in ("the", "a", "an", "my", "our") or not any(w in _OWNER for w in complement):
+        return None
+    phrase: list[str] = []
+    for w in complement[1:]:
+        if w in _FUNCTION or w in _OWNER or w in _LEAD:
+            break
+        phrase.append(w.removesuffix("'s"))
+    if not phrase or any(w in PERSON_NOUNS or w in PET_NOUNS for w in phrase):
+        return None
+    return phrase[-1], tuple(phrase)
+
+
+def _first_word(words: list[str]) -> int:
+    """Where a clause's words begin after its lead words ("So Monzo is ..." -> 1)."""
+    at = 0
+    while at < len(words) and words[at].casefold() in _LEAD:
+        at += 1
+    return at
 
 
 def _opens_phrase(words: list[str]) -> bool:
@@ -516,6 +555,8 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                     subject, key = "person", out[-1].key  # "my brother switched to Android, it's a Pixel now"
                 elif _opens_phrase(words):
                     nouns = _thing_words(words)  # "our gas stove", "there's an induction hob"
+                elif (ident := _identified(words[_first_word(words):])) is not None:
+                    nouns = ident[1]  # "Disney+ is the only streaming service": streaming, service
                 elif key is not None:
                     nouns = (key,)  # "Spotify is history", "New contract signed"
             continued = subject == "none" and carry[0] != "none"

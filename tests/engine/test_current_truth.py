@@ -491,3 +491,18 @@ def test_same_slot_is_shipped_on_and_switches_off_by_name(tmp_path, embedder, mo
         monkeypatch.setattr(pipeline, "NOT_SHIPPED", ("same_slot",))
         held = eng.recall("What do I edit videos in?", scope=S, off=("same_slot",))
         assert held.trace.params["not_shipped"] == ["same_slot"] and "off" not in held.trace.params
+
+
+@pytest.mark.parametrize("first, later, q", [
+    ("We're with EDF for gas and electric, the app is clunky.", "Octopus is the energy supplier we pay now.",
+     "Which energy supplier are we with?"),
+    ("I keep all my notes in Evernote.", "Obsidian is the notes app I use for everything.", "Which notes app do I use?"),
+])
+def test_a_later_name_identified_as_the_speakers_thing_leads(tmp_path, embedder, first, later, q):
+    """"Octopus is the energy supplier we pay now" names the speaker's supplier, not a person whose
+    matter it is: it leads the earlier statement instead of going below it as someone else's."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-10T10:00:00Z", [first, "Noted."]), ("2023-09-10T10:00:00Z", [later, "Good to know."])])
+        res = engine.recall(q, scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+        assert not res.trace.params.get("asides")

@@ -297,3 +297,30 @@ def test_a_frame_governs_the_rest_of_its_sentence():
     assert slot_claims("I live in Leeds, near the park.", q, said_on="2024-01-01")[0]
     assert not slot_claims("The plan is simple: we live in Lisbon with my mum.", q, said_on="2024-01-01")[0]
     assert not slot_claims("Dream scenario, honestly: I live in Lisbon by the sea.", q, said_on="2024-01-01")[0]
+
+
+@pytest.mark.parametrize("text, question, head", [
+    ("Octopus is the energy company we're with now.", "Which energy company are we with?", "company"),
+    ("Revolut's my main bank these days.", "Which bank do I use?", "bank"),
+    ("Tidal is the music app I pay for.", "What music app do I pay for?", "app"),
+    ("Hetzner is where we host, and Fastly is our CDN.", "What is our CDN?", "cdn"),  # the second clause
+])
+def test_a_name_identified_as_the_speakers_thing_is_that_thing_not_a_person(text, question, head):
+    """"NAME is the/my N" with the speaker in the clause: the name is the value of N, not someone
+    whose matter it is (a person's turn is an aside for a question about the speaker)."""
+    c = next(c for c in clauses(text) if c.key == head)
+    assert c.subject == "thing" and head in c.nouns
+    assert stance_for(text, asked(question))[0] in ("state", "change")  # "now": a change too
+    claims, why = slot_claims(text, asked(question))
+    assert claims and not why
+
+
+@pytest.mark.parametrize("text, key", [
+    ("Priya is my sister, she lives in Leeds.", "priya"),  # a person's noun: still a person
+    ("Rex is our dog.", "rex"),
+    ("Tom is an engineer at Arup.", "tom"),  # not the speaker's: a person
+    ("Ella's first term at Brookfield went well.", "ella"),
+])
+def test_a_name_with_a_persons_noun_or_not_the_speakers_stays_a_person(text, key):
+    c = clauses(text)[0]
+    assert (c.subject, c.key) == ("person", key)
