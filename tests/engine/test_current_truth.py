@@ -506,3 +506,43 @@ def test_a_later_name_identified_as_the_speakers_thing_leads(tmp_path, embedder,
         res = engine.recall(q, scope=S)
         assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
         assert not res.trace.params.get("asides")
+
+
+def _asked_then_replied(first: str, opener: str, question: str, reply: str) -> list[tuple[str, list[str]]]:
+    return [("2022-03-01T09:00:00Z", [first, "Noted."]), ("2023-04-02T19:00:00Z", [opener, question, reply, "Great."])]
+
+
+@pytest.mark.parametrize("first, opener, question, reply, q, claim", [
+    ("I'm a chef at a bistro in Leith.", "Help me write a bio?", "Sure. What's your line of work these days?",
+     "Accountancy at a small firm in Perth, mainly tax returns.", "What do I do for work?",
+     "Accountancy at a small firm in Perth"),
+    ("I'm a nurse at St Mary's in Paddington.", "Could you look over my CV?",
+     "Of course. What do you do for a living now?", "Software testing at Monzo, mostly the payments team.",
+     "What is my job?", "Software testing at Monzo"),
+    ("We live in a semi in Didsbury.", "Can you help me with a change of address letter?",
+     "Sure. Where are you based these days?", "A flat in Glasgow's West End, top floor.", "Where do I live?",
+     "A flat in Glasgow's West End"),
+])
+def test_a_reply_to_a_question_like_the_one_asked_is_in_its_slot(tmp_path, embedder, first, opener, question, reply,
+                                                                  q, claim):
+    """same_slot: the other speaker's question a reply answers supplies its slot (question to
+    question, by vector), and the reply's answer is its first claim; the earlier statement, read
+    beside its facts, goes below it as history."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, _asked_then_replied(first, opener, question, reply))
+        res = engine.recall(q, scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:2") == "s2:2"
+        marks = [(int(m), mark) for m, mark in (res.trace.params.get("outdated") or {}).items()
+                 if mark["rule"] == "same_slot"]
+        assert any(engine.store.message_ids(S, [m])[m] == ["s1:0"] for m, _ in marks)
+        assert all(f"'{claim}' after" in mark["reason"] and "a question like this one" in mark["reason"]
+                   for _, mark in marks)
+
+
+def test_a_reply_to_another_question_is_not_in_the_asked_slot(tmp_path, embedder):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, _asked_then_replied("I'm a barista at a cafe in Brighton.", "Any tips for my commute?",
+                                         "Sure. How do you get around these days?",
+                                         "Cycling mostly, the train is too pricey."))
+        res = engine.recall("What is my job?", scope=S)
+        assert not res.trace.params.get("outdated")
