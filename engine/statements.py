@@ -718,6 +718,24 @@ def _acts_on_asked_thing(text: str, question: Asked) -> bool:
 
 
 _OWN_LATER = re.compile(r"(?i)^\W*\S+\b.*\b(?:my|our|me|us|mine)\b")
+# A place or a circumstance: the speaker as the object of a preposition ("she keeps digging under
+# our fence", "he parks outside our house") ties nothing of theirs to the speaker.
+_PLACE_PREPOSITIONS = frozenset("""under over behind beside near by outside inside into onto through past across
+    around along against towards toward at in on from off next""".split())
+_SPEAKER_WORD = re.compile(r"(?i)\b(my|our|me|us|mine)\b")
+
+
+def _ties_to_speaker(text: str) -> bool:
+    """Does a clause about someone or something tie them to the speaker ("Spotify is my go-to",
+    "you can reach me on 07700 900123"), the speaker named other than as a place or circumstance
+    ("digging under our fence")?"""
+    if not _OWN_LATER.match(text):
+        return False
+    for m in _SPEAKER_WORD.finditer(text):
+        before = _WORD.findall(text[:m.start()])
+        if not before or before[-1].casefold() not in _PLACE_PREPOSITIONS:
+            return True
+    return False
 
 
 def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = False) -> bool:
@@ -726,7 +744,7 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
     reach me on 07700 900123"): a statement of the speaker's state, though never their change."""
     if c.subject == "self":
         return True
-    if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _OWN_LATER.match(c.text):
+    if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _ties_to_speaker(c.text):
         return True
     if c.subject == "thing":
         return names_thing(c, question)

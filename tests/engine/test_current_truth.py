@@ -546,3 +546,16 @@ def test_a_reply_to_another_question_is_not_in_the_asked_slot(tmp_path, embedder
                                          "Cycling mostly, the train is too pricey."))
         res = engine.recall("What is my job?", scope=S)
         assert not res.trace.params.get("outdated")
+
+
+@pytest.mark.parametrize("first, later, q", [
+    ("We keep two chickens, Hetty and Mabel.", "The family across the road got a kitten and it naps under our hedge.",
+     "What pet do we have?"),
+    ("I drive an old Volvo estate.", "My brother bought a new car and leaves it on our drive.", "What car do I have?"),
+])
+def test_someone_elses_thing_at_the_speakers_place_goes_below_the_speakers_own(tmp_path, embedder, first, later, q):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-05-05T17:00:00Z", [first, "Nice."]), ("2023-11-05T17:00:00Z", [later, "Ha."])])
+        res = engine.recall(q, scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+        assert any("someone else's matter" in a["reason"] for a in res.trace.params["asides"].values())

@@ -324,3 +324,24 @@ def test_a_name_identified_as_the_speakers_thing_is_that_thing_not_a_person(text
 def test_a_name_with_a_persons_noun_or_not_the_speakers_stays_a_person(text, key):
     c = clauses(text)[0]
     assert (c.subject, c.key) == ("person", key)
+
+
+@pytest.mark.parametrize("text, question", [
+    ("The family across the road got a kitten and it naps under our hedge.", "What pet do we have?"),
+    ("My brother bought a new car and leaves it on our drive.", "What car do I have?"),
+    ("My neighbour got a Tesla and parks it outside our house every night.", "What car do I drive?"),
+])
+def test_the_speaker_as_a_place_ties_nothing_of_someone_elses_to_them(text, question):
+    """Someone else's clause names the speaker only as a place ("under our hedge", "on our drive"):
+    their matter, an aside, not a statement of the speaker's state."""
+    assert stance_for(text, asked(question))[0] == "aside"
+    assert not claims_for(text, asked(question))
+
+
+@pytest.mark.parametrize("text, question", [
+    ("Spotify is my go-to for podcasts.", "What do I listen to podcasts on?"),
+    ("Dr Okoro is my GP now.", "Who is my GP?"),
+    ("You can reach me on 07700 900123.", "What is my phone number?"),
+])
+def test_a_clause_that_ties_someone_or_something_to_the_speaker_is_their_state(text, question):
+    assert claims_for(text, asked(question))
