@@ -956,6 +956,25 @@ def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> 
     return None
 
 
+_BACK_REFERENCE = frozenset("it it's its that that's this which who they they're he he's she she's".split())
+_FINITE = re.compile(r"(?i)\b(?:is|are|am|was|were|has|have|had|does|do|did)\b|['’](?:s|re|m|ve)\b")
+
+
+def _subordinate_stay(parts: list[Clause], at: int) -> bool:
+    """Is the stay or stand-in of clause `at` a frame of that clause only: a clause with a verb of
+    its own, after an asserted clause of its sentence that is no stay ("I eat fish again,
+    pescatarian is easier when travelling for work": the travelling qualifies the ease, not the
+    diet)? A bare bound ("I use a Chromebook, just for now") or an opening stay ("Staying with my
+    sister, the commute is fine") frames the whole sentence, and so does one that points back at
+    what was said ("I've got a Kia now, it's a hire car while mine is fixed")."""
+    c = parts[at]
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(c.text)]
+    if not words or words[0] in _BACK_REFERENCE:
+        return False  # "I've got a Kia now, it's a hire car while mine is fixed": the Kia is the stand-in
+    return bool(_FINITE.search(c.text)) and any(
+        p.sentence == c.sentence and p.asserts and not p.visit for p in parts[:at])
+
+
 def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_named: str | None = None,
                 said_on: str | None = None) -> tuple[list[str], str]:
     """The clauses of a turn that assert a value of what the question asks about, held by whom it
@@ -987,12 +1006,12 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     if _PRESENCE.search(text) and not _RESIDENCE.search(text):
         return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
     parts = clauses(text)
-    for c in parts:
+    for at, c in enumerate(parts):
         if c.question:
             continue
         if c.retracts:
             return [], "takes something back"
-        if c.visit and c.subject in ("self", "thing", "none"):
+        if c.visit and c.subject in ("self", "thing", "none") and not _subordinate_stay(parts, at):
             return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
     out: list[str] = []
     unsure: list[str] = []

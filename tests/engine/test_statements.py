@@ -345,3 +345,26 @@ def test_the_speaker_as_a_place_ties_nothing_of_someone_elses_to_them(text, ques
 ])
 def test_a_clause_that_ties_someone_or_something_to_the_speaker_is_their_state(text, question):
     assert claims_for(text, asked(question))
+
+
+@pytest.mark.parametrize("question, text, claim", [
+    ("What is my diet?", "I eat eggs again, vegetarian is simpler when I'm travelling for conferences.", "I eat eggs again"),
+    ("Which bank do we use?", "We bank with Starling, the Barclays card is only handy when travelling abroad.",
+     "We bank with Starling"),
+    ("What exercise do I do?", "I run three mornings a week, the hotel gym is fine when I'm on a work trip.",
+     "I run three mornings a week"),
+])
+def test_a_stay_that_qualifies_its_own_later_clause_leaves_the_claim_before_it(question, text, claim):
+    """"when travelling" is a frame of the clause it sits in (with a verb of its own, after an
+    asserted clause that is no stay), not of the statement before it."""
+    assert slot_claims(text, asked(question)) == ([claim], "")
+
+
+@pytest.mark.parametrize("question, text", [
+    ("What car do I drive?", "I've got a Kia now, it's a hire car while mine is fixed."),  # points back
+    ("What laptop do I use?", "I use a Chromebook, just for now."),  # a bare bound
+    ("Where do I live?", "Housesitting in Bristol for a fortnight, the cat is lovely."),  # an opening stay
+])
+def test_a_stay_that_bounds_the_statement_still_makes_it_no_value(question, text):
+    claims, why = slot_claims(text, asked(question))
+    assert not claims and why.startswith("a stay or stand-in that ends")
