@@ -964,8 +964,8 @@ def _subordinate_stay(parts: list[Clause], at: int) -> bool:
     """Is the stay or stand-in of clause `at` a frame of that clause only: a clause with a verb of
     its own, after an asserted clause of its sentence that is no stay ("I eat fish again,
     pescatarian is easier when travelling for work": the travelling qualifies the ease, not the
-    diet)? A bare bound ("I use a Chromebook, just for now") or an opening stay ("Staying with my
-    sister, the commute is fine") frames the whole sentence, and so does one that points back at
+    diet)? A bare bound ("I use a Chromebook, just for now") or an opening stay ("Housesitting in
+    Bristol for a fortnight, the cat is lovely") frames the whole sentence, and so does one that points back at
     what was said ("I've got a Kia now, it's a hire car while mine is fixed")."""
     c = parts[at]
     words = [w.casefold().replace("’", "'") for w in _WORD.findall(c.text)]
