@@ -67,8 +67,6 @@ _F = [
     Feature("trust", "prior", "assistant, tool and external content rank slightly below the user's"),
     Feature("fact_bonus", "prior", "a fact distils its evidence: a small edge over the raw turn"),
     Feature("review", "prior", "facts waiting for review rank below confirmed ones"),
-    Feature("coverage", "rank", "a question with several content words: after the first hits, a candidate that "
-            "covers a word no higher one covers gains (xQuAD-style); built, not shipped"),
     Feature("claim_superseded", "rank", "under current intent, a turn whose fact for the claim the question asks "
             "about was superseded ranks below that claim's current version, whatever else it carried; asked about the "
             "past, it leads it"),

@@ -1392,8 +1392,6 @@ class Recall:
         """(the top k, every alive candidate's id in ranked order)."""
         t0 = time.perf_counter()
         alive = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))
-        if self.recipe.on("coverage") and self.recipe.coverage_weight > 0:
-            alive = self._cover(trace, alive)
         cap, why = self.recipe.per_document_cap, "the recipe's per-document cap"
         if not cap and self.recipe.aggregate_cap and self._intent.aggregate:
             # counting, summing and ordering questions need evidence from several sessions, not
@@ -1441,38 +1439,6 @@ class Recall:
             trace.params["shared_places"] = shared
         trace.stage("rank", len(alive), len(kept), _ms(t0), places=len(place_of))
         return kept, [c.memory_id for c in alive]
-
-    def _cover(self, trace: Trace, alive: list[CandidateTrace]) -> list[CandidateTrace]:
-        """Coverage-aware order of the top candidates (xQuAD over the question's content words):
-        each place goes to the best score plus coverage_weight x the best score x the share of
-        the words it holds that no higher candidate holds. Names of people the question names are
-        not aspects: every turn a person says holds their name."""
-        r = self.recipe
-        tokenize = self.store.fts_tokens
-        people = {name_key(p) for p in self._intent.speakers}
-        aspects: list[str] = []
-        for term in self._intent.terms:
-            if term.startswith("how ") or name_key(term) in people:
-                continue
-            toks = tokenize(term)
-            if toks and toks[0][1] not in aspects:
-                aspects.append(toks[0][1])
-        head, tail = alive[: r.coverage_depth], alive[r.coverage_depth:]
-        if len(aspects) < 2 or not head:
-            return alive
-        holds = {c.memory_id: {t for _, t in tokenize(c.meta.get("text") or "")} & set(aspects) for c in head}
-        gain = r.coverage_weight * max(0.0, head[0].score) / len(aspects)
-        covered: set[str] = set()
-        out: list[CandidateTrace] = []
-        pool = list(head)
-        while pool:
-            best = max(pool, key=lambda c: (c.score + gain * len(holds[c.memory_id] - covered), -c.memory_id))
-            pool.remove(best)
-            out.append(best)
-            covered |= holds[best.memory_id]
-        moved = sum(1 for a, b in zip(out, head) if a is not b)
-        trace.params["coverage"] = {"aspects": aspects, "moved": moved}
-        return out + tail
 
     def _budget(self, trace: Trace, ranked: list[CandidateTrace], budget: int) -> RecallResult:
         t0 = time.perf_counter()

@@ -55,10 +55,6 @@ class Recipe:
     when_weight: float = 0.1  # a "when" question: turns that name a time
     per_document_cap: int = 0  # >0: at most this many turns from one document before the others
     aggregate_cap: int = 2  # the same, only for questions that gather across sessions ("how many", "which first")
-    # coverage (not shipped): among the top coverage_depth, a candidate gains this share of the best
-    # score for each of the question's content words (names of people aside) no higher one covers
-    coverage_weight: float = 0.1
-    coverage_depth: int = 50
     fact_bonus: float = 0.05  # a fact distils its evidence: a small edge over the raw turn
     review_penalty: float = 0.1  # facts waiting for review rank below confirmed ones
     # current truth (features claim_superseded, restated_later, not_a_change, history_first in
@@ -145,7 +141,7 @@ def _fitted(recipe: Recipe) -> Recipe:
 # held on data it was not tuned on: on the update scenarios' held-out half it now supersedes
 # nothing that stays (false supersessions 0, current-first@1 as without it), and on dev it orders the
 # changes said with no change word (0.907 -> 0.970).
-NOT_SHIPPED: tuple[str, ...] = ("coverage",)
+NOT_SHIPPED: tuple[str, ...] = ()
 
 RECIPES: dict[str, Recipe] = {
     "default": _fitted(Recipe("default", off=NOT_SHIPPED)),
