@@ -228,15 +228,16 @@ def _add_commands(sub) -> None:
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
 
     p = sub.add_parser("bench", help=f"run a retrieval benchmark ({', '.join(BENCH_DATASETS)}), report a run, "
-                                     "or ablate the retrieval features on folds")
+                                     "ablate the retrieval features on folds, fit their weights, "
+                                     "or say why gold evidence misses the top k (misses)")
     _common(p)
-    p.add_argument("dataset", choices=(*BENCH_DATASETS, "report", "ablate", "fit"))
+    p.add_argument("dataset", choices=(*BENCH_DATASETS, "report", "ablate", "fit", "misses"))
     p.add_argument("run", nargs="?", type=int, default=None, help="for report: the run id")
     p.add_argument("--data", default=None, action="append",
                    help="the dataset file, ConvoMem also a folder of them (fit, ablate: repeat for several, ablate then "
                         "pools their folds; updates: "
                         "default the bundled resources/bench/updates.json)")
-    p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10)")
+    p.add_argument("--k", default="1,3,5,10", help="comma-separated cut-offs (default 1,3,5,10; misses: the largest)")
     p.add_argument("--limit", type=int, default=None, help="at most this many questions")
     p.add_argument("--recipe", default="offline", help="retrieval recipe (default offline: no LLM stages)")
     p.add_argument("--workers", type=int, default=1, help="containers in parallel processes")
@@ -257,7 +258,7 @@ def _add_commands(sub) -> None:
                    help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--folds", default=None, choices=("conversation", "type", "half"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
-                        "the dev and heldout halves for updates)")
+                        "the dev, heldout and blind parts for updates)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
                                                   "current_first@1 for updates)")
@@ -706,6 +707,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     args.data = args.data[0]
     if args.dataset == "ablate":
         return _bench_ablate(args)
+    if args.dataset == "misses":
+        return _bench_misses(args)
     try:
         ks = [int(x) for x in args.k.split(",") if x.strip()]
     except ValueError:
@@ -786,11 +789,35 @@ def _bench_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_misses(args: argparse.Namespace) -> int:
+    from engine.bench.misses import markdown, run_misses
+    from engine.memory import MemoryEngine
+
+    try:  # the largest cut-off: misses are counted against the top k
+        k = max(int(x) for x in args.k.split(",") if x.strip())
+    except ValueError:
+        raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_misses(engine, args.data, recipe=args.recipe, k=k, workers=args.workers, embedder=args.embedder,
+                         extract=args.extract, limit=args.limit, off=_features(args.off) if args.off else [],
+                         on=_features(args.on) if args.on else [])
+    if args.out:
+        from engine.files import private_dir, write_private
+
+        folder = private_dir(args.out)
+        write_private(folder / "misses.json", json.dumps(out, indent=2) + "\n")
+        write_private(folder / "misses.md", markdown(out))
+    _emit(args, out, markdown(out))
+    return 0
+
+
 def _truth_text(out: dict) -> str:
     """Current truth (memlens bench updates, LongMemEval knowledge updates): overall and per half."""
+    from engine.bench.datasets import UPDATE_SPLITS
+
     m = out.get("metrics") or {}
     lines = [f"  {k}: {m[k]:.4f}" for k in _CURRENT_TRUTH if m.get(k) is not None]
-    for split in ("dev", "heldout"):  # the updates benchmark's halves: tuned on dev, reported on both
+    for split in UPDATE_SPLITS:  # the updates benchmark's parts: tuned on dev, reported on each
         vals = (out.get("by_category") or {}).get(split)
         if vals:
             lines.append(f"  {split}: " + ", ".join(f"{k} {vals[k]:.4f}" for k in _CURRENT_TRUTH if k in vals))

@@ -403,6 +403,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "person", low, False  # "Baby number three arrived"
     if low in ("new", "old") and len(rest) > 1 and rest[1].casefold() not in _FUNCTION:
         return "thing", rest[1].casefold(), False  # "New number: 07700 900999"
+    if first[:1].isupper() and (ident := _identified(rest)) is not None:
+        return "thing", ident[0], False  # "Disney+ is the only streaming service we pay for", "Monzo's my bank"
     if first[:1].isupper() and re.search(r"['’]s$", first):
         return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
     if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):
@@ -418,6 +420,43 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
     if low.endswith("ing") and len(low) > 4 and len(rest) > 1:
         return "self", None, True  # "Writing to you from my new flat in Bergen"
     return "none", None, False
+
+
+_COPULA = frozenset("is was 's ’s".split())
+_OWNER = frozenset("my our i we me us i'm we're i've we've".split())
+
+
+def _identified(rest: list[str]) -> tuple[str, tuple[str, ...]] | None:
+    """A name identified as one of the speaker's things by a copula ("Disney+ is the only
+    streaming service we pay for", "Monzo is my bank now", "Halcyon Dental is where we go" has no
+    noun and is not one): (the head noun, the noun phrase's words), or None. The complement names
+    what the name is the value of; the speaker owns it (my, our, or I or we in the clause); a
+    person's noun there ("Tom is my brother") leaves the name a person."""
+    lows = [w.casefold().replace("’", "'") for w in rest]
+    if len(lows) > 2 and lows[0].endswith("'s"):
+        complement = lows[1:]  # "Monzo's my bank"
+    elif len(lows) > 3 and lows[1] in _COPULA:
+        complement = lows[2:]
+    else:
+        return None
+    if complement[0] not in ("the", "a", "an", "my", "our") or not any(w in _OWNER for w in complement):
+        return None
+    phrase: list[str] = []
+    for w in complement[1:]:
+        if w in _FUNCTION or w in _OWNER or w in _LEAD:
+            break
+        phrase.append(w.removesuffix("'s"))
+    if not phrase or any(w in PERSON_NOUNS or w in PET_NOUNS for w in phrase):
+        return None
+    return phrase[-1], tuple(phrase)
+
+
+def _first_word(words: list[str]) -> int:
+    """Where a clause's words begin after its lead words ("So Monzo is ..." -> 1)."""
+    at = 0
+    while at < len(words) and words[at].casefold() in _LEAD:
+        at += 1
+    return at
 
 
 def _opens_phrase(words: list[str]) -> bool:
@@ -516,6 +555,8 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                     subject, key = "person", out[-1].key  # "my brother switched to Android, it's a Pixel now"
                 elif _opens_phrase(words):
                     nouns = _thing_words(words)  # "our gas stove", "there's an induction hob"
+                elif (ident := _identified(words[_first_word(words):])) is not None:
+                    nouns = ident[1]  # "Disney+ is the only streaming service": streaming, service
                 elif key is not None:
                     nouns = (key,)  # "Spotify is history", "New contract signed"
             continued = subject == "none" and carry[0] != "none"
@@ -677,6 +718,24 @@ def _acts_on_asked_thing(text: str, question: Asked) -> bool:
 
 
 _OWN_LATER = re.compile(r"(?i)^\W*\S+\b.*\b(?:my|our|me|us|mine)\b")
+# A place or a circumstance: the speaker as the object of a preposition ("she keeps digging under
+# our fence", "he parks outside our house") ties nothing of theirs to the speaker.
+_PLACE_PREPOSITIONS = frozenset("""under over behind beside near by outside inside into onto through past across
+    around along against towards toward at in on from off next""".split())
+_SPEAKER_WORD = re.compile(r"(?i)\b(my|our|me|us|mine)\b")
+
+
+def _ties_to_speaker(text: str) -> bool:
+    """Does a clause about someone or something tie them to the speaker ("Spotify is my go-to",
+    "you can reach me on 07700 900123"), the speaker named other than as a place or circumstance
+    ("digging under our fence")?"""
+    if not _OWN_LATER.match(text):
+        return False
+    for m in _SPEAKER_WORD.finditer(text):
+        before = _WORD.findall(text[:m.start()])
+        if not before or before[-1].casefold() not in _PLACE_PREPOSITIONS:
+            return True
+    return False
 
 
 def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = False) -> bool:
@@ -685,7 +744,7 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
     reach me on 07700 900123"): a statement of the speaker's state, though never their change."""
     if c.subject == "self":
         return True
-    if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _OWN_LATER.match(c.text):
+    if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _ties_to_speaker(c.text):
         return True
     if c.subject == "thing":
         return names_thing(c, question)
@@ -897,6 +956,25 @@ def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> 
     return None
 
 
+_BACK_REFERENCE = frozenset("it it's its that that's this which who they they're he he's she she's".split())
+_FINITE = re.compile(r"(?i)\b(?:is|are|am|was|were|has|have|had|does|do|did)\b|['’](?:s|re|m|ve)\b")
+
+
+def _subordinate_stay(parts: list[Clause], at: int) -> bool:
+    """Is the stay or stand-in of clause `at` a frame of that clause only: a clause with a verb of
+    its own, after an asserted clause of its sentence that is no stay ("I eat fish again,
+    pescatarian is easier when travelling for work": the travelling qualifies the ease, not the
+    diet)? A bare bound ("I use a Chromebook, just for now") or an opening stay ("Housesitting in
+    Bristol for a fortnight, the cat is lovely") frames the whole sentence, and so does one that points back at
+    what was said ("I've got a Kia now, it's a hire car while mine is fixed")."""
+    c = parts[at]
+    words = [w.casefold().replace("’", "'") for w in _WORD.findall(c.text)]
+    if not words or words[0] in _BACK_REFERENCE:
+        return False  # "I've got a Kia now, it's a hire car while mine is fixed": the Kia is the stand-in
+    return bool(_FINITE.search(c.text)) and any(
+        p.sentence == c.sentence and p.asserts and not p.visit for p in parts[:at])
+
+
 def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_named: str | None = None,
                 said_on: str | None = None) -> tuple[list[str], str]:
     """The clauses of a turn that assert a value of what the question asks about, held by whom it
@@ -928,12 +1006,12 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     if _PRESENCE.search(text) and not _RESIDENCE.search(text):
         return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
     parts = clauses(text)
-    for c in parts:
+    for at, c in enumerate(parts):
         if c.question:
             continue
         if c.retracts:
             return [], "takes something back"
-        if c.visit and c.subject in ("self", "thing", "none"):
+        if c.visit and c.subject in ("self", "thing", "none") and not _subordinate_stay(parts, at):
             return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
     out: list[str] = []
     unsure: list[str] = []

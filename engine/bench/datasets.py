@@ -958,13 +958,15 @@ _LOADERS: dict[str, Callable[[Any, str, Path | str], Dataset]] = {
 # or seems to and does not (someone else's change, a plan, a hypothetical, a visit, a retracted
 # change). Each scenario is one container; its questions ask for the value now (current), an
 # earlier one or the one that held at a time (history), or a claim of an outdated turn that still
-# holds (keep). Scenarios are split dev / heldout: rules are tuned on dev only.
+# holds (keep). Scenarios are split dev / heldout / blind: rules are tuned on dev only. The blind
+# batch (ids "-z<N>") was written by someone who had not read the engine's rules, after they were
+# built, and is run as a check of whether they carry over to phrasings nobody had in mind.
 
 # "additive" (a second value beside the first: "we also got a cat") came after the held-out half was
-# written, so only the dev half has it.
+# written, so only the dev and blind parts have it.
 UPDATE_KINDS = ("change", "other_person", "plan", "hypothetical", "visit", "retracted", "additive")
 UPDATE_QUESTION_TYPES = ("current", "history", "keep")
-UPDATE_SPLITS = ("dev", "heldout")
+UPDATE_SPLITS = ("dev", "heldout", "blind")
 _UPDATE_ROLES = ("user", "assistant")
 
 

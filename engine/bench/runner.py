@@ -518,7 +518,7 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
 
 def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None) -> None:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
-    category, and for memlens bench updates per half ("dev", "heldout") and per half and scenario
+    category, and for memlens bench updates per part ("dev", "heldout", "blind") and per part and scenario
     kind ("heldout:plan")."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
 

@@ -1200,6 +1200,28 @@ TAKE_BACK_REACH = 2  # a take-back withdraws the speaker's statement at most thi
 
 
 PLAN_PREDICATES = frozenset({"plans_to"})
+# The slot a plan would change, read from its verb (the guesses change_frames makes for the past
+# forms: "moved to Munich" files lives_in, "joined Acme" works_at): "move to Munich" would replace
+# where the speaker lives, so "Actually we're staying in Berlin" takes it back; "I'm still at
+# Acme" does not.
+_PLAN_VERB_SLOT = {"move": "lives_in", "moving": "lives_in", "relocate": "lives_in", "relocating": "lives_in",
+                   "live": "lives_in", "join": "works_at", "joining": "works_at", "work": "works_at",
+                   "leave": "works_at", "leaving": "works_at", "quit": "works_at", "study": "studies_at"}
+
+
+def _slot_words(predicate_key: str) -> str:
+    """A predicate's own words ("lives_in" -> "lives in"): a take-back may name the slot."""
+    return predicate_key.replace("_", " ")
+
+
+def _take_back_sentence(text: str, clause: str) -> str:
+    """The sentence of `text` that holds the take-back `clause` ("Actually we're staying in
+    Berlin, the transfer was cancelled."): what the take-back names is read there, not in the
+    rest of the turn."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+        if clause.strip() and clause.strip() in sentence:
+            return sentence
+    return clause
 
 
 def taken_back_earlier(chunks: list[SourceChunk], facts_of: Callable[[str], list[Fact]], *,
@@ -1207,10 +1229,12 @@ def taken_back_earlier(chunks: list[SourceChunk], facts_of: Callable[[str], list
     """The facts of an earlier conversation that a take-back in `chunks` withdraws ("We're moving
     to Munich for Jonas's job!", a month later "Actually we're staying in Berlin, the transfer was
     cancelled"): of the speaker's current facts from before the take-back that a change filed
-    (it superseded another) or that state a plan, the latest whose value, evidence or replaced
-    value the take-back names; or, for a plan, the latest when the take-back names a value the
-    speaker still holds (Berlin: the plan would have replaced it). (fact to withdraw, the fact it
-    superseded or None, the take-back clause) each; `facts_of(subject key)`: their current and
+    (it superseded another) or that state a plan, the latest that the take-back's sentence names:
+    its value, the value it replaced, or its slot (the predicate's words); for a plan also a value
+    the speaker still holds in the slot the plan would change (_PLAN_VERB_SLOT: Berlin, where the
+    speaker lives, for "move to Munich"). A take-back that names none of them ("Actually, never
+    mind", "Actually I'm staying at Acme" for a move) withdraws nothing. (fact to withdraw, the fact
+    it superseded or None, the take-back clause) each; `facts_of(subject key)`: their current and
     superseded facts. A take-back that withdrew a statement of this window (taken_back: `given`,
     the chunks that gave candidates) reaches no further."""
     out: list[tuple[Fact, Fact | None, str]] = []
@@ -1234,12 +1258,16 @@ def taken_back_earlier(chunks: list[SourceChunk], facts_of: Callable[[str], list
         replaced = {f.id: by_id.get(f.supersedes_fact_id) if f.supersedes_fact_id else None for f in facts}
         changes = sorted((f for f in facts if f.supersedes_fact_id or f.predicate_key in PLAN_PREDICATES),
                          key=lambda f: (f.valid_from or "", f.id), reverse=True)
-        held = " ".join(f.object for f in facts if f not in changes)
+        said = _take_back_sentence(chunk.text, clause)
         for f in changes:
             was = replaced[f.id]
-            named = f"{f.object} {f.evidence or ''} {was.object if was else ''}"
-            if takes_back_change(chunk.text, named) or (
-                    f.predicate_key in PLAN_PREDICATES and takes_back_change(chunk.text, held)):
+            named = f"{f.object} {was.object if was else ''}"
+            if f.predicate_key not in PLAN_PREDICATES:
+                named += " " + _slot_words(f.predicate_key)
+            else:
+                slot = _PLAN_VERB_SLOT.get((f.object.split() or [""])[0].casefold())
+                named += " " + " ".join(h.object for h in facts if slot and h.predicate_key == slot)
+            if takes_back_change(said, named):
                 out.append((f, was, clause))
                 taken.add(f.id)
                 break

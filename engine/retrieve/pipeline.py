@@ -1152,11 +1152,15 @@ class Recall:
         A statement counts when engine.statements.slot_claims reads a claim of it: asserted, the
         speaker's own (or the asked person's), not a plan, wish, hedge, stay that ends, retraction
         or addition; a turn that answers the other speaker's question ("Where are you working at
-        the moment?" -> "Lloyds Pharmacy in Harrogate") is read with that question. Its claim is
-        the clause most like the question (names masked), at least recipe.slot_answer_similarity.
+        the moment?" -> "Lloyds Pharmacy in Harrogate") is read with that question; a statement's
+        facts count among its claims ("The user works as a barista" for "I'm a barista at Blue
+        Bottle"). Its claim is the clause most like the question (names masked), at least
+        recipe.slot_answer_similarity; a reply whose question is at least
+        recipe.slot_question_similarity like the one asked is in its slot, its claim its first.
         Two claims share a slot when they share a content word beside their values (stemmed, one
         typing slip forgiven: "my phone is an iPhone 12" / "my phne is a pixel 8"), or both share
-        one with the question, or their vectors are at least recipe.slot_similarity apart; their
+        one with the question, or one is a reply in the question's slot and the other answers the
+        question, or their vectors are at least recipe.slot_similarity apart; their
         values differ when each holds a content word the other and the question do not. Only turns
         of the top k move, and only along one chain: recall@k never changes."""
         from ..statements import SLOT_FUNCTION, asked, asks_about_asides, one_slip_apart, slot_claims
@@ -1203,6 +1207,8 @@ class Recall:
 
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
+        answered: dict[int, str] = {}  # a reply -> the other speaker's question it answers
+        facts_of = _facts_by_chunk(trace)
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
                                          speaker_named=speaker_of(c), said_on=c.meta["source_time"]) for c in pool}
         # a turn with no claim of its own may answer the other speaker's question: only those look back
@@ -1221,16 +1227,30 @@ class Recall:
             if claims:
                 said[c.memory_id] = claims
                 texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
+                if context is not None:
+                    answered[c.memory_id] = context
+                else:
+                    # a statement's facts say its claims again in the slot's own words ("I'm a
+                    # barista at Blue Bottle" -> "The user works as a barista"): judged by the
+                    # fact's sentence, its terms those of its predicate and object (not its subject)
+                    for f in facts_of.get(c.meta.get("chunk_id"), []):
+                        if f.meta.get("text") and f.meta.get("predicate") and f.meta.get("object"):
+                            said[c.memory_id].append(f"{f.meta['predicate'].replace('_', ' ')} {f.meta['object']}")
+                            texts[c.memory_id].append(f.meta["text"])
         if len(texts) < 2:
             return
         masked = _mask_people(trace.query, question.people)
         qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
         vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
+        # a reply to a question like the one asked is in its slot, and its answer is its first claim
+        # ("What do you do these days?" -> "Product design at Figma, mostly the mobile app")
+        asked_vecs = CLAUSE_VECTORS.get(self.embedder, list(answered.values()), "query") if answered else {}
+        in_slot = {mid for mid, q in answered.items() if float(np.dot(asked_vecs[q], qv)) >= r.slot_question_similarity}
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
         claim_terms: dict[int, set[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
         for mid, ts in texts.items():
-            at = max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
-            if float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
+            at = 0 if mid in in_slot else max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
+            if mid in in_slot or float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
                 claim[mid] = (said[mid][at], vecs[ts[at]])
                 claim_terms[mid] = terms(said[mid][at])
         q_terms = terms(masked)
@@ -1253,6 +1273,9 @@ class Recall:
                 return "they share a word beside their values"
             if ta & q_terms and tb & q_terms:
                 return "both name what the question names"
+            if (a.memory_id in in_slot) != (b.memory_id in in_slot):
+                reply = a if a.memory_id in in_slot else b
+                return f"one answers a question like this one ('{answered[reply.memory_id]}'), the other answers this one"
             if float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
                 return "their vectors are close"
             return None
@@ -1260,7 +1283,7 @@ class Recall:
         eligible = [c for c in pool if c.memory_id in claim]
         if len(eligible) < 2:
             return
-        group = partial(_answer_group, facts_of=_facts_by_chunk(trace))
+        group = partial(_answer_group, facts_of=facts_of)
 
         def lift(m: CandidateTrace, above: float) -> None:
             if m.score <= above:

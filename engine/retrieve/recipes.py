@@ -73,6 +73,10 @@ class Recipe:
     # claims without a shared word are in one slot when their vectors are at least this close
     slot_answer_similarity: float = 0.25
     slot_similarity: float = 0.4
+    # ... and a reply is in the question's slot when the other speaker's question it answers is
+    # at least this close to the question asked (question to question: "What do you do these
+    # days?" for "What is my job?")
+    slot_question_similarity: float = 0.4
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
     trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
     # the LLM stages run only when cheap retrieval is weak

@@ -211,3 +211,21 @@ def test_every_question_weighs_the_same_whichever_file_it_is_in():
     w[fts] = 1.0
     k1 = fit.offline_metric(compiled, w, k=1)
     assert k1 == pytest.approx(0.2) and fit.offline_metric(compiled, -w, k=1) == pytest.approx(0.8)
+
+
+def test_misses_say_why_each_gold_turn_is_outside_the_top_k_and_the_headroom_of_reordering(engine):
+    from engine.bench import misses
+
+    out = misses.run_misses(engine, DATA / "bench_locomo_tiny.json", k=1, embedder="hashing")
+    bench = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", k_values=[1], embedder="hashing")
+    ours = out["ours"]
+    # with N = k the "perfect order" of the first N turns is the ranking itself: the benchmark's figure
+    assert ours["headroom"][1] == pytest.approx(bench["scores"]["memlens"]["metrics"]["turn_evidence_recall@1"])
+    assert sum(ours["why"].values()) == ours["missed"] > 0  # every miss has one reason
+    ranked = sum(n for w, n in ours["why"].items() if w.startswith("ranked"))
+    assert sum(ours["session"].values()) == ranked
+    values = list(ours["headroom"].values())
+    assert values == sorted(values) and values[-1] <= 1.0 and list(ours["headroom"]) == [1, 10, 15, 20, 30, 50]
+    assert misses.markdown(out).startswith("# Why gold turns miss the top 1: bench_locomo_tiny.json")
+    with pytest.raises(BadInput, match="unknown feature"):
+        misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", off=["nope"])

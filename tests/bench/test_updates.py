@@ -27,7 +27,7 @@ def test_the_bundled_dataset_covers_what_it_must_in_both_halves(bundled):
     assert {s.domain for s in bundled.scenarios} == ISSUE_DOMAINS
     for split in ds.UPDATE_SPLITS:
         half = [s for s in bundled.scenarios if s.split == split]
-        # every kind of the issue in each half; "additive" was written later, for dev only
+        # every kind of the issue in each part; "additive" came after the held-out half (dev and blind have it)
         assert {s.kind for s in half} >= set(ds.UPDATE_KINDS) - {"additive"}, split
         assert {s.steps for s in half if s.is_change} == {2, 3}, split
     for s in bundled.scenarios:

@@ -403,6 +403,42 @@ def test_a_later_take_back_of_something_else_withdraws_nothing(tmp_path, embedde
         assert any("York" in f.object for f in engine.store.current_facts(S))
 
 
+@pytest.mark.parametrize("first, change, back", [
+    # names nothing of the change: "decided" is only in the change's own turn
+    ("We live in Berlin, in a flat in Kreuzberg.", "Big news, we've decided: we're moving to Munich!",
+     "Actually, we decided against it."),
+    # names a value the speaker holds, but of another slot than the plan's (where they work)
+    ("I work at Acme and we live in Berlin.", "We're moving to Munich in the spring!",
+     "Actually I'm still at Acme, the reorg was cancelled."),
+    # names a word of the change's turn that is not its value, what it replaced, or its slot
+    ("I live in Leeds.", "I moved to York last week, the garden is huge!",
+     "Actually we're not doing the garden party after all."),
+])
+def test_a_later_take_back_must_name_the_change_its_value_or_its_slot(tmp_path, embedder, first, change, back):
+    """heuristic.taken_back_earlier withdraws a plan or change only when the take-back's sentence
+    names it: its value, what it replaced, its slot, or (a plan) a held value of the slot it
+    would change."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", [first, "Great."]), ("2023-04-10T19:00:00Z", [change, "Congrats!"]),
+                      ("2023-05-15T19:00:00Z", [back, "Ok."])])
+        assert not [f for f in engine.store.facts(S) if f.rule == "taken_back_later"]
+
+
+@pytest.mark.parametrize("change, back, withdrawn", [
+    ("I moved to York last week!", "Never mind York, the landlord pulled out. Anyway, how are you?", "York"),  # its value
+    # a plan, taken back by naming the value it would have replaced in its slot (where they live)
+    ("We are relocating to Oslo in June!", "Actually we decided to stay in Leeds. The kids are happy.", "Oslo"),
+])
+def test_a_later_take_back_that_names_the_change_or_its_slots_value_withdraws_it(tmp_path, embedder, change, back,
+                                                                                 withdrawn):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-09T12:00:00Z", ["We live in Leeds.", "Great."]),
+                      ("2023-04-10T19:00:00Z", [change, "Congrats!"]), ("2023-05-15T19:00:00Z", [back, "Ok."])])
+        gone = [f for f in engine.store.facts(S) if f.rule == "taken_back_later" and f.status == "retracted"]
+        assert gone and all(withdrawn in f.object for f in gone)
+        assert any("Leeds" in f.object for f in engine.store.current_facts(S))
+
+
 def test_a_take_back_reaches_only_its_own_speakers_last_statement(tmp_path, embedder):
     from engine.extract import heuristic
     from engine.extract.model import SourceChunk
@@ -455,3 +491,71 @@ def test_same_slot_is_shipped_on_and_switches_off_by_name(tmp_path, embedder, mo
         monkeypatch.setattr(pipeline, "NOT_SHIPPED", ("same_slot",))
         held = eng.recall("What do I edit videos in?", scope=S, off=("same_slot",))
         assert held.trace.params["not_shipped"] == ["same_slot"] and "off" not in held.trace.params
+
+
+@pytest.mark.parametrize("first, later, q", [
+    ("We're with EDF for gas and electric, the app is clunky.", "Octopus is the energy supplier we pay now.",
+     "Which energy supplier are we with?"),
+    ("I keep all my notes in Evernote.", "Obsidian is the notes app I use for everything.", "Which notes app do I use?"),
+])
+def test_a_later_name_identified_as_the_speakers_thing_leads(tmp_path, embedder, first, later, q):
+    """"Octopus is the energy supplier we pay now" names the speaker's supplier, not a person whose
+    matter it is: it leads the earlier statement instead of going below it as someone else's."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-01-10T10:00:00Z", [first, "Noted."]), ("2023-09-10T10:00:00Z", [later, "Good to know."])])
+        res = engine.recall(q, scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+        assert not res.trace.params.get("asides")
+
+
+def _asked_then_replied(first: str, opener: str, question: str, reply: str) -> list[tuple[str, list[str]]]:
+    return [("2022-03-01T09:00:00Z", [first, "Noted."]), ("2023-04-02T19:00:00Z", [opener, question, reply, "Great."])]
+
+
+@pytest.mark.parametrize("first, opener, question, reply, q, claim", [
+    ("I'm a chef at a bistro in Leith.", "Help me write a bio?", "Sure. What's your line of work these days?",
+     "Accountancy at a small firm in Perth, mainly tax returns.", "What do I do for work?",
+     "Accountancy at a small firm in Perth"),
+    ("I'm a nurse at St Mary's in Paddington.", "Could you look over my CV?",
+     "Of course. What do you do for a living now?", "Software testing at Monzo, mostly the payments team.",
+     "What is my job?", "Software testing at Monzo"),
+    ("We live in a semi in Didsbury.", "Can you help me with a change of address letter?",
+     "Sure. Where are you based these days?", "A flat in Glasgow's West End, top floor.", "Where do I live?",
+     "A flat in Glasgow's West End"),
+])
+def test_a_reply_to_a_question_like_the_one_asked_is_in_its_slot(tmp_path, embedder, first, opener, question, reply,
+                                                                  q, claim):
+    """same_slot: the other speaker's question a reply answers supplies its slot (question to
+    question, by vector), and the reply's answer is its first claim; the earlier statement, read
+    beside its facts, goes below it as history."""
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, _asked_then_replied(first, opener, question, reply))
+        res = engine.recall(q, scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:2") == "s2:2"
+        marks = [(int(m), mark) for m, mark in (res.trace.params.get("outdated") or {}).items()
+                 if mark["rule"] == "same_slot"]
+        assert any(engine.store.message_ids(S, [m])[m] == ["s1:0"] for m, _ in marks)
+        assert all(f"'{claim}' after" in mark["reason"] and "a question like this one" in mark["reason"]
+                   for _, mark in marks)
+
+
+def test_a_reply_to_another_question_is_not_in_the_asked_slot(tmp_path, embedder):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, _asked_then_replied("I'm a barista at a cafe in Brighton.", "Any tips for my commute?",
+                                         "Sure. How do you get around these days?",
+                                         "Cycling mostly, the train is too pricey."))
+        res = engine.recall("What is my job?", scope=S)
+        assert not res.trace.params.get("outdated")
+
+
+@pytest.mark.parametrize("first, later, q", [
+    ("We keep two chickens, Hetty and Mabel.", "The family across the road got a kitten and it naps under our hedge.",
+     "What pet do we have?"),
+    ("I drive an old Volvo estate.", "My brother bought a new car and leaves it on our drive.", "What car do I have?"),
+])
+def test_someone_elses_thing_at_the_speakers_place_goes_below_the_speakers_own(tmp_path, embedder, first, later, q):
+    with MemoryEngine(tmp_path / "m.db", embedder=embedder, llm=False, background_reembed=False) as engine:
+        chat(engine, [("2023-05-05T17:00:00Z", [first, "Nice."]), ("2023-11-05T17:00:00Z", [later, "Ha."])])
+        res = engine.recall(q, scope=S)
+        assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+        assert any("someone else's matter" in a["reason"] for a in res.trace.params["asides"].values())

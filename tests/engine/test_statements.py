@@ -297,3 +297,74 @@ def test_a_frame_governs_the_rest_of_its_sentence():
     assert slot_claims("I live in Leeds, near the park.", q, said_on="2024-01-01")[0]
     assert not slot_claims("The plan is simple: we live in Lisbon with my mum.", q, said_on="2024-01-01")[0]
     assert not slot_claims("Dream scenario, honestly: I live in Lisbon by the sea.", q, said_on="2024-01-01")[0]
+
+
+@pytest.mark.parametrize("text, question, head", [
+    ("Octopus is the energy company we're with now.", "Which energy company are we with?", "company"),
+    ("Revolut's my main bank these days.", "Which bank do I use?", "bank"),
+    ("Tidal is the music app I pay for.", "What music app do I pay for?", "app"),
+    ("Hetzner is where we host, and Fastly is our CDN.", "What is our CDN?", "cdn"),  # the second clause
+])
+def test_a_name_identified_as_the_speakers_thing_is_that_thing_not_a_person(text, question, head):
+    """"NAME is the/my N" with the speaker in the clause: the name is the value of N, not someone
+    whose matter it is (a person's turn is an aside for a question about the speaker)."""
+    c = next(c for c in clauses(text) if c.key == head)
+    assert c.subject == "thing" and head in c.nouns
+    assert stance_for(text, asked(question))[0] in ("state", "change")  # "now": a change too
+    claims, why = slot_claims(text, asked(question))
+    assert claims and not why
+
+
+@pytest.mark.parametrize("text, key", [
+    ("Priya is my sister, she lives in Leeds.", "priya"),  # a person's noun: still a person
+    ("Rex is our dog.", "rex"),
+    ("Tom is an engineer at Arup.", "tom"),  # not the speaker's: a person
+    ("Ella's first term at Brookfield went well.", "ella"),
+])
+def test_a_name_with_a_persons_noun_or_not_the_speakers_stays_a_person(text, key):
+    c = clauses(text)[0]
+    assert (c.subject, c.key) == ("person", key)
+
+
+@pytest.mark.parametrize("text, question", [
+    ("The family across the road got a kitten and it naps under our hedge.", "What pet do we have?"),
+    ("My brother bought a new car and leaves it on our drive.", "What car do I have?"),
+    ("My neighbour got a Tesla and parks it outside our house every night.", "What car do I drive?"),
+])
+def test_the_speaker_as_a_place_ties_nothing_of_someone_elses_to_them(text, question):
+    """Someone else's clause names the speaker only as a place ("under our hedge", "on our drive"):
+    their matter, an aside, not a statement of the speaker's state."""
+    assert stance_for(text, asked(question))[0] == "aside"
+    assert not claims_for(text, asked(question))
+
+
+@pytest.mark.parametrize("text, question", [
+    ("Spotify is my go-to for podcasts.", "What do I listen to podcasts on?"),
+    ("Dr Okoro is my GP now.", "Who is my GP?"),
+    ("You can reach me on 07700 900123.", "What is my phone number?"),
+])
+def test_a_clause_that_ties_someone_or_something_to_the_speaker_is_their_state(text, question):
+    assert claims_for(text, asked(question))
+
+
+@pytest.mark.parametrize("question, text, claim", [
+    ("What is my diet?", "I eat eggs again, vegetarian is simpler when I'm travelling for conferences.", "I eat eggs again"),
+    ("Which bank do we use?", "We bank with Starling, the Barclays card is only handy when travelling abroad.",
+     "We bank with Starling"),
+    ("What exercise do I do?", "I run three mornings a week, the hotel gym is fine when I'm on a work trip.",
+     "I run three mornings a week"),
+])
+def test_a_stay_that_qualifies_its_own_later_clause_leaves_the_claim_before_it(question, text, claim):
+    """"when travelling" is a frame of the clause it sits in (with a verb of its own, after an
+    asserted clause that is no stay), not of the statement before it."""
+    assert slot_claims(text, asked(question)) == ([claim], "")
+
+
+@pytest.mark.parametrize("question, text", [
+    ("What car do I drive?", "I've got a Kia now, it's a hire car while mine is fixed."),  # points back
+    ("What laptop do I use?", "I use a Chromebook, just for now."),  # a bare bound
+    ("Where do I live?", "Housesitting in Bristol for a fortnight, the cat is lovely."),  # an opening stay
+])
+def test_a_stay_that_bounds_the_statement_still_makes_it_no_value(question, text):
+    claims, why = slot_claims(text, asked(question))
+    assert not claims and why.startswith("a stay or stand-in that ends")

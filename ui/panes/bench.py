@@ -62,7 +62,7 @@ from ui.widgets.tables import row_table
 # Current truth (engine/bench/update_metrics.py): drawn per half of memlens bench updates, or overall.
 TRUTH_METRICS = ("current_first@1", "current_top@1", "keep_first@1", "history@3", "false_supersession",
                  "ku_latest_first", "ku_previous_first")
-TRUTH_GROUPS = (("dev", "#2563eb"), ("heldout", "#d97706"))
+TRUTH_GROUPS = (("dev", "#2563eb"), ("heldout", "#d97706"), ("blind", "#059669"))
 TRUTH_KEYS = frozenset((*TRUTH_METRICS, "keep_top@1"))  # every current-truth key a summary may hold
 REFRESH_COALESCE_MS = 2000
 SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
@@ -571,7 +571,7 @@ class BenchPane(PaneBase):
         self._draw_truth(run)
 
     def _draw_truth(self, run: dict[str, Any]) -> None:
-        """Bars of the current-truth metrics: one per half (dev, heldout) when the run has halves."""
+        """Bars of the current-truth metrics: one per part (dev, heldout, blind) when the run has them."""
         metrics, cats = run.get("metrics") or {}, run.get("by_category") or {}
         names = [m for m in TRUTH_METRICS if metrics.get(m) is not None]
         self.truth_legend.clear()
