@@ -37,6 +37,7 @@ from .schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 _BEST_PRACTICE_APPLIED = False
 _APPLY_LOCK = threading.Lock()
 BUSY_TIMEOUT_MS = 5000  # other processes (an agent over MCP, a CLI ingest) write too
+OPEN_RETRY_S = 0.02  # between attempts to open a connection SQLite answered busy without waiting
 OPTIMIZE_EVERY_S = 3600.0  # a long-lived connection refreshes planner statistics this often
 
 
@@ -175,9 +176,7 @@ class Database:
                 apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
             )
             try:
-                conn = apsw.Connection(str(self.path), flags=flags)
-            except apsw.BusyError:
-                raise DatabaseBusy(busy_message(self.path)) from None
+                conn = self._open(flags)
             except apsw.Error as exc:
                 raise NotAMemlensDatabase(f"{self.path}: cannot open ({exc})") from None
             conn.set_busy_timeout(BUSY_TIMEOUT_MS)
@@ -185,6 +184,20 @@ class Database:
             with self._all_lock:
                 self._all.append(conn)
         return conn
+
+    def _open(self, flags: int) -> apsw.Connection:
+        """A connection, its best-practice hooks run (WAL among them). Where waiting could deadlock,
+        SQLite answers busy at once instead of calling the busy handler: two processes switching one
+        new file to WAL together both hold a shared lock and want the exclusive one. Opening is
+        retried until the busy timeout, as a wait on the lock would have been."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                return apsw.Connection(str(self.path), flags=flags)
+            except apsw.BusyError:
+                if time.monotonic() >= deadline:
+                    raise DatabaseBusy(busy_message(self.path)) from None
+                time.sleep(OPEN_RETRY_S)
 
     @contextlib.contextmanager
     def write(self, *, durable: bool = True) -> Iterator[apsw.Connection]:

@@ -81,6 +81,34 @@ def test_processes_creating_the_same_file_at_once_all_open_it(tmp_path):
         assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, results)] == [(0, "ok")] * 4, results
 
 
+def _busy_at_open(monkeypatch, times: int) -> list[int]:
+    """apsw.Connection answers busy at once `times` times, as SQLite does where a wait could deadlock
+    (two processes switching one new file to WAL together), then opens for real."""
+    real, calls = db_module.apsw.Connection, []
+
+    def connection(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= times:
+            raise db_module.apsw.BusyError("database is locked")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(db_module.apsw, "Connection", connection)
+    return calls
+
+
+def test_an_open_answered_busy_at_once_is_retried_until_the_busy_timeout(tmp_path, monkeypatch):
+    calls = _busy_at_open(monkeypatch, 3)
+    d = Database(tmp_path / "new.db")
+    assert d.integrity_check() == "ok" and len(calls) == 4
+    d.close()
+
+
+def test_an_open_still_busy_after_the_busy_timeout_is_database_busy(tmp_path, monkeypatch, short_busy_timeout):
+    _busy_at_open(monkeypatch, 10**6)
+    with pytest.raises(DatabaseBusy, match="busy"):
+        Database(tmp_path / "new.db")
+
+
 def test_a_recall_answers_when_its_trace_cannot_be_stored(memdb, short_busy_timeout):
     with MemoryEngine(memdb, embedder=HashingEmbedder(), llm=None, create=False) as engine:
         with hold_write_lock(memdb):
