@@ -366,6 +366,19 @@ def test_pure_helpers(qtmodeltester):
     assert np.isclose(float(m.index(0, 4).data()), 0.25)
 
 
+def test_the_blind_part_is_drawn_beside_the_halves_with_its_legend_in_one_row(panes, seeded):
+    b, _ = panes
+    truth = {"current_first@1": 0.9, "false_supersession": 0.0}
+    run = store_run(seeded.engine, recipe="offline", metrics={"turn_recall_any@5": 1.0, **truth},
+                    by_category={"dev": truth, "heldout": truth, "blind": {**truth, "current_first@1": 0.7}}, items=[])
+    b.refresh()
+    b.select_run(run)
+    assert list(b.truth_bars["blind"].opts["height"]) == [0.7, 0.0]
+    assert [label.text for _, label in b.truth_legend.items] == ["dev", "heldout", "blind"]
+    assert b.truth_legend.columnCount == 3
+    assert "by part" in b.truth_plot.getPlotItem().titleLabel.text
+
+
 def test_current_truth_is_drawn_per_half(panes, seeded):
     b, _ = panes
     truth = {"current_first@1": 0.9, "history@3": 1.0, "false_supersession": 0.0}
@@ -378,6 +391,7 @@ def test_current_truth_is_drawn_per_half(panes, seeded):
     assert list(b.truth_bars["dev"].opts["height"]) == [0.9, 1.0, 0.0]
     assert list(b.truth_bars["heldout"].opts["height"]) == [0.8, 1.0, 0.0]
     assert [t.toPlainText() for t in b._truth_labels] == ["0.90", "1.00", "0.00", "0.80", "1.00", "0.00"]
+    assert b.truth_legend.columnCount == 2
     # the category bars list only categories that have the chosen metric
     axis = b.category_plot.getPlotItem().getAxis("bottom")
     assert [name for _, name in axis._tickLevels[0]] == ["dev:\ncurrent"]

@@ -586,6 +586,7 @@ class BenchPane(PaneBase):
         halves = [(g, c) for g, c in TRUTH_GROUPS if g in cats]
         groups = halves or [("all", "#2563eb")]
         width = 0.8 / len(groups)
+        self.truth_legend.setColumnCount(len(groups))  # one row: three parts stacked did not fit the plot's height
         for j, (group, _color) in enumerate(groups):
             source = cats[group] if halves else metrics
             x = np.arange(len(names), dtype=float) - 0.4 + width * (j + 0.5)
@@ -601,7 +602,7 @@ class BenchPane(PaneBase):
                 self._truth_labels.append(label)
         axis = self.truth_plot.getPlotItem().getAxis("bottom")
         axis.setTicks([list(enumerate(names)), []])
-        self.truth_plot.setTitle("current truth" + (" by half: tuned on dev, held out" if halves else ""))
+        self.truth_plot.setTitle("current truth" + (" by part: tuned on dev only" if halves else ""))
         self.truth_plot.setYRange(0, 1.05, padding=0)
         self.truth_plot.setXRange(-0.6, len(names) + 0.3, padding=0)  # room on the right for the legend
         self.truth_plot.show()
