@@ -1218,9 +1218,9 @@ def _take_back_sentence(text: str, clause: str) -> str:
     """The sentence of `text` that holds the take-back `clause` ("Actually we're staying in
     Berlin, the transfer was cancelled."): what the take-back names is read there, not in the
     rest of the turn."""
-    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
-        if clause.strip() and clause.strip() in sentence:
-            return sentence
+    for start, end in _sentences(text, 0):  # the extractor's own sentence split (abbreviations kept whole)
+        if clause.strip() and clause.strip() in text[start:end]:
+            return text[start:end]
     return clause
 
 
