@@ -31,15 +31,12 @@ from ..files import private_dir, write_private
 from . import datasets as ds
 from .metrics import LEVELS
 from .runner import (
-    BENCH_SCOPE,
     DEFAULT_KS,
-    _cached_embedder,
-    _containers,
-    _embedder,
-    _execute,
-    _git_commit,
+    container_engine,
+    containers_for,
+    execute,
+    git_commit,
     limit_questions,
-    open_container,
     question_metrics,
     truth_metrics,
     tuned_on,
@@ -47,7 +44,6 @@ from .runner import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from ..memory import MemoryEngine
 
@@ -66,17 +62,9 @@ def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Answer a container's questions under every variant in spec["variants"] ({name: off}).
     Runs in a worker process. One item per question: {"question_id", "category", "fold",
     "excluded", "gold", "variants": {name: metrics}}."""
-    from ..memory import MemoryEngine
-    from ..scope import Scope
-
-    scope = Scope.default(*BENCH_SCOPE)
-    open_container(spec)
-    emb = _embedder(spec["embedder"])
     questions = spec["questions"]
     out: list[dict[str, Any]] = []
-    with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
-        texts = [q["question"] for q in questions]
-        vectors: np.ndarray | list[Any] = _cached_embedder(spec).embed(texts, kind="query") if questions else []
+    with container_engine(spec, questions) as (engine, scope, vectors):
         for q, qvec in zip(questions, vectors):
             item = {"container": spec["container"], "question_id": q["question_id"], "category": q["category"],
                     "fold": q["fold"], "excluded": q["excluded"], "gold": q["gold"], "variants": {}}
@@ -242,7 +230,7 @@ def run_pooled_ablation(engine: MemoryEngine, data_paths: list[str], *, features
     pooled.update({"dataset": "pooled", "data_path": " + ".join(str(r.path) for r in runs),
                    "files_pooled": [rep["data_path"] for rep in reports], "recipe": recipe,
                    "extract": " / ".join(sorted({r.extract for r in runs})), "embedder": runs[0].emb_name,
-                   "fold_kind": "file and its own fold", "git_commit": _git_commit(),
+                   "fold_kind": "file and its own fold", "git_commit": git_commit(),
                    "seconds": round(time.perf_counter() - t0, 1),
                    "not_measured": [f for f in runs[0].all_features if f not in chosen], "by_file": reports})
     return pooled
@@ -273,7 +261,7 @@ class _Ablation:
         self.extract = extract or ds.default_extract(self.loaded.name)
         self.recipe = recipe
         self.emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
-        self.specs = limit_questions(_containers(self.loaded, raw), limit)
+        self.specs = limit_questions(containers_for(self.loaded, raw), limit)
         cache = cache_dir_for(engine.path)
         work = Path(str(engine.path) + ".bench") / "ablate"
         variants = {BASELINE: list(self.base_recipe.off)} | {f: sorted({*self.base_recipe.off, f})
@@ -301,7 +289,7 @@ class _Ablation:
         report["cross_validated"].pop("values", None)
         report.update({"dataset": self.loaded.name, "data_path": str(self.path), "sha256": self.loaded.sha256,
                        "recipe": self.recipe, "extract": self.extract, "embedder": self.emb_name,
-                       "fold_kind": self.folds, "git_commit": _git_commit(),
+                       "fold_kind": self.folds, "git_commit": git_commit(),
                        "not_measured": [f for f in self.all_features if f not in self.chosen]})
         if seconds is not None:
             report["seconds"] = round(seconds, 1)
@@ -312,7 +300,7 @@ def _run(specs: list[dict[str, Any]], workers: int, should_stop: ShouldStop | No
          progress: Callable[[float, str], None] | None, what: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     total = max(1, len(specs))
-    for i, chunk in enumerate(_execute(specs, workers, None, should_stop, fn=ablate_container)):
+    for i, chunk in enumerate(execute(specs, workers, None, should_stop, fn=ablate_container)):
         items.extend(chunk)
         if progress is not None:
             progress((i + 1) / total, f"{what}: {i + 1}/{total} containers")

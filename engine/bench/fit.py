@@ -40,15 +40,12 @@ from ..retrieve.recipes import FITTED, Recipe, overrides_for, recipe_weights
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, DEFAULT_METRIC, ShouldStop, _fold_of
 from .runner import (
-    BENCH_SCOPE,
     DEFAULT_KS,
-    _cached_embedder,
-    _containers,
-    _embedder,
-    _execute,
-    _git_commit,
+    container_engine,
+    containers_for,
+    execute,
+    git_commit,
     limit_questions,
-    open_container,
     question_metrics,
     tuned_on,
 )
@@ -63,17 +60,10 @@ FROM_ZERO = (0.05, 0.1, 0.2, 0.4)  # values tried for a weight at zero
 def fit_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Answer a container's questions with spec["overrides"]; per question its metrics and, for
     every scored candidate, (x: fitted features, offset: the rest of its score, message ids)."""
-    from ..memory import MemoryEngine
-    from ..scope import Scope
-
-    scope = Scope.default(*BENCH_SCOPE)
-    open_container(spec)
-    emb = _embedder(spec["embedder"])
     names = [n for n, _ in FITTED]
     out: list[dict[str, Any]] = []
-    with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
-        qs = spec["questions"]
-        vectors: np.ndarray | list[Any] = _cached_embedder(spec).embed([q["question"] for q in qs], kind="query") if qs else []
+    qs = spec["questions"]
+    with container_engine(spec, qs) as (engine, scope, vectors):
         for q, qvec in zip(qs, vectors):
             res = engine.recall(q["question"], scope=scope, k=max(DEFAULT_KS), recipe=spec["recipe"], origin="bench",
                                 now=q["now"], persist=False, query_vector=qvec, **spec["overrides"])
@@ -162,7 +152,7 @@ def _specs(paths: list[Path], folds: str | None, recipe: str, emb_name: str, ext
                            "the updates benchmark measures current truth (see bench ablate)")
         kind = folds or DEFAULT_FOLDS.get(loaded.name, "type")
         metric_of[str(path)] = DEFAULT_METRIC.get(loaded.name, "turn_evidence_recall@10")
-        file_specs = limit_questions(_containers(loaded, raw), limit)
+        file_specs = limit_questions(containers_for(loaded, raw), limit)
         for s in file_specs:
             for q in s["questions"]:
                 q["fold"] = f"{path.stem}:{_fold_of(loaded.name, kind, s['container'], q['category'])}"
@@ -178,7 +168,7 @@ def _answer(specs: list[dict[str, Any]], weights: dict[str, float], recipe_obj: 
         s["overrides"] = overrides_for(weights, recipe_obj)
         s["current"] = weights
     items: list[dict[str, Any]] = []
-    for chunk in _execute(specs, workers, None, should_stop, fn=fit_container):
+    for chunk in execute(specs, workers, None, should_stop, fn=fit_container):
         items.extend(chunk)
     return items
 
@@ -235,7 +225,7 @@ def run_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str = "offli
     report: dict[str, Any] = {
         "files": [{"path": f, "metric": metric_of[f]} for f in files], "recipe": recipe, "embedder": emb_name,
         "extract": extract, "hand": hand, "fitted": weights, "dev_hand": before, "dev_fitted": history[-1]["dev"],
-        "rounds": history, "git_commit": _git_commit()}
+        "rounds": history, "git_commit": git_commit()}
     if cross_validate:
         report["cross_validated"] = _cross_validate(base_items, specs, files, metric_of, hand, recipe_obj, workers,
                                                     should_stop, rounds, note)

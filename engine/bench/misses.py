@@ -28,19 +28,15 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadInput
 from . import datasets as ds
 from .runner import (
-    BENCH_SCOPE,
-    _cached_embedder,
-    _containers,
-    _embedder,
-    _execute,
-    _git_commit,
+    container_engine,
+    containers_for,
+    execute,
+    git_commit,
     limit_questions,
-    open_container,
     turn_ranking,
 )
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from ..memory import MemoryEngine
 
@@ -52,16 +48,10 @@ KEPT_DROPS = ("below_cut", "budget")  # ranked, only past k or the context budge
 def misses_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """One item per question with gold turns: its category, gold count, first turns of the
     ranking, and one record per missed gold turn (worker process)."""
-    from ..memory import MemoryEngine
-    from ..scope import Scope
-
-    scope = Scope.default(*BENCH_SCOPE)
-    open_container(spec)
     k = spec["k"]
     out: list[dict[str, Any]] = []
     qs = [q for q in spec["questions"] if (q["gold"].get("turn") or [])]
-    with MemoryEngine(spec["db"], embedder=_embedder(spec["embedder"]), llm=False, background_reembed=False) as engine:
-        vectors: np.ndarray | list[Any] = _cached_embedder(spec).embed([q["question"] for q in qs], kind="query") if qs else []
+    with container_engine(spec, qs) as (engine, scope, vectors):
         for q, qvec in zip(qs, vectors):
             res = engine.recall(q["question"], scope=scope, k=k, recipe=spec["recipe"], origin="bench", now=q["now"],
                                 as_of=q.get("as_of"), persist=False, query_vector=qvec, off=tuple(spec["off"]),
@@ -153,15 +143,15 @@ def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recip
     loaded, raw = ds.read_dataset(path)
     emb = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     work = Path(str(engine.path) + ".bench") / "misses"
-    specs = limit_questions(_containers(loaded, raw), limit)
+    specs = limit_questions(containers_for(loaded, raw), limit)
     for i, s in enumerate(specs):
         s.update({"db": str(work / f"c{i}.db"), "k": k, "recipe": recipe, "embedder": emb,
                   "extract": extract or ds.default_extract(loaded.name), "cache": str(cache_dir_for(engine.path)),
                   "off": list(off or ()), "on": list(on or ())})
     t0 = time.perf_counter()
-    items = [it for chunk in _execute(specs, workers, None, None, fn=misses_container) for it in chunk]
+    items = [it for chunk in execute(specs, workers, None, None, fn=misses_container) for it in chunk]
     return {"data": str(path), "dataset": loaded.name, "recipe": recipe, "k": k, "off": list(off or ()),
-            "on": list(on or ()), "git_commit": _git_commit(), "seconds": round(time.perf_counter() - t0, 1),
+            "on": list(on or ()), "git_commit": git_commit(), "seconds": round(time.perf_counter() - t0, 1),
             **summarise(items, k)}
 
 

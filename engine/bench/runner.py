@@ -19,6 +19,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -34,6 +35,8 @@ from .scoring import describe as describe_scoring
 from .update_metrics import KU_METRICS, UPDATE_METRICS, evidence_order, score_update_question, summarise_extra
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..embed.base import Embedder
     from ..embed.cache import CachedEmbedder
     from ..llm import LLMClient
@@ -47,7 +50,7 @@ DEFAULT_KS = (1, 3, 5, 10)
 BENCH_SCOPE = ("bench", "bench")
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
@@ -142,7 +145,7 @@ CONTAINERS: dict[str, Callable[[Any, Any], list[dict[str, Any]]]] = {
 }
 
 
-def _containers(dataset: ds.Dataset, raw: Any) -> list[dict[str, Any]]:
+def containers_for(dataset: ds.Dataset, raw: Any) -> list[dict[str, Any]]:
     """One spec per container of a loaded dataset (CONTAINERS by its name)."""
     return CONTAINERS[dataset.name](dataset, raw)
 
@@ -236,6 +239,23 @@ def open_container(spec: dict[str, Any]) -> Opened:
             containers.discard(building)
     containers.private_copy(hit, db)
     return Opened(reused, vectors)
+
+
+@contextmanager
+def container_engine(spec: dict[str, Any], questions: Sequence[Mapping[str, Any]]
+                     ) -> Iterator[tuple[MemoryEngine, Scope, np.ndarray | list[Any]]]:
+    """A worker's side of one container for the harnesses that recall many variants (ablate,
+    fit, misses): the container opened, an offline engine over it and the questions' vectors.
+    The engine embeds through the run's vector cache as run_container's does, so the clause
+    vectors recall computes are the ones a `bench` run of the same file reads."""
+    from ..memory import MemoryEngine
+    from ..scope import Scope
+
+    open_container(spec)
+    emb = _cached_embedder(spec)
+    with MemoryEngine(spec["db"], embedder=emb, llm=False, background_reembed=False) as engine:
+        vectors: np.ndarray | list[Any] = emb.embed([q["question"] for q in questions], kind="query") if questions else []
+        yield engine, Scope.default(*BENCH_SCOPE), vectors
 
 
 def turn_ranking(engine: MemoryEngine, scope: Scope, order: list[int]) -> list[str]:
@@ -393,7 +413,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
-    specs = _containers(loaded, raw)
+    specs = containers_for(loaded, raw)
     scoring = describe_scoring(dataset)
     specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
@@ -440,7 +460,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
         run_id = bench_sql.create_run(
             store, dataset=dataset, data_path=str(path), sha256=loaded.sha256,
             split=path.stem if path.is_file() else path.name, recipe=recipe, k_values=ks, embedder=emb_name,
-            models=models, prompt_hashes=prompt_hashes, git_commit=_git_commit(), config=config, started_at=now_iso())
+            models=models, prompt_hashes=prompt_hashes, git_commit=git_commit(), config=config, started_at=now_iso())
     run_dir = Path(str(engine.path) + ".bench") / f"run-{run_id}"
     private_dir(run_dir)  # containers hold the benchmark conversations: 0700, each .db 0600
     cache = containers.cache_dir_for(engine.path)
@@ -459,7 +479,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     embed_ms: list[float] = []
     cpu_ms: list[float] = []  # the recalls' CPU time, of the questions answered in this process's run
     try:
-        for i, items in enumerate(_execute(specs, workers, executor, should_stop)):
+        for i, items in enumerate(execute(specs, workers, executor, should_stop)):
             if items:
                 built["reused" if items[0].get("reused") else "built"] += 1
                 for key, n in (items[0].get("vectors") or {}).items():
@@ -552,8 +572,8 @@ def tuned_on(item: dict[str, Any]) -> bool:
     return not _excluded(item) or item.get("category") == "adversarial"
 
 
-def _execute(specs: list[dict[str, Any]], workers: int, executor: str | None, should_stop: ShouldStop | None,
-             fn: Callable[[dict[str, Any]], Any] = run_container) -> Iterator[Any]:
+def execute(specs: list[dict[str, Any]], workers: int, executor: str | None, should_stop: ShouldStop | None,
+            fn: Callable[[dict[str, Any]], Any] = run_container) -> Iterator[Any]:
     """Run `fn` (a module-level function, so worker processes can import it) on every spec,
     yielding each result as it completes."""
     if executor and executor.startswith("dask://"):

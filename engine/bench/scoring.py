@@ -41,7 +41,7 @@ from typing import Any
 
 from .metrics import LEVELS, dedupe, mean, metric_key, project, score_ranking, summarise
 
-Question = Mapping[str, Any]  # a container question spec (runner._containers) or a stored item
+Question = Mapping[str, Any]  # a container question spec (runner.containers_for) or a stored item
 Scores = dict[str, float]
 
 
