@@ -219,7 +219,8 @@ _VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
 
 def _exact_u8s8() -> bool:
     """Are onnxruntime's u8s8 products exact on this CPU (x86 with VNNI, which accumulates them in
-    32 bits)? Read from Linux's /proc/cpuinfo; False wherever it cannot be told, which keeps the
+    32 bits)? Read from Linux's /proc/cpuinfo; elsewhere from numpy's own CPU feature probe, which
+    knows AVX512-VNNI (not AVX-VNNI) on every OS; False wherever it cannot be told, which keeps the
     exact u8u8 path (the option has no effect off x86)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -228,7 +229,17 @@ def _exact_u8s8() -> bool:
                     return bool(_VNNI_FLAGS & set(line.partition(":")[2].split()))
     except OSError:
         pass
-    return False
+    return _numpy_knows_vnni()
+
+
+def _numpy_knows_vnni() -> bool:
+    import importlib
+
+    try:  # numpy's dispatch table of the running CPU's features; not a public name, so guarded
+        features = getattr(importlib.import_module("numpy._core._multiarray_umath"), "__cpu_features__", {})
+    except ImportError:
+        return False
+    return bool(features.get("AVX512VNNI"))
 
 
 # A call with this few texts runs on the calling thread: recall embeds two or three clauses at a

@@ -345,5 +345,18 @@ def test_vnni_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
     assert local._exact_u8s8() is True
     cpuinfo("processor\t: 0\nflags\t\t: fpu avx_vnni\n")
     assert local._exact_u8s8() is True
+    # No /proc/cpuinfo (macOS, Windows): numpy's probe of the CPU answers
     monkeypatch.setattr(builtins, "open", lambda *a, **k: (_ for _ in ()).throw(OSError("no such file")))
+    monkeypatch.setattr(local, "_numpy_knows_vnni", lambda: False)
     assert local._exact_u8s8() is False
+    monkeypatch.setattr(local, "_numpy_knows_vnni", lambda: True)
+    assert local._exact_u8s8() is True
+
+
+@pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="needs Linux's CPU flags to compare with")
+def test_numpys_vnni_probe_agrees_with_the_cpu_flags():
+    import engine.embed.local as local
+
+    flags = next((line.partition(":")[2].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("flags")), [])
+    assert local._numpy_knows_vnni() is ("avx512_vnni" in flags)
