@@ -141,8 +141,7 @@ class RecallReads:
         return {int(doc): int(n) for doc, n in self.conn.execute(
             "SELECT s.document_id, count(DISTINCT s.memory_id) FROM"
             " (SELECT rowid AS id FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?) h"
-            # CROSS JOIN keeps the matches outermost: each looked up by key, no index built on them
-            " CROSS JOIN memories m ON m.id = h.id AND m.kind = 'episode' CROSS JOIN memory_sources s ON s.memory_id = m.id"
+            " JOIN memories m ON m.id = h.id AND m.kind = 'episode' JOIN memory_sources s ON s.memory_id = m.id"
             f" WHERE {scope_where('m')} GROUP BY s.document_id", (match, limit, *scope.as_params()))}
 
     def document_turn_counts(self, scope: Scope, document_ids: list[int]) -> dict[int, int]:
