@@ -56,14 +56,6 @@ _F = [
     Feature("neighbour", "channel", "turns next to a strong hit join as its context"),
     Feature("answer_turn", "channel", "the turn right after a hit that asks something is its answer"),
     Feature("baseline", "channel", "the most important memories, a weak floor for every question"),
-    Feature("prf_terms", "channel", "pseudo-relevance feedback (Okapi / RM3): the words the first pass's best turns "
-            "share and the rest of the store seldom says (Robertson's offer weight; the question's own words and "
-            "people's names aside), searched as a second BM25 round"),
-    Feature("prf_vector", "channel", "pseudo-relevance feedback (Rocchio): the question's embedding moved towards the "
-            "mean of the first pass's best turns, searched as a second nearest-neighbour round"),
-    Feature("session_evidence", "prior", "a session (document) scored as a whole, BM25 over sessions (a session's "
-            "frequency of a word: how many of its turns say it): its turns share it, so a session whose turns say the "
-            "question's words between them is reached when no single turn is strong"),
     Feature("session_context", "prior", "a memory shares its document's best direct score, scaled by how little of "
             "the candidates the document holds"),
     # priors and ranking rules

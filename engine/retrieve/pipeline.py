@@ -30,7 +30,7 @@ from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
 from . import timeframe
 from .intent import read_intent, speaker_matches
-from .query import STOP_WORDS, content_terms, match_expression
+from .query import content_terms, match_expression
 from .recipes import NOT_SHIPPED, Recipe
 from .trace import CandidateTrace, DropReason, Trace
 
@@ -305,9 +305,6 @@ class Recall:
 
         self._candidates(trace, query_vector, extra_terms=[])
         self._filters(trace, as_of)
-        if (r.on("prf_terms") and r.weights.get("prf_fts", 0) > 0) or (
-                r.on("prf_vector") and r.weights.get("prf_vector", 0) > 0):
-            self._feedback(trace, query_vector, as_of)
         self._score(trace, as_of)
         if self._weak(trace) and self.llm is not None and r.planner:
             self._plan(trace, query, query_vector, as_of)
@@ -563,7 +560,6 @@ class Recall:
                     session[doc] = max(session.get(doc, 0.0), base.get(c.memory_id, 0.0))
                     held[doc] = held.get(doc, 0) + 1
             session = {doc: best * (1.0 - held[doc] / len(alive)) for doc, best in session.items()}
-        whole = self._session_evidence(trace, alive, base) if r.on("session_evidence") else {}
         frame = intent.frame
         said: dict[int, list[dict[str, Any]]] = {}  # chunk id -> the times its text names
         event_matches: dict[str, str] = {}  # memory id -> the time it named that the question's window holds
@@ -597,8 +593,6 @@ class Recall:
             prior("recency", r.recency_weight, fresh)
             if session:  # a fact shares the context of the document its evidence is in
                 prior("session", r.session_weight, session.get(m.get("document_id"), 0.0), "session_context")
-            if whole:
-                prior("session_evidence", r.session_evidence_weight, whole.get(m.get("document_id"), 0.0))
             prior("usage", r.usage_weight, min(1.0, math.log1p(m["access_count"]) / math.log(10)))
             prior("trust", 1.0, -r.trust_penalty.get(m["trust"], 0.0))
             prior("fact", r.fact_bonus, 1.0 if m.get("fact_id") is not None else 0.0, "fact_bonus")
@@ -639,132 +633,6 @@ class Recall:
             self._dedupe(trace)
         trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
 
-    def _session_evidence(self, trace: Trace, alive: list[CandidateTrace], base: dict[int, float]) -> dict[Any, float]:
-        """Each session (document) scored as a whole: BM25 over sessions, a session's frequency of a
-        query word being how many of its turns say it and its length its number of turns (k1 1.2,
-        b 0.75, the usual constants), over the question's FTS words; over the best session's score.
-        A session whose turns say the question's words between them is evidence for each of its
-        turns, which session_context (the document's single best turn) does not see: Callan's
-        passage-and-document combination. The best sessions are in the trace."""
-        r = self.recipe
-        terms = trace.params.get("fts_terms") or []
-        if r.session_evidence_weight <= 0 or not terms:
-            return {}
-        limit = max(FTS_COMMON_DF, int(FTS_COMMON_SHARE * self.store.memory_count_estimate()))
-        tf: dict[str, dict[int, int]] = {t: self.store.fts_document_turns(self.scope, match_expression([t]), limit)
-                                         for t in terms}
-        docs = sorted({d for per in tf.values() for d in per})
-        n_docs = self.store.document_count(self.scope)
-        if len(docs) < 2 or n_docs < 2:
-            return {}
-        length = self.store.document_turn_counts(self.scope, docs)
-        avg = sum(length.values()) / max(1, len(length)) or 1.0
-        k1, b = 1.2, 0.75
-        score: dict[int, float] = {}
-        for per in tf.values():
-            if not per:
-                continue
-            idf = math.log(1.0 + (n_docs - len(per) + 0.5) / (len(per) + 0.5))
-            for d, f in per.items():
-                norm = k1 * (1.0 - b + b * length.get(d, avg) / avg)
-                score[d] = score.get(d, 0.0) + idf * f * (k1 + 1.0) / (f + norm)
-        top = max(score.values(), default=0.0)
-        if top <= 0:
-            return {}
-        out: dict[Any, float] = {d: v / top for d, v in score.items()}
-        best = sorted(out.items(), key=lambda kv: -kv[1])[:3]
-        trace.params["session_evidence"] = {str(d): round(v, 4) for d, v in best}
-        return out
-
-    # pseudo-relevance feedback ------------------------------------------------------------------
-    def _feedback(self, trace: Trace, qvec: np.ndarray, as_of: str | None) -> None:
-        """A second round over the question expanded by what the first pass's best turns share
-        (features prf_terms: RM3's expansion words, searched by BM25; prf_vector: Rocchio's moved
-        query vector). Each round is its own channel, fused beside the original ones; the words
-        and the seeds are in the trace (params "prf")."""
-        r = self.recipe
-        t0 = time.perf_counter()
-        before = len(trace.candidates)
-        alive = trace.alive()
-        base = self._fuse(alive, exclude=("relation", "neighbour"))
-        seeds = sorted((c for c in alive if c.meta.get("kind") == "episode" and base[c.memory_id] > 0),
-                       key=lambda c: -base[c.memory_id])[: r.prf_docs]
-        if len(seeds) < 2:
-            return
-        info: dict[str, Any] = {"seeds": [c.memory_id for c in seeds]}
-        counts: dict[str, int] = {}
-        added: list[int] = []
-        if r.on("prf_terms") and r.weights.get("prf_fts", 0) > 0:
-            weighted = self._expansion_terms(trace, seeds, base)
-            info["terms"] = [[t, round(w, 4)] for t, w in weighted]
-            chosen = self._fts_terms([t for t, _ in weighted])
-            channel = "prf_fts"
-            match = match_expression(chosen)
-            hits = self.store.fts_memories(self.scope, match, limit=r.prf_k) if match else []
-            for rank, (mid, bm25) in enumerate(hits, start=1):
-                if mid not in trace.candidates:
-                    added.append(mid)
-                trace.candidate(mid).channels.setdefault(channel, {"rank": rank, "score": round(-float(bm25), 6)})
-            counts[channel] = len(hits)
-        if r.on("prf_vector") and r.weights.get("prf_vector", 0) > 0 and self.vectors is not None:
-            vecs = self.vectors.vectors_of([c.memory_id for c in seeds])
-            if vecs:
-                centroid = np.mean(np.stack(list(vecs.values())), axis=0)
-                moved = np.asarray(qvec, dtype=np.float32) + r.rocchio_beta * centroid.astype(np.float32)
-                norm = float(np.linalg.norm(moved))
-                if norm > 0:
-                    ids, scores = self.vectors.search((moved / norm).astype(np.float32), r.prf_k)
-                    vchannel = "prf_vector"
-                    for rank, (mid, s) in enumerate(zip(ids.tolist(), scores.tolist()), start=1):
-                        if mid not in trace.candidates:
-                            added.append(mid)
-                        trace.candidate(mid).channels.setdefault(vchannel, {"rank": rank, "score": round(float(s), 6)})
-                    counts[vchannel] = len(ids)
-        trace.params["prf"] = info
-        if added:
-            self._load_meta(trace)
-            self._filters(trace, as_of, [trace.candidates[m] for m in dict.fromkeys(added)])
-        trace.stage("feedback", before, len(trace.candidates), _ms(t0), channels=counts)
-
-    def _expansion_terms(self, trace: Trace, seeds: list[CandidateTrace], base: dict[int, float]
-                         ) -> list[tuple[str, float]]:
-        """The expansion words, chosen as Okapi's relevance feedback chooses them: by Robertson's
-        offer weight, r x RSJ(w), where r of the R seed turns hold the word, n of the N memories
-        do, and RSJ = log((r + 0.5)(N - n - R + r + 0.5) / ((n - r + 0.5)(R - r + 0.5))): a word
-        the seeds share and the rest of the store seldom says ("library", "shelf" for a question
-        about books), not chat's common words ("awesome", "great"), which a seed-frequency weight
-        (RM3's) ranked first on chat turns. Words fewer than `prf_min_docs` seeds hold, the
-        question's own words, stop-words, numbers and capitalised words (people's and places'
-        names, which the speaker prior already reads) are left out."""
-        r = self.recipe
-        asked = {term for _surface, term in self.store.fts_tokens(trace.query)}
-        held: Counter[str] = Counter()
-        surface_of: dict[str, str] = {}
-        for c in seeds:
-            words: set[str] = set()
-            for surface, term in self.store.fts_tokens(_body(c.meta.get("text") or "", c.meta.get("speaker"))):
-                word = surface.casefold()
-                if (len(word) < 3 or word in STOP_WORDS or term in asked or not surface[0].isalpha()
-                        or surface[0].isupper()):
-                    continue
-                words.add(term)
-                surface_of.setdefault(term, word)
-            held.update(words)
-        kept = [t for t, n in held.items() if n >= r.prf_min_docs]
-        if not kept:
-            return []
-        words_of = [surface_of[t] for t in kept]
-        df = self.store.fts_term_frequencies(words_of)
-        big_n = max(1, self.store.memory_count_estimate())
-        big_r = len(seeds)
-        scored = []
-        for t, w in zip(kept, words_of):
-            rr, n = held[t], max(held[t], df.get(w, 0))
-            rsj = math.log((rr + 0.5) * max(0.5, big_n - n - big_r + rr + 0.5) / ((n - rr + 0.5) * (big_r - rr + 0.5)))
-            if rsj > 0:
-                scored.append((w, rr * rsj))
-        return sorted(scored, key=lambda ws: -ws[1])[: r.prf_terms]
-
     def _fuse(self, cands: list[CandidateTrace], *, exclude: tuple[str, ...], record: bool = False
               ) -> dict[int, float]:
         """Weighted (or RRF) fusion of the channels; `record`: keep each channel's normalised
@@ -783,9 +651,9 @@ class Recall:
                     if ch in c.channels:
                         out[c.memory_id] += r.weights[ch] * (r.rrf_k + 1) / (r.rrf_k + float(c.channels[ch]["rank"]))
                 continue
-            if ch in ("vector", "fts", "prf_vector", "prf_fts"):
+            if ch in ("vector", "fts"):
                 norm = _minmax(present)
-                if ch in ("vector", "prf_vector"):  # keep absolute meaning: a weak best match is not a 1.0
+                if ch == "vector":  # keep absolute meaning: a weak best match is not a 1.0
                     top = max(present.values())
                     norm = {k: v * max(0.0, top) for k, v in norm.items()}
             elif ch == "entity":

@@ -25,24 +25,10 @@ class Recipe:
     # session context: a memory gains this times its document's best direct score, scaled by the
     # share of the candidates the document does not hold (one long conversation tells nothing)
     session_weight: float = 0.3
-    # pseudo-relevance feedback (features prf_terms, prf_vector), constants as the IR literature sets
-    # them, not tuned here: the first pass's 10 best turns as the feedback set, its 10 best words by
-    # Robertson's offer weight (a word at least two of them share; the FTS round takes the 8 rarest);
-    # Rocchio with alpha 1, beta 0.75. Each expanded round is its own channel of up to prf_k hits
-    # (weights "prf_fts", "prf_vector": half the original's, RM3's interpolation)
-    prf_docs: int = 10
-    prf_terms: int = 10
-    prf_min_docs: int = 2
-    prf_k: int = 50
-    rocchio_beta: float = 0.75
-    # session evidence: a session's BM25 as a whole (engine/retrieve/pipeline.py _session_evidence),
-    # over the best session's; its turns gain this times it
-    session_evidence_weight: float = 0.2
     # fusion: "weighted" (convex sum of per-channel min-max normalised scores) or "rrf"
     fusion: str = "weighted"
     weights: dict[str, float] = field(default_factory=lambda: {
-        "vector": 0.5, "fts": 0.5, "entity": 0.15, "relation": 0.3, "neighbour": 0.5, "baseline": 0.05,
-        "prf_fts": 0.25, "prf_vector": 0.25})
+        "vector": 0.5, "fts": 0.5, "entity": 0.15, "relation": 0.3, "neighbour": 0.5, "baseline": 0.05})
     rrf_k: int = 60
     # priors, added to the fused score
     confidence_weight: float = 0.05
@@ -154,13 +140,12 @@ def _fitted(recipe: Recipe) -> Recipe:
     return replace(recipe, **overrides_for(weights, recipe))
 
 
-# Features built but not shipped on: a recipe or `--on NAME` switches them on. Pseudo-relevance
-# feedback and session evidence (issue 16) wait for their held-out figures.
+# Features built but not shipped on: a recipe or `--on NAME` switches them on. None at present.
 # same_slot (issue 15) was here until its reading of what is a plain assertion (statements.not_plain)
 # held on data it was not tuned on: on the update scenarios' held-out half it now supersedes
 # nothing that stays (false supersessions 0, current-first@1 as without it), and on dev it orders the
 # changes said with no change word (0.907 -> 0.970).
-NOT_SHIPPED: tuple[str, ...] = ("prf_terms", "prf_vector", "session_evidence")
+NOT_SHIPPED: tuple[str, ...] = ()
 
 RECIPES: dict[str, Recipe] = {
     "default": _fitted(Recipe("default", off=NOT_SHIPPED)),

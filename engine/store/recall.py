@@ -135,31 +135,6 @@ class RecallReads:
                 out.setdefault(row.pop("chunk_id"), []).append(row)
         return out
 
-    def fts_document_turns(self, scope: Scope, match: str, limit: int) -> dict[int, int]:
-        """document -> how many of its turns (episodes) match the FTS expression, over the first
-        `limit` matches: a term's frequency in a session taken as a whole (session_evidence)."""
-        return {int(doc): int(n) for doc, n in self.conn.execute(
-            "SELECT s.document_id, count(DISTINCT s.memory_id) FROM"
-            " (SELECT rowid AS id FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?) h"
-            " JOIN memories m ON m.id = h.id AND m.kind = 'episode' JOIN memory_sources s ON s.memory_id = m.id"
-            f" WHERE {scope_where('m')} GROUP BY s.document_id", (match, limit, *scope.as_params()))}
-
-    def document_turn_counts(self, scope: Scope, document_ids: list[int]) -> dict[int, int]:
-        """document -> its number of turns (episodes)."""
-        out: dict[int, int] = {}
-        for part in _chunks(document_ids):
-            marks = ",".join("?" * len(part))
-            out.update({int(doc): int(n) for doc, n in self.conn.execute(
-                "SELECT s.document_id, count(DISTINCT s.memory_id) FROM memory_sources s"
-                " JOIN memories m ON m.id = s.memory_id AND m.kind = 'episode'"
-                f" WHERE s.document_id IN ({marks}) AND {scope_where('s')} GROUP BY s.document_id",
-                (*part, *scope.as_params()))})
-        return out
-
-    def document_count(self, scope: Scope) -> int:
-        row = self.conn.execute(f"SELECT count(*) FROM documents WHERE {scope_where()}", scope.as_params()).fetchone()
-        return int(row[0] or 0)
-
     def memory_count_estimate(self) -> int:
         row = self.conn.execute("SELECT max(id) FROM memories").fetchone()
         return int(row[0] or 0)
