@@ -139,7 +139,9 @@ def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recip
         raise BadInput(f"{path}: no such dataset file")
     if k < 1:
         raise BadInput("--k must be at least 1")
-    get_recipe(recipe, off=tuple(off or ()), on=tuple(on or ()))  # unknown names fail here, before any work
+    # `off` adds to the recipe's own list (recall's `off` replaces it: passed alone, it switched on
+    # every feature the recipe leaves off, recipes.NOT_SHIPPED included); unknown names fail here
+    switched = list(get_recipe(recipe, off=sorted({*get_recipe(recipe).off, *(off or ())}), on=tuple(on or ())).off)
     loaded, raw = ds.read_dataset(path)
     emb = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     work = Path(str(engine.path) + ".bench") / "misses"
@@ -147,7 +149,7 @@ def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recip
     for i, s in enumerate(specs):
         s.update({"db": str(work / f"c{i}.db"), "k": k, "recipe": recipe, "embedder": emb,
                   "extract": extract or ds.default_extract(loaded.name), "cache": str(cache_dir_for(engine.path)),
-                  "off": list(off or ()), "on": list(on or ())})
+                  "off": switched, "on": list(on or ())})
     t0 = time.perf_counter()
     items = [it for chunk in execute(specs, workers, None, None, fn=misses_container) for it in chunk]
     return {"data": str(path), "dataset": loaded.name, "recipe": recipe, "k": k, "off": list(off or ()),

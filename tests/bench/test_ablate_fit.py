@@ -229,3 +229,26 @@ def test_misses_say_why_each_gold_turn_is_outside_the_top_k_and_the_headroom_of_
     assert misses.markdown(out).startswith("# Why gold turns miss the top 1: bench_locomo_tiny.json")
     with pytest.raises(BadInput, match="unknown feature"):
         misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", off=["nope"])
+
+
+def test_misses_keep_off_what_the_recipe_leaves_off(engine, monkeypatch):
+    """`bench misses` once passed its own --off list alone, which replaced the recipe's: every
+    feature the recipe leaves off (recipes.NOT_SHIPPED) was on in its figures."""
+    from dataclasses import replace
+
+    from engine.bench import misses
+    from engine.retrieve import recipes
+
+    monkeypatch.setitem(recipes.RECIPES, "offline", replace(recipes.RECIPES["offline"], off=("session_context",)))
+    seen: list[list[str]] = []
+
+    def execute(specs, workers, executor, should_stop, fn):
+        seen.extend(s["off"] for s in specs)
+        return []
+
+    monkeypatch.setattr(misses, "_execute", execute)
+    misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", off=["fts"])
+    assert seen and all(set(off) == {"session_context", "fts"} for off in seen)
+    seen.clear()
+    misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", on=["session_context"])
+    assert seen and all(off == [] for off in seen)
