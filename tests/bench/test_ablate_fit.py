@@ -246,7 +246,7 @@ def test_misses_keep_off_what_the_recipe_leaves_off(engine, monkeypatch):
         seen.extend(s["off"] for s in specs)
         return []
 
-    monkeypatch.setattr(misses, "_execute", execute)
+    monkeypatch.setattr(misses, "execute", execute)
     misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", off=["fts"])
     assert seen and all(set(off) == {"session_context", "fts"} for off in seen)
     seen.clear()
