@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -255,6 +255,20 @@ def _mask_people(text: str, people: Any) -> str:
     for name in people:
         text = re.sub(rf"(?i)\b{re.escape(name)}\b(?:['’]s)?", "someone", text)
     return text
+
+
+@lru_cache(maxsize=65536)
+def _when_at(value: str) -> datetime:
+    """parse_iso, memoised: the same few thousand times are read recall after recall."""
+    return parse_iso(value)
+
+
+def _when(value: str) -> datetime | None:
+    """A candidate's time, None when it is not ISO-8601 (it then counts as no time)."""
+    try:
+        return _when_at(value)
+    except ValueError:
+        return None
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -569,60 +583,97 @@ class Recall:
                 trace.params["timeframe_fade_days"] = round(frame.fade.total_seconds() / 86400.0, 2)
         if (frame is not None and r.on("event_times")) or intent.asks_when:
             said = self.store.chunk_times(self.scope, [c.meta["chunk_id"] for c in alive if c.meta.get("chunk_id")])
+        # What every candidate's priors read, decided once a query: which priors are on, the
+        # constant ones' values, a speaker's match (a prior closure called a dozen times a
+        # candidate, and round() on every component, were a fifth of this stage: issue 21).
+        on = r.on
+        use = {name: on(name) for name in ("confidence", "importance", "recency", "usage", "trust", "fact_bonus",
+                                           "review", "pinned", "speaker", "side", "timeframe", "when_time")}
+        use_session = bool(session) and on("session_context")
+        use_when = intent.asks_when and use["when_time"]
+        read_times = frame is not None and on("event_times")
+        people, sides = intent.speakers - SIDES, intent.speakers & SIDES
+        matches: dict[str | None, tuple[bool, bool]] = {}
+        log10 = math.log(10)
+        rounded: dict[float, float] = {}  # a component's shown value (round(v, 6)), by value
         for cand in alive:
             m = cand.meta
-            comp = {"fusion": round(fused[cand.memory_id], 6)}
+            fusion = round(fused[cand.memory_id], 6)
+            comp = {"fusion": fusion}
             x = m["x"] = {}  # each prior's raw value: comp = weight x value (bench fit reads these)
-
-            def prior(name: str, weight: float, value: float, feature: str | None = None,
-                      x: dict[str, float] = x, comp: dict[str, float] = comp) -> None:
-                if r.on(feature or name):
-                    x[name] = value
-                    comp[name] = weight * value
-
-            prior("confidence", r.confidence_weight, (m.get("fact_confidence") or m["confidence"]) - 0.5)
-            prior("importance", r.importance_weight, m["importance"] - 0.5)
+            if use["confidence"]:
+                v = x["confidence"] = (m.get("fact_confidence") or m["confidence"]) - 0.5
+                comp["confidence"] = r.confidence_weight * v
+            if use["importance"]:
+                v = x["importance"] = m["importance"] - 0.5
+                comp["importance"] = r.importance_weight * v
             when = m.get("valid_from") or m.get("source_time") or m.get("created_at")
-            fresh = 0.0
-            if ref is not None and when:
-                try:
-                    age = max(0.0, (ref - parse_iso(when)).total_seconds() / 86400.0)
+            at = _when(when) if when else None
+            if use["recency"]:
+                fresh = 0.0
+                if ref is not None and at is not None:
+                    age = max(0.0, (ref - at).total_seconds() / 86400.0)
                     fresh = 0.5 ** (age / r.recency_half_life_days)
-                except ValueError:
-                    pass
-            prior("recency", r.recency_weight, fresh)
-            if session:  # a fact shares the context of the document its evidence is in
-                prior("session", r.session_weight, session.get(m.get("document_id"), 0.0), "session_context")
-            prior("usage", r.usage_weight, min(1.0, math.log1p(m["access_count"]) / math.log(10)))
-            prior("trust", 1.0, -r.trust_penalty.get(m["trust"], 0.0))
-            prior("fact", r.fact_bonus, 1.0 if m.get("fact_id") is not None else 0.0, "fact_bonus")
-            prior("review", r.review_penalty, -1.0 if m.get("status") == "needs_review" else 0.0)
-            prior("pinned", 0.05, 1.0 if m["pinned"] else 0.0)
+                x["recency"] = fresh
+                comp["recency"] = r.recency_weight * fresh
+            if use_session:  # a fact shares the context of the document its evidence is in
+                v = x["session"] = session.get(m.get("document_id"), 0.0)
+                comp["session"] = r.session_weight * v
+            if use["usage"]:
+                v = x["usage"] = min(1.0, math.log1p(m["access_count"]) / log10)
+                comp["usage"] = r.usage_weight * v
+            if use["trust"]:
+                v = x["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
+                comp["trust"] = 1.0 * v
+            if use["fact_bonus"]:
+                v = x["fact"] = 1.0 if m.get("fact_id") is not None else 0.0
+                comp["fact"] = r.fact_bonus * v
+            if use["review"]:
+                v = x["review"] = -1.0 if m.get("status") == "needs_review" else 0.0
+                comp["review"] = r.review_penalty * v
+            if use["pinned"]:
+                v = x["pinned"] = 1.0 if m["pinned"] else 0.0
+                comp["pinned"] = 0.05 * v
             who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
             # whom the question is about is read by the speaker_* features (intent.speakers): a
             # person it names, or a side it speaks as ("user" / "assistant")
-            prior("speaker", r.speaker_weight, 1.0 if speaker_matches(who, intent.speakers - SIDES) else 0.0)
-            prior("side", r.side_weight, 1.0 if speaker_matches(who, intent.speakers & SIDES) else 0.0)
+            match = matches.get(who)
+            if match is None:
+                match = matches[who] = (speaker_matches(who, people), speaker_matches(who, sides))
+            if use["speaker"]:
+                v = x["speaker"] = 1.0 if match[0] else 0.0
+                comp["speaker"] = r.speaker_weight * v
+            if use["side"]:
+                v = x["side"] = 1.0 if match[1] else 0.0
+                comp["side"] = r.side_weight * v
             near = 0.0
             if frame is not None:
-                if when:
-                    try:
-                        near = timeframe.closeness(frame, parse_iso(when))
-                    except ValueError:
-                        pass
-                for t in said.get(m.get("chunk_id", 0), ()) if r.on("event_times") else ():  # a time the turn names
-                    close = timeframe.interval_closeness(frame, parse_iso(t["window_start"]), parse_iso(t["window_end"]))
+                if at is not None:
+                    near = timeframe.closeness(frame, at)
+                for t in said.get(m.get("chunk_id", 0), ()) if read_times else ():  # a time the turn names
+                    close = timeframe.interval_closeness(frame, _when_at(t["window_start"]), _when_at(t["window_end"]))
                     if close > near:
                         near = close
                         event_matches[str(cand.memory_id)] = f"{t['text']}: {t['window_start'][:10]}"
-            prior("timeframe", r.timeframe_weight, near)
-            if intent.asks_when:
-                prior("when_time", r.when_weight, 1.0 if said.get(m.get("chunk_id", 0)) else 0.0)
+            if use["timeframe"]:
+                x["timeframe"] = near
+                comp["timeframe"] = r.timeframe_weight * near
+            if use_when:
+                v = x["when_time"] = 1.0 if said.get(m.get("chunk_id", 0)) else 0.0
+                comp["when_time"] = r.when_weight * v
             score = sum(comp.values())
             if m.get("relation") == "derives" and r.on("derived"):
                 comp["derived_factor"] = r.derived_factor
                 score = score * r.derived_factor - 1e-6
-            cand.components = {k: round(v, 6) for k, v in comp.items()}
+            shown: dict[str, float] = {}
+            for name, v in comp.items():
+                if v:  # 0.0 and -0.0 are their own rounding
+                    rv = rounded.get(v)
+                    if rv is None:
+                        rv = rounded[v] = round(v, 6)
+                    v = rv
+                shown[name] = v
+            cand.components = shown
             cand.score = score
         if event_matches:
             trace.params["event_times"] = event_matches
