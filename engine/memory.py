@@ -509,6 +509,8 @@ class MemoryEngine(InspectorReads):
                                   context_text=result.context_text, context_tokens=result.context_tokens,
                                   result_count=len(result.results))
             w.insert_trace_candidates(t.id, rows)
+            if result.parses:  # turns this recall parsed first: the next process reads them
+                w.put_memory_clauses(result.parses)
             if t.origin == "agent":
                 w.reinforce_usage([r["memory_id"] for r in result.results])
 

@@ -24,7 +24,18 @@ from ..llm import LLMClient, Recorder
 from ..memo import LRU, text_key
 from ..names import find_mentions, name_key, sentence_opener
 from ..scope import Scope
-from ..statements import asks_state
+from ..statements import (
+    PARSED_TRUST,
+    RULES_VERSION,
+    asks_state,
+    clauses,
+    decode_clauses,
+    encode_clauses,
+    parsed,
+    prime_clauses,
+    text_digest,
+    turn_body,
+)
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
@@ -61,6 +72,9 @@ class RecallResult:
     context_text: str = ""
     context_tokens: int = 0
     not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
+    # turns' clauses this recall parsed that the store did not hold: (memory id, text digest,
+    # rules version, encoded clauses), written with the trace (memory_clauses)
+    parses: list[tuple[int, bytes, str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace.id, "results": self.results,
@@ -192,12 +206,7 @@ def updated_by(trace: Trace, memory_id: int) -> dict[str, Any] | None:
             "reason": mark["reason"], "label": label}
 
 
-def _body(text: str, speaker: str | None) -> str:
-    """A turn's text without the "<speaker>: " prefix the chat importers put in front."""
-    for label in (speaker, "user", "assistant"):
-        if label and text.startswith(label + ":"):
-            return text[len(label) + 1:].lstrip()
-    return text
+_body = turn_body  # a turn's text without the "<speaker>: " prefix the chat importers put in front
 
 
 def _speaker_named(c: CandidateTrace) -> str | None:
@@ -311,6 +320,7 @@ class Recall:
             trace.params["off"] = switched
         if any(f in r.off for f in NOT_SHIPPED):  # built, left off by every shipped recipe
             trace.params["not_shipped"] = [f for f in r.off if f in NOT_SHIPPED]
+        self._unstored: list[tuple[int, str]] = []  # turns whose parse the store lacks (_stored_clauses)
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
@@ -327,6 +337,8 @@ class Recall:
         ranked, order = self._rank(trace, k)
         result = self._budget(trace, ranked, budget or r.budget_tokens)
         result.ordered_ids = order
+        result.parses = [(mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)))
+                         for mid, body in self._unstored if parsed(body)]
         return result
 
     # candidates -------------------------------------------------------------------------------
@@ -759,6 +771,7 @@ class Recall:
             return  # as of a time, validity filters already chose what held then
         marks: dict[str, dict[str, Any]] = trace.params.setdefault("outdated", {})
         turns = [c for c in trace.alive() if c.meta.get("kind") == "episode"]
+        self._stored_clauses(turns)
         claims = self.store.turn_claims(self.scope, [c.memory_id for c in turns]) if turns else {}
         replaced = {f["memory_id"] for rows in claims.values() for f in rows if f["status"] == "superseded"}
         newer = self.store.newer_versions(self.scope, sorted(replaced)) if replaced else {}
@@ -779,6 +792,26 @@ class Recall:
                              historical=historical)
         if not marks:
             del trace.params["outdated"]
+
+    def _stored_clauses(self, turns: list[CandidateTrace]) -> None:
+        """The clauses of the turns the rules below compare (the best-scored restatement_pool of
+        those with a speaker, a time and PARSED_TRUST), from the store's parses of them where this
+        process has none yet: a fresh process (every LongMemEval container's) parsed its long turns
+        again at its first recall, a quarter of that recall's CPU. A parse the store lacks is
+        recorded in self._unstored, and written with the trace once the rules have made it."""
+        pool = sorted((c for c in turns if c.meta.get("trust") in PARSED_TRUST and c.meta.get("speaker")
+                       and c.meta.get("source_time")), key=lambda c: -c.score)[: self.recipe.restatement_pool]
+        bodies = {c.memory_id: _body(c.meta["text"], c.meta["speaker"]) for c in pool}
+        wanted = [mid for mid, body in bodies.items() if not parsed(body)]
+        if not wanted:
+            return
+        stored = self.store.memory_clauses(wanted, RULES_VERSION)
+        for mid in wanted:
+            body, row = bodies[mid], stored.get(mid)
+            if row is not None and row[0] == text_digest(body):
+                prime_clauses(body, decode_clauses(row[1]))
+            else:
+                self._unstored.append((mid, body))
 
     def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
                             claims: dict[int, list[dict[str, Any]]], newer: dict[int, list[int]]) -> None:

@@ -270,6 +270,19 @@ class RecallReads:
                 out.setdefault(row.pop("turn_id"), []).append(row)
         return out
 
+    def memory_clauses(self, memory_ids: list[int], rules: str) -> dict[int, tuple[bytes, str]]:
+        """memory -> (text digest, encoded clauses) of its stored parse by these rules (the caller
+        checks the digest against the text it would parse). Memory ids come from this scope's
+        candidates; the rows hold nothing but a parse of their memory's text."""
+        out: dict[int, tuple[bytes, str]] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for mid, digest, parts in self.conn.execute(
+                    f"SELECT memory_id, text_hash, clauses FROM memory_clauses WHERE memory_id IN ({marks})"
+                    " AND rules = ?", (*part, rules)):
+                out[mid] = (digest, parts)
+        return out
+
     def newer_versions(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[int]]:
         """fact memory -> the fact memories that updated it (live 'updates' relations, newer -> older)."""
         out: dict[int, list[int]] = {}
@@ -391,6 +404,11 @@ class RecallWrites:
             "INSERT INTO trace_candidates(user_id, agent_id, scope_type, scope_id, trace_id, memory_id, channels,"
             " components, score, rank, dropped_stage, drop_reason, drop_detail, tokens)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [(*self._sp, trace_id, *r) for r in rows])
+
+    def put_memory_clauses(self, rows: list[tuple[int, bytes, str, str]]) -> None:
+        """rows: (memory id, text digest, rules version, encoded clauses); replaces a memory's parse."""
+        self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses)"
+                              " VALUES (?,?,?,?)", rows)
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         self.conn.executemany(
@@ -520,4 +538,8 @@ class BulkWrites:
                               f" WHERE {where} AND id <= {base[table]} AND {cond}", params)
             if table == "memories":
                 added = self.conn.changes()
+        # the copies' parsed clauses (memory_clauses: keyed by memory, no scope or id of its own)
+        self.conn.execute(f"INSERT INTO memory_clauses(memory_id, text_hash, rules, clauses) SELECT memory_id +"
+                          f" {off['memories']}, text_hash, rules, clauses FROM memory_clauses WHERE memory_id <="
+                          f" {base['memories']} AND memory_id IN {mems}", self._sp)
         return added
