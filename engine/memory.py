@@ -497,9 +497,10 @@ class MemoryEngine(InspectorReads):
 
     def _persist_trace(self, scope: Scope, result: RecallResult, *, keep_query: bool) -> None:
         t = result.trace
-        rows = [(c.memory_id, _trace_json(c.channels), _trace_json(c.components), c.score, c.rank,
-                 c.dropped["stage"] if c.dropped else None, c.dropped["reason"] if c.dropped else None,
-                 c.dropped["detail"] if c.dropped else None, c.tokens) for c in t.candidates.values()]
+        # every candidate in one JSON array (schema v8), in the order recall met them
+        packed = _trace_json([[c.memory_id, c.channels, c.components, c.score, c.rank,
+                               *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped
+                                 else (None, None, None)), c.tokens] for c in t.candidates.values()])
         # A trace is not worth a disk sync per recall (Database.write); an agent's recall also counts
         # the usage of what it returned, which is data: that commit is synced as any other.
         with self.store.writer(scope, durable=t.origin == "agent") as w:
@@ -507,8 +508,7 @@ class MemoryEngine(InspectorReads):
                                   recipe=t.recipe, k=t.k, as_of=t.as_of, params=t.params | {"intent": t.intent},
                                   plan=t.plan, rerank=t.rerank, stages=t.stages, timings=t.timings,
                                   context_text=result.context_text, context_tokens=result.context_tokens,
-                                  result_count=len(result.results))
-            w.insert_trace_candidates(t.id, rows)
+                                  result_count=len(result.results), candidate_rows=packed)
             if result.parses:  # turns this recall parsed first: the next process reads them
                 w.put_memory_clauses(result.parses)
             if t.origin == "agent":

@@ -15,7 +15,8 @@ from ..scope import Scope
 from .schema import FTS_TOKENIZER
 from .sql import dict_rows, scope_where
 
-_TRACE_FIELDS = tuple(f.name for f in fields(StoredTrace) if f.name != "candidates")
+# and the trace's candidates as one JSON array, where it has one (schema v8; else trace_candidates rows)
+_TRACE_FIELDS = (*(f.name for f in fields(StoredTrace) if f.name != "candidates"), "candidate_rows")
 _TRACE_COLUMNS = ", ".join(f'"{name}"' for name in _TRACE_FIELDS)
 _CANDIDATE_FIELDS = tuple(f.name for f in fields(TraceCandidate))
 _CANDIDATE_COLUMNS = ", ".join(f'"{name}"' for name in _CANDIDATE_FIELDS)
@@ -363,10 +364,16 @@ class RecallReads:
         if row is None:
             return None
         t = dict(zip(_TRACE_FIELDS, row))
+        packed = t.pop("candidate_rows")
         for key in ("params", "plan", "rerank", "stages", "timings"):
             if t.get(key):
                 t[key] = json.loads(t[key])
         candidates = []
+        if packed is not None:  # one array (schema v8): its rows numbered in the order they were written
+            sp = (t["user_id"], t["agent_id"], t["scope_type"], t["scope_id"])
+            candidates = [TraceCandidate(n, *sp, trace_id, *c) for n, c in enumerate(json.loads(packed), start=1)]
+            candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, -c.score, c.id))
+            return StoredTrace(**t, candidates=candidates)
         for c in self.conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM trace_candidates WHERE trace_id = ? ORDER BY"
                                    " rank IS NULL, rank, score DESC, id", (trace_id,)):
             cand = dict(zip(_CANDIDATE_FIELDS, c))
@@ -388,14 +395,18 @@ class RecallWrites:
     def insert_trace(self, *, origin: str, query_text: str | None, query_hash: str, recipe: str, k: int,
                      as_of: str | None, params: dict[str, Any], plan: Any, rerank: Any, stages: list[Any],
                      timings: dict[str, Any],
-                     context_text: str, context_tokens: int, result_count: int) -> int:
+                     context_text: str, context_tokens: int, result_count: int,
+                     candidate_rows: str | None = None) -> int:
+        """candidate_rows: the candidates as one JSON array (see schema v8), or None when they are
+        written as trace_candidates rows."""
         self.conn.execute(
             "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
             " recipe, k, as_of, params, plan, rerank, stages, timings, context_text, context_tokens, result_count,"
-            " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " created_at, candidate_rows) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*self._sp, origin, query_text, query_hash, recipe, k, as_of, json.dumps(params),
              json.dumps(plan) if plan is not None else None, json.dumps(rerank) if rerank is not None else None,
-             json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now))
+             json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now,
+             candidate_rows))
         return self.conn.last_insert_rowid()
 
     def insert_trace_candidates(self, trace_id: int, rows: list[tuple[Any, ...]]) -> None:

@@ -433,3 +433,29 @@ def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one
         res = eng.recall("what does my family bake with rosa", scope=ANA, now="2024-06-01T00:00:00Z")
         assert res.trace.params["entities"] == ["rosa"]
         assert reads == [2, pipeline.NAME_MENTIONS_READ]
+
+
+def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
+    """Candidates are stored as one JSON array a trace (schema v8): every field reads back, in the
+    order the trace_candidates rows gave (kept first, then by score); a trace stored as rows (before
+    v8, or by the NeoAgent import) still reads."""
+    res = engine.recall("Where does Ana live?", scope=ANA, k=2)
+    stored = engine.store.trace(ANA, res.trace.id)
+    assert len(stored.candidates) == len(res.trace.candidates) > 2
+    for c in stored.candidates:
+        live = res.trace.candidates[c.memory_id]
+        assert (c.channels, c.components, c.score, c.rank, c.tokens) == (live.channels, live.components, live.score,
+                                                                         live.rank, live.tokens)
+        assert (c.dropped_stage, c.drop_reason, c.drop_detail) == (
+            (live.dropped["stage"], live.dropped["reason"], live.dropped["detail"]) if live.dropped else (None,) * 3)
+    keys = [(c.rank is None, c.rank or 0, -c.score) for c in stored.candidates]
+    assert keys == sorted(keys)
+    # the same trace as rows, as traces before v8 were written
+    with engine.store.writer(ANA) as w:
+        engine.store.conn.execute("UPDATE retrieval_traces SET candidate_rows = NULL WHERE id = ?", (res.trace.id,))
+        w.insert_trace_candidates(res.trace.id, [
+            (c.memory_id, json.dumps(c.channels), json.dumps(c.components), c.score, c.rank, c.dropped_stage,
+             c.drop_reason, c.drop_detail, c.tokens) for c in sorted(stored.candidates, key=lambda c: c.id)])
+    as_rows = engine.store.trace(ANA, res.trace.id)
+    assert [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in as_rows.candidates] == \
+        [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in stored.candidates]
