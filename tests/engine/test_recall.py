@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import apsw
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -301,14 +302,34 @@ def test_a_trace_is_committed_without_a_sync_but_an_agents_usage_counts_are_sync
     seen = []
     real = engine.store.writer
 
-    def spy(scope, *, durable=True):
-        seen.append(durable)
-        return real(scope, durable=durable)
+    def spy(scope, *, durable=True, diagnostic=False):
+        seen.append((durable, diagnostic))
+        return real(scope, durable=durable, diagnostic=diagnostic)
 
     monkeypatch.setattr(engine.store, "writer", spy)
     engine.recall("Where does Ana live?", scope=ANA, origin="operator")
     engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # reinforces usage: data
-    assert seen == [False, True]
+    assert seen == [(False, True), (True, False)]
+
+
+def test_memory_rows_recall_read_are_reused_until_the_data_changes(engine):
+    """candidate_meta's rows survive a recall's trace commit (diagnostic), and are read again after
+    any change of the data: a write of this process, a raw write, another connection's commit."""
+    ids = [r[0] for r in engine.store.conn.execute("SELECT id FROM memories WHERE user_id = 'ana'")]
+    first = engine.store.candidate_meta(ANA, ids)
+    engine.recall("Where does Ana live?", scope=ANA, origin="operator")  # a trace commit
+    assert all(engine.store.candidate_meta(ANA, ids)[m] is first[m] for m in ids)  # the same rows, not read again
+    engine.store.conn.execute("UPDATE memories SET importance = 0.9 WHERE id = ?", (ids[0],))  # a raw write
+    assert engine.store.candidate_meta(ANA, ids)[ids[0]]["importance"] == 0.9
+    engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # usage counts: data
+    counted = engine.store.candidate_meta(ANA, ids)
+    assert max(r["access_count"] for r in counted.values()) == 1
+    other = apsw.Connection(str(engine.store.path))  # another connection (as another process would)
+    other.execute("UPDATE memories SET importance = 0.2 WHERE id = ?", (ids[0],))
+    other.close()
+    assert engine.store.candidate_meta(ANA, ids)[ids[0]]["importance"] == 0.2
+    assert engine.store.candidate_meta(BOB, ids).keys() <= {r[0] for r in engine.store.conn.execute(
+        "SELECT id FROM memories WHERE user_id = 'bob'")}  # another scope's rows are not served
 
 
 def test_the_entity_channel_matches_names_not_a_sentences_capitalised_first_word(tmp_path):
