@@ -119,9 +119,23 @@ class RecallReads:
         if not stems:
             return {}
         if at_most is not None:
-            df = {t: self.conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
-                ('"' + w.replace('"', '""') + '"', at_most + 1)).fetchone()[0] for t, w in surfaces.items()}
+            # counted once while the data is unchanged (Database.data_key): a conversation's
+            # questions ask about the same names and things, and these counts were a twentieth of
+            # a recall's CPU (LoCoMo dev)
+            local = self._meta_local
+            state = (self.db.data_key(), at_most)
+            counted: dict[str, int] | None = getattr(local, "df", None)
+            if counted is None or local.df_state != state or len(counted) > META_CACHE_ROWS:
+                counted = local.df = {}
+                local.df_state = state
+            df = {}
+            for t, w in surfaces.items():
+                n = counted.get(t)
+                if n is None:
+                    n = counted[t] = self.conn.execute(
+                        "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+                        ('"' + w.replace('"', '""') + '"', at_most + 1)).fetchone()[0]
+                df[t] = n
             return {term: min(df[s] for s in parts) for term, parts in stems.items()}
         wanted = sorted({s for parts in stems.values() for s in parts})
         marks = ",".join("?" * len(wanted))

@@ -480,3 +480,13 @@ def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
     as_rows = engine.store.trace(ANA, res.trace.id)
     assert [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in as_rows.candidates] == \
         [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in stored.candidates]
+
+
+def test_term_counts_are_counted_again_when_the_data_changes(engine):
+    """fts_term_frequencies(at_most=...) is kept while the data is unchanged (a recall's trace
+    commit changes nothing), and counts a new memory's words."""
+    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+    engine.recall("Where is the canal?", scope=ANA, origin="operator")
+    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+    say(engine, ANA, 6, "We walked along the canal again.")
+    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 2}
