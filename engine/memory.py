@@ -25,6 +25,7 @@ Call close() (or use `with`) once, when no other thread uses the engine any more
 
 from __future__ import annotations
 
+import _json
 import functools
 import json
 import os
@@ -70,8 +71,15 @@ ShouldStop = Callable[[], bool]
 
 REEMBED_BATCH = 256
 # A trace's candidate rows are plain dicts of numbers and names: json.dumps's text without its
-# cycle check and its per-call set-up (a quarter of encoding the 200-300 rows of a recall).
-_trace_json = json.JSONEncoder(check_circular=False).encode
+# cycle check and its per-call set-up (a quarter of encoding the 200-300 rows of a recall). The C
+# encoder json.JSONEncoder.encode builds for every call is built once here, with the same
+# settings (json.dumps's separators, ASCII, NaN allowed), so the text is the same.
+_encode_chunks = _json.make_encoder(None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
+                                   False, False, True)
+
+
+def _trace_json(value: Any) -> str:
+    return "".join(_encode_chunks(value, 0))
 
 
 @dataclass(slots=True)
@@ -489,18 +497,21 @@ class MemoryEngine(InspectorReads):
 
     def _persist_trace(self, scope: Scope, result: RecallResult, *, keep_query: bool) -> None:
         t = result.trace
-        rows = [(c.memory_id, _trace_json(c.channels), _trace_json(c.components), c.score, c.rank,
-                 c.dropped["stage"] if c.dropped else None, c.dropped["reason"] if c.dropped else None,
-                 c.dropped["detail"] if c.dropped else None, c.tokens) for c in t.candidates.values()]
+        # every candidate in one JSON array (schema v8), in the order recall met them
+        packed = _trace_json([[c.memory_id, c.channels, c.components, c.score, c.rank,
+                               *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped
+                                 else (None, None, None)), c.tokens] for c in t.candidates.values()])
         # A trace is not worth a disk sync per recall (Database.write); an agent's recall also counts
         # the usage of what it returned, which is data: that commit is synced as any other.
-        with self.store.writer(scope, durable=t.origin == "agent") as w:
+        # Only an agent's commit changes data (usage counts); a trace and parses are diagnostic.
+        with self.store.writer(scope, durable=t.origin == "agent", diagnostic=t.origin != "agent") as w:
             t.id = w.insert_trace(origin=t.origin, query_text=t.query if keep_query else None, query_hash=t.query_hash,
                                   recipe=t.recipe, k=t.k, as_of=t.as_of, params=t.params | {"intent": t.intent},
                                   plan=t.plan, rerank=t.rerank, stages=t.stages, timings=t.timings,
                                   context_text=result.context_text, context_tokens=result.context_tokens,
-                                  result_count=len(result.results))
-            w.insert_trace_candidates(t.id, rows)
+                                  result_count=len(result.results), candidate_rows=packed)
+            if result.parses:  # turns this recall parsed first: the next process reads them
+                w.put_memory_clauses(result.parses)
             if t.origin == "agent":
                 w.reinforce_usage([r["memory_id"] for r in result.results])
 

@@ -29,9 +29,11 @@ changes or retracts something. Whose change it is comes from its subject: see `c
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from .memo import LRU, text_key
@@ -594,8 +596,65 @@ def _clauses(text: str) -> tuple[Clause, ...]:
 
 # Recall asks for the clauses of the same best-scored turns question after question (a third of
 # the current-truth stage's CPU before this cache); bounded in entries and, by CACHED_TEXT_CHARS,
-# in the size of each.
-_cached_clauses = lru_cache(maxsize=8192)(_clauses)
+# in the size of each. prime_clauses fills it (and _LONG_CLAUSES) from parses a store kept: a
+# fresh process (a LongMemEval container answers one question) would parse its long turns again.
+_CLAUSES: LRU[str | bytes, tuple[Clause, ...]] = LRU(8192)
+
+
+def _cached_clauses(text: str) -> tuple[Clause, ...]:
+    hit = _CLAUSES.get(text)
+    if hit is None:
+        hit = _clauses(text)
+        _CLAUSES.put(text, hit)
+    return hit
+
+
+# The version of the clause rules: a stored parse made by other rules is never read. The rules
+# are this file's (every regex and word list _clauses reads is defined here).
+RULES_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+# The trust of the turns recall's current-truth stage compares (with a speaker): the ones whose
+# parse ingestion keeps.
+PARSED_TRUST = frozenset({"user", "external"})
+
+
+def turn_body(text: str, speaker: str | None) -> str:
+    """A turn's text without the "<speaker>: " prefix the chat importers put in front."""
+    for label in (speaker, "user", "assistant"):
+        if label and text.startswith(label + ":"):
+            return text[len(label) + 1:].lstrip()
+    return text
+
+
+def text_digest(text: str) -> bytes:
+    """The key a stored parse of `text` is kept under (16 bytes)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def parsed(text: str) -> bool:
+    """Are the clauses of `text` in this process's caches already (no parse, no store read needed)?"""
+    if len(text) <= CACHED_TEXT_CHARS:
+        return _CLAUSES.get(text) is not None
+    return len(text) <= LONG_TEXT_CHARS and _LONG_CLAUSES.get(text_key(text, CACHED_TEXT_CHARS)) is not None
+
+
+def encode_clauses(parts: tuple[Clause, ...] | list[Clause]) -> str:
+    """A parse as compact JSON (one array a clause), for the store."""
+    return json.dumps([[c.text, c.sentence, c.subject, c.key, c.question, c.modal, c.visit, c.retracts, c.change,
+                        list(c.nouns)] for c in parts], ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_clauses(text: str) -> tuple[Clause, ...]:
+    return tuple(Clause(t, n, s, k, q, m, v, r, ch, tuple(nouns)) for t, n, s, k, q, m, v, r, ch, nouns in json.loads(text))
+
+
+def prime_clauses(text: str, parts: tuple[Clause, ...]) -> None:
+    """Serve `parts` as the clauses of `text` (a parse stored by these rules: RULES_VERSION)."""
+    if len(text) <= CACHED_TEXT_CHARS:
+        _CLAUSES.put(text, parts)
+    elif len(text) <= LONG_TEXT_CHARS:
+        _LONG_CLAUSES.put(text_key(text, CACHED_TEXT_CHARS), parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from ..errors import Cancelled
 from ..extract.secrets import MARKER as SECRET_MARKER
 from ..names import Mention, find_mentions
 from ..scope import Scope
+from ..statements import PARSED_TRUST, RULES_VERSION, clauses, encode_clauses, text_digest, turn_body
 from ..store.store import Store, Writer
 from ..timeexpr import stored_rows
 from .model import ParsedChunk, ParsedDocument
@@ -117,6 +118,7 @@ class _NewChunk:
     mentions: list[Mention]
     speaker_entity: bool  # the speaker is a mention without a span (the text does not name them)
     times: list[tuple[Any, ...]]  # the time expressions it names, resolved against its own time (timeexpr)
+    clauses: tuple[bytes, str] | None = None  # (digest, encoded) of its parsed text (memory_clauses)
 
 
 @dataclass(slots=True)
@@ -196,10 +198,17 @@ class Ingestor:
             mentions = _first_spans(find_mentions(text, speaker=ch.speaker if speaker_span else None,
                                                   speaker_span=speaker_span))
             source_time = ch.source_time or doc.source_time
+            trust = ch.trust or doc.trust
+            parse = None
+            if ch.speaker and trust in PARSED_TRUST:
+                # what recall's current-truth stage parses of a turn (engine/retrieve/pipeline.py),
+                # parsed once here and kept beside the memory (memory_clauses)
+                body = turn_body(text, ch.speaker)
+                parse = (text_digest(body), encode_clauses(clauses(body)))
             p.new_chunks.append(_NewChunk(
-                ordinal=ordinal, text=text, content_hash=chunk_hash(doc, ch), trust=ch.trust or doc.trust,
+                ordinal=ordinal, text=text, content_hash=chunk_hash(doc, ch), trust=trust,
                 source_time=source_time, mentions=mentions, speaker_entity=bool(ch.speaker) and speaker_span is None,
-                times=stored_rows(text, source_time)))
+                times=stored_rows(text, source_time), clauses=parse))
 
     # the run ----------------------------------------------------------------------------------
     def ingest(self, docs: Iterable[ParsedDocument], *, progress: Progress | None = None,
@@ -319,6 +328,7 @@ class Ingestor:
         emb = self.embedder
         new_vectors: list[tuple[int, np.ndarray]] = []
         mentions: list[tuple[int, int, int | None, int | None, int | None]] = []
+        parses: list[tuple[int, bytes, str, str]] = []
 
         def entity(name: str, canonical: str, kind: str) -> int:
             key = (canonical, kind)
@@ -343,6 +353,8 @@ class Ingestor:
                 source_time=nc.source_time, importance=0.5, confidence=1.0, extraction_method="verbatim",
             )
             w.add_source(memory_id=mid, chunk_id=cid, document_id=doc_id, start=ch.start, end=ch.end)
+            if nc.clauses is not None:
+                parses.append((mid, nc.clauses[0], RULES_VERSION, nc.clauses[1]))
             new_vectors.append((mid, p.vectors[nc.ordinal]))
             for m in nc.mentions:
                 mentions.append((entity(m.name, m.canonical, m.kind), mid, cid, ch.start + m.start, ch.start + m.end))
@@ -354,6 +366,8 @@ class Ingestor:
                              dims=emb.dims, embed_ms=p.embed_ms)
         if mentions:
             w.add_mentions(mentions)
+        if parses:
+            w.put_memory_clauses(parses)
 
     def _finish(self, w: Writer, p: _Pending, doc_id: int, chunk_ids: dict[int, int], report: IngestReport,
                 *, retag: bool) -> None:

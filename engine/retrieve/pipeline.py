@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,18 @@ from ..llm import LLMClient, Recorder
 from ..memo import LRU, text_key
 from ..names import find_mentions, name_key, sentence_opener
 from ..scope import Scope
-from ..statements import asks_state
+from ..statements import (
+    PARSED_TRUST,
+    RULES_VERSION,
+    asks_state,
+    clauses,
+    decode_clauses,
+    encode_clauses,
+    parsed,
+    prime_clauses,
+    text_digest,
+    turn_body,
+)
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
@@ -61,6 +72,9 @@ class RecallResult:
     context_text: str = ""
     context_tokens: int = 0
     not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
+    # turns' clauses this recall parsed that the store did not hold: (memory id, text digest,
+    # rules version, encoded clauses), written with the trace (memory_clauses)
+    parses: list[tuple[int, bytes, str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace.id, "results": self.results,
@@ -192,12 +206,7 @@ def updated_by(trace: Trace, memory_id: int) -> dict[str, Any] | None:
             "reason": mark["reason"], "label": label}
 
 
-def _body(text: str, speaker: str | None) -> str:
-    """A turn's text without the "<speaker>: " prefix the chat importers put in front."""
-    for label in (speaker, "user", "assistant"):
-        if label and text.startswith(label + ":"):
-            return text[len(label) + 1:].lstrip()
-    return text
+_body = turn_body  # a turn's text without the "<speaker>: " prefix the chat importers put in front
 
 
 def _speaker_named(c: CandidateTrace) -> str | None:
@@ -257,6 +266,20 @@ def _mask_people(text: str, people: Any) -> str:
     return text
 
 
+@lru_cache(maxsize=65536)
+def _when_at(value: str) -> datetime:
+    """parse_iso, memoised: the same few thousand times are read recall after recall."""
+    return parse_iso(value)
+
+
+def _when(value: str) -> datetime | None:
+    """A candidate's time, None when it is not ISO-8601 (it then counts as no time)."""
+    try:
+        return _when_at(value)
+    except ValueError:
+        return None
+
+
 def _minmax(values: dict[int, float]) -> dict[int, float]:
     if not values:
         return {}
@@ -297,6 +320,7 @@ class Recall:
             trace.params["off"] = switched
         if any(f in r.off for f in NOT_SHIPPED):  # built, left off by every shipped recipe
             trace.params["not_shipped"] = [f for f in r.off if f in NOT_SHIPPED]
+        self._unstored: list[tuple[int, str]] = []  # turns whose parse the store lacks (_stored_clauses)
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
@@ -313,6 +337,8 @@ class Recall:
         ranked, order = self._rank(trace, k)
         result = self._budget(trace, ranked, budget or r.budget_tokens)
         result.ordered_ids = order
+        result.parses = [(mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)))
+                         for mid, body in self._unstored if parsed(body)]
         return result
 
     # candidates -------------------------------------------------------------------------------
@@ -569,60 +595,97 @@ class Recall:
                 trace.params["timeframe_fade_days"] = round(frame.fade.total_seconds() / 86400.0, 2)
         if (frame is not None and r.on("event_times")) or intent.asks_when:
             said = self.store.chunk_times(self.scope, [c.meta["chunk_id"] for c in alive if c.meta.get("chunk_id")])
+        # What every candidate's priors read, decided once a query: which priors are on, the
+        # constant ones' values, a speaker's match (a prior closure called a dozen times a
+        # candidate, and round() on every component, were a fifth of this stage: issue 21).
+        on = r.on
+        use = {name: on(name) for name in ("confidence", "importance", "recency", "usage", "trust", "fact_bonus",
+                                           "review", "pinned", "speaker", "side", "timeframe", "when_time")}
+        use_session = bool(session) and on("session_context")
+        use_when = intent.asks_when and use["when_time"]
+        read_times = frame is not None and on("event_times")
+        people, sides = intent.speakers - SIDES, intent.speakers & SIDES
+        matches: dict[str | None, tuple[bool, bool]] = {}
+        log10 = math.log(10)
+        rounded: dict[float, float] = {}  # a component's shown value (round(v, 6)), by value
         for cand in alive:
             m = cand.meta
-            comp = {"fusion": round(fused[cand.memory_id], 6)}
+            fusion = round(fused[cand.memory_id], 6)
+            comp = {"fusion": fusion}
             x = m["x"] = {}  # each prior's raw value: comp = weight x value (bench fit reads these)
-
-            def prior(name: str, weight: float, value: float, feature: str | None = None,
-                      x: dict[str, float] = x, comp: dict[str, float] = comp) -> None:
-                if r.on(feature or name):
-                    x[name] = value
-                    comp[name] = weight * value
-
-            prior("confidence", r.confidence_weight, (m.get("fact_confidence") or m["confidence"]) - 0.5)
-            prior("importance", r.importance_weight, m["importance"] - 0.5)
+            if use["confidence"]:
+                v = x["confidence"] = (m.get("fact_confidence") or m["confidence"]) - 0.5
+                comp["confidence"] = r.confidence_weight * v
+            if use["importance"]:
+                v = x["importance"] = m["importance"] - 0.5
+                comp["importance"] = r.importance_weight * v
             when = m.get("valid_from") or m.get("source_time") or m.get("created_at")
-            fresh = 0.0
-            if ref is not None and when:
-                try:
-                    age = max(0.0, (ref - parse_iso(when)).total_seconds() / 86400.0)
+            at = _when(when) if when else None
+            if use["recency"]:
+                fresh = 0.0
+                if ref is not None and at is not None:
+                    age = max(0.0, (ref - at).total_seconds() / 86400.0)
                     fresh = 0.5 ** (age / r.recency_half_life_days)
-                except ValueError:
-                    pass
-            prior("recency", r.recency_weight, fresh)
-            if session:  # a fact shares the context of the document its evidence is in
-                prior("session", r.session_weight, session.get(m.get("document_id"), 0.0), "session_context")
-            prior("usage", r.usage_weight, min(1.0, math.log1p(m["access_count"]) / math.log(10)))
-            prior("trust", 1.0, -r.trust_penalty.get(m["trust"], 0.0))
-            prior("fact", r.fact_bonus, 1.0 if m.get("fact_id") is not None else 0.0, "fact_bonus")
-            prior("review", r.review_penalty, -1.0 if m.get("status") == "needs_review" else 0.0)
-            prior("pinned", 0.05, 1.0 if m["pinned"] else 0.0)
+                x["recency"] = fresh
+                comp["recency"] = r.recency_weight * fresh
+            if use_session:  # a fact shares the context of the document its evidence is in
+                v = x["session"] = session.get(m.get("document_id"), 0.0)
+                comp["session"] = r.session_weight * v
+            if use["usage"]:
+                v = x["usage"] = min(1.0, math.log1p(m["access_count"]) / log10)
+                comp["usage"] = r.usage_weight * v
+            if use["trust"]:
+                v = x["trust"] = -r.trust_penalty.get(m["trust"], 0.0)
+                comp["trust"] = 1.0 * v
+            if use["fact_bonus"]:
+                v = x["fact"] = 1.0 if m.get("fact_id") is not None else 0.0
+                comp["fact"] = r.fact_bonus * v
+            if use["review"]:
+                v = x["review"] = -1.0 if m.get("status") == "needs_review" else 0.0
+                comp["review"] = r.review_penalty * v
+            if use["pinned"]:
+                v = x["pinned"] = 1.0 if m["pinned"] else 0.0
+                comp["pinned"] = 0.05 * v
             who = m.get("subject") if m.get("fact_id") is not None else m.get("speaker")
             # whom the question is about is read by the speaker_* features (intent.speakers): a
             # person it names, or a side it speaks as ("user" / "assistant")
-            prior("speaker", r.speaker_weight, 1.0 if speaker_matches(who, intent.speakers - SIDES) else 0.0)
-            prior("side", r.side_weight, 1.0 if speaker_matches(who, intent.speakers & SIDES) else 0.0)
+            match = matches.get(who)
+            if match is None:
+                match = matches[who] = (speaker_matches(who, people), speaker_matches(who, sides))
+            if use["speaker"]:
+                v = x["speaker"] = 1.0 if match[0] else 0.0
+                comp["speaker"] = r.speaker_weight * v
+            if use["side"]:
+                v = x["side"] = 1.0 if match[1] else 0.0
+                comp["side"] = r.side_weight * v
             near = 0.0
             if frame is not None:
-                if when:
-                    try:
-                        near = timeframe.closeness(frame, parse_iso(when))
-                    except ValueError:
-                        pass
-                for t in said.get(m.get("chunk_id", 0), ()) if r.on("event_times") else ():  # a time the turn names
-                    close = timeframe.interval_closeness(frame, parse_iso(t["window_start"]), parse_iso(t["window_end"]))
+                if at is not None:
+                    near = timeframe.closeness(frame, at)
+                for t in said.get(m.get("chunk_id", 0), ()) if read_times else ():  # a time the turn names
+                    close = timeframe.interval_closeness(frame, _when_at(t["window_start"]), _when_at(t["window_end"]))
                     if close > near:
                         near = close
                         event_matches[str(cand.memory_id)] = f"{t['text']}: {t['window_start'][:10]}"
-            prior("timeframe", r.timeframe_weight, near)
-            if intent.asks_when:
-                prior("when_time", r.when_weight, 1.0 if said.get(m.get("chunk_id", 0)) else 0.0)
+            if use["timeframe"]:
+                x["timeframe"] = near
+                comp["timeframe"] = r.timeframe_weight * near
+            if use_when:
+                v = x["when_time"] = 1.0 if said.get(m.get("chunk_id", 0)) else 0.0
+                comp["when_time"] = r.when_weight * v
             score = sum(comp.values())
             if m.get("relation") == "derives" and r.on("derived"):
                 comp["derived_factor"] = r.derived_factor
                 score = score * r.derived_factor - 1e-6
-            cand.components = {k: round(v, 6) for k, v in comp.items()}
+            shown: dict[str, float] = {}
+            for name, v in comp.items():
+                if v:  # 0.0 and -0.0 are their own rounding
+                    rv = rounded.get(v)
+                    if rv is None:
+                        rv = rounded[v] = round(v, 6)
+                    v = rv
+                shown[name] = v
+            cand.components = shown
             cand.score = score
         if event_matches:
             trace.params["event_times"] = event_matches
@@ -708,6 +771,7 @@ class Recall:
             return  # as of a time, validity filters already chose what held then
         marks: dict[str, dict[str, Any]] = trace.params.setdefault("outdated", {})
         turns = [c for c in trace.alive() if c.meta.get("kind") == "episode"]
+        self._stored_clauses(turns)
         claims = self.store.turn_claims(self.scope, [c.memory_id for c in turns]) if turns else {}
         replaced = {f["memory_id"] for rows in claims.values() for f in rows if f["status"] == "superseded"}
         newer = self.store.newer_versions(self.scope, sorted(replaced)) if replaced else {}
@@ -728,6 +792,26 @@ class Recall:
                              historical=historical)
         if not marks:
             del trace.params["outdated"]
+
+    def _stored_clauses(self, turns: list[CandidateTrace]) -> None:
+        """The clauses of the turns the rules below compare (the best-scored restatement_pool of
+        those with a speaker, a time and PARSED_TRUST), from the store's parses of them where this
+        process has none yet: a fresh process (every LongMemEval container's) parsed its long turns
+        again at its first recall, a quarter of that recall's CPU. A parse the store lacks is
+        recorded in self._unstored, and written with the trace once the rules have made it."""
+        pool = sorted((c for c in turns if c.meta.get("trust") in PARSED_TRUST and c.meta.get("speaker")
+                       and c.meta.get("source_time")), key=lambda c: -c.score)[: self.recipe.restatement_pool]
+        bodies = {c.memory_id: _body(c.meta["text"], c.meta["speaker"]) for c in pool}
+        wanted = [mid for mid, body in bodies.items() if not parsed(body)]
+        if not wanted:
+            return
+        stored = self.store.memory_clauses(wanted, RULES_VERSION)
+        for mid in wanted:
+            body, row = bodies[mid], stored.get(mid)
+            if row is not None and row[0] == text_digest(body):
+                prime_clauses(body, decode_clauses(row[1]))
+            else:
+                self._unstored.append((mid, body))
 
     def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
                             claims: dict[int, list[dict[str, Any]]], newer: dict[int, list[int]]) -> None:

@@ -200,7 +200,7 @@ class Database:
                 time.sleep(OPEN_RETRY_S)
 
     @contextlib.contextmanager
-    def write(self, *, durable: bool = True) -> Iterator[apsw.Connection]:
+    def write(self, *, durable: bool = True, diagnostic: bool = False) -> Iterator[apsw.Connection]:
         """The single writer: one transaction, serialised across the threads of this process.
 
         durable=False (a retrieval trace: a diagnostic record, written by every recall) commits
@@ -208,15 +208,23 @@ class Database:
         against a crash of memlens as any commit, and stays consistent through a power cut,
         which can lose it (and only it, or other such commits): the next durable commit syncs
         everything before it. Measured here: the sync is 3 ms typical, 30 ms at p95, more than
-        the rest of a recall."""
+        the rest of a recall.
+
+        diagnostic=True: the transaction writes only records about the data (a trace, a cache of a
+        memory's parse), never a memory, fact, source or anything recall reads as data, so
+        data_key() stays as it was (caches of memory rows survive a recall's trace commit)."""
         if self.readonly:
             raise RuntimeError("database opened read-only")
         conn = self.connection()
         with self._write_lock:
             if conn.in_transaction:  # nested: a savepoint inside the caller's transaction
+                if not diagnostic:
+                    self._local.data_written = True
                 with conn:
                     yield conn
                 return
+            self._local.data_written = not diagnostic
+            changes_before = conn.total_changes()
             sync = None
             if not durable:
                 sync = conn.pragma("synchronous")
@@ -237,6 +245,9 @@ class Database:
                     conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
+                if not self._local.data_written:  # only diagnostic rows: not a change of the data
+                    self._local.diagnostic_changes = (getattr(self._local, "diagnostic_changes", 0)
+                                                      + conn.total_changes() - changes_before)
             finally:
                 self._writing = None
                 if sync is not None:
@@ -290,6 +301,17 @@ class Database:
     def data_version(self) -> int:
         """Changes when another connection commits; cheap, for cache invalidation."""
         return self.connection().data_version()
+
+    def data_key(self) -> tuple[int, int]:
+        """Changes after any change of the data seen from this thread's connection: another
+        connection's commit (data_version), or a row this connection wrote (its total_changes),
+        except in diagnostic transactions (write(diagnostic=True)). A raw write outside write()
+        counts too. For caches of rows recall reads, which every recall's trace commit would
+        otherwise empty."""
+        conn = self.connection()
+        # the pragma, not Connection.data_version() (SQLITE_FCNTL_DATA_VERSION), which also counts
+        # this connection's own commits
+        return (int(conn.pragma("data_version")), conn.total_changes() - getattr(self._local, "diagnostic_changes", 0))
 
     def change_key(self) -> tuple[int, int]:
         """Changes after any commit, ours (generation) or another connection's (data_version)."""

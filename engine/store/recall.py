@@ -15,7 +15,8 @@ from ..scope import Scope
 from .schema import FTS_TOKENIZER
 from .sql import dict_rows, scope_where
 
-_TRACE_FIELDS = tuple(f.name for f in fields(StoredTrace) if f.name != "candidates")
+# and the trace's candidates as one JSON array, where it has one (schema v8; else trace_candidates rows)
+_TRACE_FIELDS = (*(f.name for f in fields(StoredTrace) if f.name != "candidates"), "candidate_rows")
 _TRACE_COLUMNS = ", ".join(f'"{name}"' for name in _TRACE_FIELDS)
 _CANDIDATE_FIELDS = tuple(f.name for f in fields(TraceCandidate))
 _CANDIDATE_COLUMNS = ", ".join(f'"{name}"' for name in _CANDIDATE_FIELDS)
@@ -29,9 +30,17 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
 
 
 
+# candidate_meta's rows kept per thread while the data is unchanged (Database.data_key): a
+# conversation's questions meet the same few hundred memories, and reading them again was a tenth
+# of a recall's CPU (LoCoMo dev). Emptied whole beyond this many.
+META_CACHE_ROWS = 20_000
+_ABSENT: dict[str, Any] = {}  # a memory not in the scope (or deleted): remembered as absent
+
+
 class RecallReads:
     conn: Any
     db: Any
+    _meta_local: Any  # threading.local of Store
 
     # vectors ----------------------------------------------------------------------------------
     # embeddings.stale: 0 current, 1 unusable (another model wrote it), 2 outdated (this model, an
@@ -110,9 +119,23 @@ class RecallReads:
         if not stems:
             return {}
         if at_most is not None:
-            df = {t: self.conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
-                ('"' + w.replace('"', '""') + '"', at_most + 1)).fetchone()[0] for t, w in surfaces.items()}
+            # counted once while the data is unchanged (Database.data_key): a conversation's
+            # questions ask about the same names and things, and these counts were a twentieth of
+            # a recall's CPU (LoCoMo dev)
+            local = self._meta_local
+            state = (self.db.data_key(), at_most)
+            counted: dict[str, int] | None = getattr(local, "df", None)
+            if counted is None or local.df_state != state or len(counted) > META_CACHE_ROWS:
+                counted = local.df = {}
+                local.df_state = state
+            df = {}
+            for t, w in surfaces.items():
+                n = counted.get(t)
+                if n is None:
+                    n = counted[t] = self.conn.execute(
+                        "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+                        ('"' + w.replace('"', '""') + '"', at_most + 1)).fetchone()[0]
+                df[t] = n
             return {term: min(df[s] for s in parts) for term, parts in stems.items()}
         wanted = sorted({s for parts in stems.values() for s in parts})
         marks = ",".join("?" * len(wanted))
@@ -233,6 +256,25 @@ class RecallReads:
 
     # candidate metadata ------------------------------------------------------------------------
     def candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
+        """memory -> what recall reads of it (its fact, its first source's speaker, document and
+        chunk). The rows are shared with later calls while the data is unchanged: read them, never
+        change them."""
+        local = self._meta_local
+        state = (scope.as_params(), self.db.data_key())
+        rows: dict[int, dict[str, Any]] | None = getattr(local, "rows", None)
+        if rows is None or local.state != state or len(rows) > META_CACHE_ROWS:
+            rows = local.rows = {}
+            local.state = state
+        out = {mid: row for mid in memory_ids if (row := rows.get(mid)) is not None and row is not _ABSENT}
+        missing = [mid for mid in memory_ids if mid not in rows]
+        if missing:
+            read = self._candidate_meta(scope, missing)
+            for mid in missing:
+                rows[mid] = read.get(mid, _ABSENT)
+            out.update(read)
+        return out
+
+    def _candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
@@ -268,6 +310,19 @@ class RecallReads:
                     " JOIN facts f ON f.memory_id = s2.memory_id"
                     f" WHERE s1.memory_id IN ({marks}) AND {scope_where('f')} ORDER BY f.id", (*part, *scope.as_params())):
                 out.setdefault(row.pop("turn_id"), []).append(row)
+        return out
+
+    def memory_clauses(self, memory_ids: list[int], rules: str) -> dict[int, tuple[bytes, str]]:
+        """memory -> (text digest, encoded clauses) of its stored parse by these rules (the caller
+        checks the digest against the text it would parse). Memory ids come from this scope's
+        candidates; the rows hold nothing but a parse of their memory's text."""
+        out: dict[int, tuple[bytes, str]] = {}
+        for part in _chunks(memory_ids):
+            marks = ",".join("?" * len(part))
+            for mid, digest, parts in self.conn.execute(
+                    f"SELECT memory_id, text_hash, clauses FROM memory_clauses WHERE memory_id IN ({marks})"
+                    " AND rules = ?", (*part, rules)):
+                out[mid] = (digest, parts)
         return out
 
     def newer_versions(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[int]]:
@@ -350,10 +405,16 @@ class RecallReads:
         if row is None:
             return None
         t = dict(zip(_TRACE_FIELDS, row))
+        packed = t.pop("candidate_rows")
         for key in ("params", "plan", "rerank", "stages", "timings"):
             if t.get(key):
                 t[key] = json.loads(t[key])
         candidates = []
+        if packed is not None:  # one array (schema v8): its rows numbered in the order they were written
+            sp = (t["user_id"], t["agent_id"], t["scope_type"], t["scope_id"])
+            candidates = [TraceCandidate(n, *sp, trace_id, *c) for n, c in enumerate(json.loads(packed), start=1)]
+            candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, -c.score, c.id))
+            return StoredTrace(**t, candidates=candidates)
         for c in self.conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM trace_candidates WHERE trace_id = ? ORDER BY"
                                    " rank IS NULL, rank, score DESC, id", (trace_id,)):
             cand = dict(zip(_CANDIDATE_FIELDS, c))
@@ -375,14 +436,18 @@ class RecallWrites:
     def insert_trace(self, *, origin: str, query_text: str | None, query_hash: str, recipe: str, k: int,
                      as_of: str | None, params: dict[str, Any], plan: Any, rerank: Any, stages: list[Any],
                      timings: dict[str, Any],
-                     context_text: str, context_tokens: int, result_count: int) -> int:
+                     context_text: str, context_tokens: int, result_count: int,
+                     candidate_rows: str | None = None) -> int:
+        """candidate_rows: the candidates as one JSON array (see schema v8), or None when they are
+        written as trace_candidates rows."""
         self.conn.execute(
             "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
             " recipe, k, as_of, params, plan, rerank, stages, timings, context_text, context_tokens, result_count,"
-            " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " created_at, candidate_rows) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (*self._sp, origin, query_text, query_hash, recipe, k, as_of, json.dumps(params),
              json.dumps(plan) if plan is not None else None, json.dumps(rerank) if rerank is not None else None,
-             json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now))
+             json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now,
+             candidate_rows))
         return self.conn.last_insert_rowid()
 
     def insert_trace_candidates(self, trace_id: int, rows: list[tuple[Any, ...]]) -> None:
@@ -391,6 +456,11 @@ class RecallWrites:
             "INSERT INTO trace_candidates(user_id, agent_id, scope_type, scope_id, trace_id, memory_id, channels,"
             " components, score, rank, dropped_stage, drop_reason, drop_detail, tokens)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [(*self._sp, trace_id, *r) for r in rows])
+
+    def put_memory_clauses(self, rows: list[tuple[int, bytes, str, str]]) -> None:
+        """rows: (memory id, text digest, rules version, encoded clauses); replaces a memory's parse."""
+        self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses)"
+                              " VALUES (?,?,?,?)", rows)
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         self.conn.executemany(
@@ -520,4 +590,8 @@ class BulkWrites:
                               f" WHERE {where} AND id <= {base[table]} AND {cond}", params)
             if table == "memories":
                 added = self.conn.changes()
+        # the copies' parsed clauses (memory_clauses: keyed by memory, no scope or id of its own)
+        self.conn.execute(f"INSERT INTO memory_clauses(memory_id, text_hash, rules, clauses) SELECT memory_id +"
+                          f" {off['memories']}, text_hash, rules, clauses FROM memory_clauses WHERE memory_id <="
+                          f" {base['memories']} AND memory_id IN {mems}", self._sp)
         return added

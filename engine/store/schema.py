@@ -478,6 +478,26 @@ def _v7_trace_rows_by_trace(conn: apsw.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS trace_candidates_memory")
 
 
+def _v8_recall_cpu(conn: apsw.Connection) -> None:
+    """Two savings of recall's CPU (issue 21). memory_clauses: a turn's parsed clauses
+    (engine.statements.clauses of its text without the speaker), kept beside its memory: a fresh
+    process, as every LongMemEval container's is, parsed its long turns again at its first recall
+    (a quarter of that recall's CPU). Written at ingestion and by recall; read only when both the
+    text's digest and the rules' version match. The row goes with its memory."""
+    conn.execute(
+        "CREATE TABLE memory_clauses ("
+        " memory_id INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,"
+        " text_hash BLOB NOT NULL,"  # engine.statements.text_digest of the parsed text
+        " rules     TEXT NOT NULL,"  # engine.statements.RULES_VERSION
+        " clauses   TEXT NOT NULL"  # engine.statements.encode_clauses
+        ") STRICT")
+    # A trace's candidates as one JSON array, a row [memory id, channels, components, score, rank,
+    # dropped stage, drop reason, drop detail, tokens] each in the order recall met them, instead of
+    # a trace_candidates row each (issue 21): a JSON text and a 14-column insert per candidate were
+    # a sixth of a recall's CPU. Traces written before (and by the NeoAgent import) keep their rows.
+    conn.execute("ALTER TABLE retrieval_traces ADD COLUMN candidate_rows TEXT")
+
+
 MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys,
-              _v7_trace_rows_by_trace]
+              _v7_trace_rows_by_trace, _v8_recall_cpu]
 SCHEMA_VERSION = len(MIGRATIONS)

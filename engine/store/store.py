@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -256,6 +257,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
         self.db = Database(path, create=create, readonly=readonly)
         self.path = self.db.path
+        self._meta_local = threading.local()  # RecallReads.candidate_meta's rows, per thread
 
     def close(self) -> None:
         self.db.close()
@@ -271,10 +273,11 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         return self.db.connection()
 
     @contextlib.contextmanager
-    def writer(self, scope: Scope, *, durable: bool = True) -> Iterator[Writer]:
+    def writer(self, scope: Scope, *, durable: bool = True, diagnostic: bool = False) -> Iterator[Writer]:
         if not isinstance(scope, Scope):
             raise TypeError("writer() needs a Scope")
-        with self.db.write(durable=durable) as conn:  # durable=False: see Database.write
+        # durable=False, diagnostic=True: see Database.write
+        with self.db.write(durable=durable, diagnostic=diagnostic) as conn:
             yield Writer(conn, scope)
 
     def llm_recorder(self, scope: Scope, *, redact: bool = False) -> Callable[[Any], None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import apsw
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -301,14 +302,34 @@ def test_a_trace_is_committed_without_a_sync_but_an_agents_usage_counts_are_sync
     seen = []
     real = engine.store.writer
 
-    def spy(scope, *, durable=True):
-        seen.append(durable)
-        return real(scope, durable=durable)
+    def spy(scope, *, durable=True, diagnostic=False):
+        seen.append((durable, diagnostic))
+        return real(scope, durable=durable, diagnostic=diagnostic)
 
     monkeypatch.setattr(engine.store, "writer", spy)
     engine.recall("Where does Ana live?", scope=ANA, origin="operator")
     engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # reinforces usage: data
-    assert seen == [False, True]
+    assert seen == [(False, True), (True, False)]
+
+
+def test_memory_rows_recall_read_are_reused_until_the_data_changes(engine):
+    """candidate_meta's rows survive a recall's trace commit (diagnostic), and are read again after
+    any change of the data: a write of this process, a raw write, another connection's commit."""
+    ids = [r[0] for r in engine.store.conn.execute("SELECT id FROM memories WHERE user_id = 'ana'")]
+    first = engine.store.candidate_meta(ANA, ids)
+    engine.recall("Where does Ana live?", scope=ANA, origin="operator")  # a trace commit
+    assert all(engine.store.candidate_meta(ANA, ids)[m] is first[m] for m in ids)  # the same rows, not read again
+    engine.store.conn.execute("UPDATE memories SET importance = 0.9 WHERE id = ?", (ids[0],))  # a raw write
+    assert engine.store.candidate_meta(ANA, ids)[ids[0]]["importance"] == 0.9
+    engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # usage counts: data
+    counted = engine.store.candidate_meta(ANA, ids)
+    assert max(r["access_count"] for r in counted.values()) == 1
+    other = apsw.Connection(str(engine.store.path))  # another connection (as another process would)
+    other.execute("UPDATE memories SET importance = 0.2 WHERE id = ?", (ids[0],))
+    other.close()
+    assert engine.store.candidate_meta(ANA, ids)[ids[0]]["importance"] == 0.2
+    assert engine.store.candidate_meta(BOB, ids).keys() <= {r[0] for r in engine.store.conn.execute(
+        "SELECT id FROM memories WHERE user_id = 'bob'")}  # another scope's rows are not served
 
 
 def test_the_entity_channel_matches_names_not_a_sentences_capitalised_first_word(tmp_path):
@@ -433,3 +454,39 @@ def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one
         res = eng.recall("what does my family bake with rosa", scope=ANA, now="2024-06-01T00:00:00Z")
         assert res.trace.params["entities"] == ["rosa"]
         assert reads == [2, pipeline.NAME_MENTIONS_READ]
+
+
+def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
+    """Candidates are stored as one JSON array a trace (schema v8): every field reads back, in the
+    order the trace_candidates rows gave (kept first, then by score); a trace stored as rows (before
+    v8, or by the NeoAgent import) still reads."""
+    res = engine.recall("Where does Ana live?", scope=ANA, k=2)
+    stored = engine.store.trace(ANA, res.trace.id)
+    assert len(stored.candidates) == len(res.trace.candidates) > 2
+    for c in stored.candidates:
+        live = res.trace.candidates[c.memory_id]
+        assert (c.channels, c.components, c.score, c.rank, c.tokens) == (live.channels, live.components, live.score,
+                                                                         live.rank, live.tokens)
+        assert (c.dropped_stage, c.drop_reason, c.drop_detail) == (
+            (live.dropped["stage"], live.dropped["reason"], live.dropped["detail"]) if live.dropped else (None,) * 3)
+    keys = [(c.rank is None, c.rank or 0, -c.score) for c in stored.candidates]
+    assert keys == sorted(keys)
+    # the same trace as rows, as traces before v8 were written
+    with engine.store.writer(ANA) as w:
+        engine.store.conn.execute("UPDATE retrieval_traces SET candidate_rows = NULL WHERE id = ?", (res.trace.id,))
+        w.insert_trace_candidates(res.trace.id, [
+            (c.memory_id, json.dumps(c.channels), json.dumps(c.components), c.score, c.rank, c.dropped_stage,
+             c.drop_reason, c.drop_detail, c.tokens) for c in sorted(stored.candidates, key=lambda c: c.id)])
+    as_rows = engine.store.trace(ANA, res.trace.id)
+    assert [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in as_rows.candidates] == \
+        [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in stored.candidates]
+
+
+def test_term_counts_are_counted_again_when_the_data_changes(engine):
+    """fts_term_frequencies(at_most=...) is kept while the data is unchanged (a recall's trace
+    commit changes nothing), and counts a new memory's words."""
+    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+    engine.recall("Where is the canal?", scope=ANA, origin="operator")
+    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+    say(engine, ANA, 6, "We walked along the canal again.")
+    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 2}

@@ -280,7 +280,8 @@ def test_typed_records_hold_every_column_of_their_table(tmp_path):
         assert names(Conflict) == columns("conflicts")
         assert names(Relation) == columns("memory_relations")
         assert names(CurationEntry) == columns("curation_log")
-        assert names(StoredTrace) == columns("retrieval_traces") + ["candidates"]
+        # candidate_rows (one JSON array of the candidates) is read into candidates
+        assert names(StoredTrace) == [c for c in columns("retrieval_traces") if c != "candidate_rows"] + ["candidates"]
         assert names(TraceCandidate) == columns("trace_candidates")
         assert names(ExtractionWindow) == columns("extraction_queue")
 
