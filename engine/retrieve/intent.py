@@ -78,6 +78,15 @@ _F = [
             "a value of the asked claim (any verb or none; an answer to the assistant's question too), same slot and "
             "different values, are ordered by time: the later leads, the earlier is history (asked about the past: "
             "the earlier leads)"),
+    Feature("asked_claim_only", "rank", "restated_later: where the question clearly asks one claim of an earlier "
+            "turn that carried several, a later change nearer another of its claims replaces nothing it was asked "
+            "about (\"we're engaged\" is about \"my girlfriend Priya\", not \"she loves mango\")"),
+    Feature("return_to_held", "rank", "restated_later: a later clause that says the speaker is back, still or again "
+            "in a state and names nothing the earlier statement does not hold (\"I'm back at the trust Monday\") "
+            "replaces nothing"),
+    Feature("change_not_yet", "rank", "restated_later: a later change that names a time after the day it was said "
+            "or a step not yet taken (\"signed up for a course that starts in October\") is an arrangement: it goes "
+            "below the state it would replace, as a plan does"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

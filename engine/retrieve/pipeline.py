@@ -222,6 +222,24 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
     return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
 
 
+# return_to_held: a clause that says the speaker is back in a state, or still or again in it;
+# with no word beside these (and times) that the earlier statement does not hold, it names the
+# value already held ("I'm back at the trust Monday")
+RETURNS = re.compile(r"(?i)\b(?:back|again|still)\b")
+_RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week weekend month monday tuesday wednesday
+thursday friday saturday sunday next this from on""".split())
+
+
+def _told_done(text: str) -> bool:
+    """Does a part of a clause tell of something done: a past form among its words ("Mia started at
+    Durham in October", "they made me head of sales in January"), whoever its subject?"""
+    from ..statements import _NOT_PAST, _PAST_FORMS
+
+    words = [w.casefold().replace("’", "'") for w in re.findall(r"[\w'’-]+", text)]
+    return any(w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST) for w in words)
+
+
+_RELATIVE = re.compile(r"(?i)\b(?:that|which|who|when)\b")  # change_not_yet: a clause's parts
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
 BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
@@ -817,7 +835,9 @@ class Recall:
         (history_first, in trace.params["history_first"])."""
         from ..statements import (
             DEPENDANTS,
+            NOT_YET,
             PERSON_NOUNS,
+            ahead_of,
             asked,
             asks_about_asides,
             changes_for,
@@ -887,6 +907,10 @@ class Recall:
             order = sorted(range(len(scores)), key=lambda i: -scores[i])
             return order[0] if scores[order[0]] - scores[order[1]] >= CLAIM_MARGIN else None
 
+        def nearest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int:
+            """The claim nearest a text, however close the next one (closest's score)."""
+            return max(range(len(claims)), key=lambda i: float(np.dot(vs[i], vec)) + 0.15 * len(terms & words(claims[i])))
+
         def about_asked_claim(earlier: CandidateTrace, changes: list[str]) -> str | None:
             """The clause of `changes` (a later turn's change clauses) that changes the claim of
             `earlier` the question asks about, or None. Only a turn with several claims needs the
@@ -915,7 +939,19 @@ class Recall:
                 if asked_at is not None and float(np.dot(v, vs[asked_at])) < r.restatement_change_similarity:
                     continue  # about something else than the asked claim, however unclear the alignment
                 aligned_at = closest(v, words(clause) - who_terms, claims, vs[:len(claims)])
-                if asked_at is None or aligned_at is None or asked_at == aligned_at:
+                if asked_at is None or asked_at == aligned_at:
+                    return clause
+                if (aligned_at is None and self.recipe.on("asked_claim_only")
+                        and nearest(v, words(clause) - who_terms, claims, vs[:len(claims)]) != asked_at
+                        and float(np.dot(v, claim_query()))
+                        < r.restatement_claim_answer_share * float(np.dot(vs[asked_at], claim_query()))):
+                    # asked_claim_only: the question clearly asks one claim, and the change is nearer
+                    # another and answers the question far worse than the asked claim does: it is about
+                    # that other ("💍 Priya" is about "my girlfriend Priya", not "she loves anything
+                    # with mango", asked "what fruit is Priya mad about?")
+                    trace.params.setdefault("asked_claim_only", {})[clause] = claims[asked_at]
+                    continue
+                if aligned_at is None:
                     return clause
             return None
 
@@ -1081,6 +1117,35 @@ class Recall:
                                 and stance[c.memory_id][0] == "state" and (claim := asserted_count(c))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
                 changes = {mid: clause for mid, clause in changes.items() if clause}
+                if r.on("return_to_held"):
+                    # return_to_held: "I'm back at the trust Monday" after "I'm a data analyst at the
+                    # NHS trust": a return names the value already held; it replaces nothing
+                    held = words(_body(answer.meta["text"], answer.meta["speaker"]))
+                    for mid, clause in list(changes.items()):
+                        rest = words(clause) - _RETURN_NOISE - q_terms if clause and RETURNS.search(clause) else set()
+                        if rest and rest <= held:
+                            del changes[mid]
+                            trace.params.setdefault("return_to_held", {})[str(mid)] = (
+                                f"'{clause}' names what m{answer.memory_id} already holds")
+                if r.on("change_not_yet"):
+                    # change_not_yet: a change that names a time after the day it was said ("signed up
+                    # for a course that starts in October", said in September) or a step not yet taken
+                    # is an arrangement: it goes below the state it would replace, as a plan does
+                    for mid, clause in list(changes.items()):
+                        if not clause:
+                            continue
+                        said_on = by_id[mid].meta.get("source_time")
+                        # the time is read in the part of the clause that holds it: "we sold it in
+                        # November" is told as done (a month without a year is then past), "signed up
+                        # for a course that starts in October" is a step whose state begins later
+                        why = next((ahead for part in _RELATIVE.split(clause)
+                                    if not _told_done(part) and (ahead := ahead_of(part, said_on))), None)
+                        why = why or ("a step not yet taken" if NOT_YET.search(clause) else None)
+                        if why:
+                            del changes[mid]
+                            pending.append((by_id[mid], f"not yet in force: {why}"))
+                            trace.params.setdefault("change_not_yet", {})[str(mid)] = (
+                                f"'{clause}' is not yet in force ({why}): it replaces nothing of m{answer.memory_id}")
                 if not changes:
                     # No change word, no fact: the same claim stated again later still comes first, only
                     # when it answers the question about as well as the earlier one ("I have a shift

@@ -559,3 +559,57 @@ def test_someone_elses_thing_at_the_speakers_place_goes_below_the_speakers_own(t
         res = engine.recall(q, scope=S)
         assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
         assert any("someone else's matter" in a["reason"] for a in res.trace.params["asides"].values())
+
+
+# issue 15's natural-talk round: restated_later reads the form of the later change more closely.
+# Each check runs with its rule on and off, so a test of a rule can fail without it.
+
+@pytest.mark.parametrize("later", [
+    "Two weeks covering at the district office, very grand. I'm back at Hillcrest Monday. How do I write a handover?",
+    "the district office stint is over, I'm back at Hillcrest again",
+])
+def test_a_return_to_the_held_value_replaces_nothing(engine, later):
+    chat(engine, [("2023-02-06T09:00:00Z", ["I teach maths at Hillcrest Academy, year 9 mostly.", "Nice!"]),
+                  ("2023-05-15T09:00:00Z", [later, "Keep it short."])], extract=engine.extract_mode)
+    res = engine.recall("Where do I work?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert "already holds" in next(iter(res.trace.params["return_to_held"].values()))
+    off = engine.recall("Where do I work?", scope=S, off=("return_to_held",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"  # read as a change without the rule
+
+
+def test_a_change_not_yet_in_force_goes_below_the_state(engine):
+    chat(engine, [("2023-03-02T09:00:00Z", ["I play the violin in a community orchestra on Thursdays.", "Lovely!"]),
+                  ("2023-10-04T09:00:00Z", ["Enrolled in a jazz piano class that begins in November, so excited. "
+                                            "What should I practise first?", "Scales."])], extract=engine.extract_mode)
+    res = engine.recall("What instrument do I play?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    (why,) = res.trace.params["change_not_yet"].values()
+    assert "November" in why
+    off = engine.recall("What instrument do I play?", scope=S, off=("change_not_yet",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+def test_a_change_told_as_done_with_a_month_is_still_a_change(engine):
+    # "in November" said in February may be next November for a plan, not for what was done
+    chat(engine, [("2022-09-08T09:00:00Z", ["I'm a nurse on the cardiology ward at St Mary's.", "Tough job!"]),
+                  ("2023-02-14T09:00:00Z", ["Started at the Riverside GP surgery in November, practice nursing suits "
+                                            "me better.", "Congratulations!"])], extract=engine.extract_mode)
+    res = engine.recall("Where do I work now?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    assert not res.trace.params.get("change_not_yet")
+
+
+def test_a_change_of_another_claim_of_the_turn_replaces_nothing_asked(engine):
+    chat(engine, [("2023-01-12T09:00:00Z", ["Cooking for my boyfriend Sam tonight, he's allergic to peanuts. "
+                                            "Any curry ideas?", "A coconut korma."]),
+                  ("2023-08-20T09:00:00Z", ["Sam and I are engaged!!! Help me plan a small party?", "Congratulations!"])],
+         extract=engine.extract_mode)
+    res = engine.recall("What is Sam allergic to?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert "allergic to peanuts" in next(iter(res.trace.params["asked_claim_only"].values()))
+    off = engine.recall("What is Sam allergic to?", scope=S, off=("asked_claim_only",))
+    assert off.trace.params.get("outdated")  # without the rule the engagement replaced the allergy
