@@ -87,6 +87,15 @@ _F = [
     Feature("change_not_yet", "rank", "restated_later: a later change that names a time after the day it was said "
             "or a step not yet taken (\"signed up for a course that starts in October\") is an arrangement: it goes "
             "below the state it would replace, as a plan does"),
+    Feature("claims_in_passing", "rank", "same_slot reads claims said in passing: a moment (\"in December\") "
+            "anchors its own sentence, not the whole turn; a person named beside their noun is that person (\"our son "
+            "Max\"); the speaker's clause that names the asked person states their thing (\"we're home-educating "
+            "Max\")"),
+    Feature("framed_plans", "rank", "restated_later / not_a_change: a later turn whose every asserted clause is "
+            "framed as a plan or a step (\"the idea is to go by next spring\", \"been looking at flats in\") is an "
+            "aside below the statement of the state, not a statement of it"),
+    Feature("claim_match", "rank", "restated_later / not_a_change: two turns are about the same thing when two of "
+            "their asserted clauses are as close as whole turns must be (a long turn's vector is mostly its request)"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

@@ -858,7 +858,7 @@ class Recall:
         speaker_of = _speaker_named
         for c in pool:
             stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question,
-                                             speaker_named=speaker_of(c))
+                                             speaker_named=speaker_of(c), plans_aside=r.on("framed_plans"))
         kinds = {k for k, _ in stance.values()}
         if historical:
             kinds.add("change")
@@ -1011,12 +1011,33 @@ class Recall:
             best = max(range(len(others)), key=lambda i: near[i])
             return others[best] if near[best] > max(near[len(others):]) else None
 
+        said_of: dict[int, list[str]] = {}
+
+        def said(turn: CandidateTrace) -> list[str]:
+            """The clauses a turn asserts (not its questions to the other speaker)."""
+            if turn.memory_id not in said_of:
+                said_of[turn.memory_id] = [c.text for c in clauses(_body(turn.meta["text"], turn.meta["speaker"]))
+                                           if not c.question and len(c.text.split()) > 1]
+            return said_of[turn.memory_id]
+
         def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
                 return False
-            return (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
-                    and name_key(a.meta["speaker"]) == name_key(b.meta["speaker"])
-                    and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
+            if not (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
+                    and name_key(a.meta["speaker"]) == name_key(b.meta["speaker"])):
+                return False
+            if float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity:
+                return True
+            if not r.on("claim_match"):
+                return False
+            # claim_match: a long turn's vector is mostly its request ("what should I check on
+            # viewings?"); two of their asserted clauses may still be about one thing ("I rent a
+            # studio in Hackney" / "been looking at flats in Margate"), as close as turns must be
+            ca, cb = said(a), said(b)
+            if not ca or not cb:
+                return False
+            va, vb = embed(ca), embed(cb)
+            return max(float(np.dot(x, y)) for x in va for y in vb) >= r.restatement_similarity
 
         # a turn's facts speak for it: the one that would answer goes where the turn goes
         facts_of = _facts_by_chunk(trace)
@@ -1274,7 +1295,8 @@ class Recall:
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         answered: dict[int, str] = {}  # a reply -> the other speaker's question it answers
         facts_of = _facts_by_chunk(trace)
-        read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
+        passing = r.on("claims_in_passing")
+        read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, per_sentence=passing,
                                          speaker_named=speaker_of(c), said_on=c.meta["source_time"]) for c in pool}
         # a turn with no claim of its own may answer the other speaker's question: only those look back
         bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
@@ -1287,7 +1309,7 @@ class Recall:
             context = asked_by_other(c) if c.memory_id in before else None
             claims = read[c.memory_id][0] if context is None else slot_claims(
                 _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
-                said_on=c.meta["source_time"])[0]
+                said_on=c.meta["source_time"], per_sentence=passing)[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if claims:
                 said[c.memory_id] = claims

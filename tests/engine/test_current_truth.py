@@ -613,3 +613,59 @@ def test_a_change_of_another_claim_of_the_turn_replaces_nothing_asked(engine):
     assert "allergic to peanuts" in next(iter(res.trace.params["asked_claim_only"].values()))
     off = engine.recall("What is Sam allergic to?", scope=S, off=("asked_claim_only",))
     assert off.trace.params.get("outdated")  # without the rule the engagement replaced the allergy
+
+
+def test_a_claim_said_in_passing_of_the_asked_person_is_read(engine):
+    # claims_in_passing: "our daughter Nora" is Nora; "we're homeschooling Nora" is the speaker's
+    # clause that states Nora's school
+    chat(engine, [("2023-09-04T09:00:00Z", ["our daughter Nora goes to Oakfield Primary, the uniform list is endless. "
+                                            "where do I get cheap school shoes?", "Supermarkets do decent ones."]),
+                  ("2024-02-20T09:00:00Z", ["we're homeschooling Nora since half term, Oakfield wasn't right for her. "
+                                            "how do I plan a week of lessons?", "Start with a simple timetable."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where does Nora go to school now?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    assert {m["rule"] for m in res.trace.params["outdated"].values()} == {"same_slot"}
+    off = engine.recall("Where does Nora go to school now?", scope=S, off=("claims_in_passing",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s1:0"
+
+
+def test_a_moment_anchors_its_own_sentence_only():
+    from engine.statements import asked, slot_claims
+
+    reply = "a Specialized Turbo Vado, the e-bike. The Boardman got stolen in March, from outside the gym"
+    q = asked("Which bike do I ride?")
+    assert slot_claims(reply, q, reply=True, said_on="2023-06-10T09:00:00Z")[0] == ["the e-bike"]
+    assert slot_claims(reply, q, reply=True, said_on="2023-06-10T09:00:00Z", per_sentence=False)[0] == []
+    # a turn whose every sentence is anchored is an episode still
+    assert slot_claims("cycled in on the Boardman again today, legs are dead", q, said_on="2023-06-10")[0] == []
+
+
+def test_a_plan_framed_without_a_modal_goes_below_the_state(engine):
+    # framed_plans: "the idea is to move" and "been viewing houses in" frame a plan, not a home
+    chat(engine, [("2023-02-11T09:00:00Z", ["I rent a two-bed in Didsbury and the boiler is making a noise again. "
+                                            "Who should fix it?", "Your landlord."]),
+                  ("2023-07-02T09:00:00Z", ["been viewing houses in Whitby, the idea is to move up there when my lease "
+                                            "ends. what do I ask the estate agent?", "Ask about damp."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert next(iter(res.trace.params["asides"].values()))["rule"] == "not_a_change"
+    off = engine.recall("Where do I live?", scope=S, off=("framed_plans",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+def test_two_long_turns_are_about_one_thing_when_two_of_their_clauses_are(engine):
+    # claim_match: the later turn is mostly its request; its plan is still about the home
+    chat(engine, [("2023-02-11T09:00:00Z", ["I rent a two-bed in Didsbury, the bathroom ceiling has black mould "
+                                            "spreading from the extractor and the grout is going green. What spray "
+                                            "actually kills it for good?", "A mould remover with bleach."]),
+                  ("2023-07-02T09:00:00Z", ["been viewing houses in Whitby, the idea is to move up there when my lease "
+                                            "ends. what should I ask on a viewing about broadband, parking and council "
+                                            "tax?", "Ask about speeds."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    off = engine.recall("Where do I live?", scope=S, off=("claim_match",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
