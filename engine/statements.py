@@ -980,6 +980,13 @@ def _subordinate_stay(parts: list[Clause], at: int) -> bool:
         p.sentence == c.sentence and p.asserts and not p.visit for p in parts[:at])
 
 
+# slot_claims' reasons for a turn that speaks of a state only as something not yet so (a hope, a
+# step, a time still ahead): pipeline's unasserted_below reads them. Not the plan frame of a
+# clause: "plan" may be a noun ("my mobile plan is with Three"), and an unsure reading orders nothing
+NOT_ASSERTED = ("a hope, not yet a fact", "points to a time still ahead, or to a step not yet taken",
+                "a step towards a state (an application, an offer), not the state")
+
+
 def _named_as(c: Clause) -> str | None:
     """The name a person subject is given beside its noun ("our son Max", "my wife Priya"), lower
     case, or None."""

@@ -96,6 +96,8 @@ _F = [
             "aside below the statement of the state, not a statement of it"),
     Feature("claim_match", "rank", "restated_later / not_a_change: two turns are about the same thing when two of "
             "their asserted clauses are as close as whole turns must be (a long turn's vector is mostly its request)"),
+    Feature("unasserted_below", "rank", "a later turn by the same speaker that speaks of the asked thing only as not "
+            "yet so (a hope, a plan frame, a step, a time still ahead) goes below an earlier plain statement of it"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

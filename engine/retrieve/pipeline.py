@@ -1324,10 +1324,12 @@ class Recall:
                         if f.meta.get("text") and f.meta.get("predicate") and f.meta.get("object"):
                             said[c.memory_id].append(f"{f.meta['predicate'].replace('_', ' ')} {f.meta['object']}")
                             texts[c.memory_id].append(f.meta["text"])
-        if len(texts) < 2:
-            return
         masked = _mask_people(trace.query, question.people)
         qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+        if r.on("unasserted_below") and texts:
+            self._unasserted_below(trace, pool, read, texts, qv, facts_of)
+        if len(texts) < 2:
+            return
         vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
         # a reply to a question like the one asked is in its slot, and its answer is its first claim
         # ("What do you do these days?" -> "Product design at Figma, mostly the mobile app")
@@ -1426,6 +1428,57 @@ class Recall:
             if (c not in chain and str(c.memory_id) not in marks
                     and c.meta["source_time"] < answer.meta["source_time"] and (why := same_slot(c, answer))):
                 replaced(c, answer, why)
+
+    def _unasserted_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
+                          texts: dict[int, list[str]], qv: np.ndarray,
+                          facts_of: dict[Any, list[CandidateTrace]]) -> None:
+        """unasserted_below: a later turn by the same speaker that speaks of the asked thing only as
+        something not yet so (engine.statements.slot_claims' reason: a hope, a plan frame, a step,
+        a time still ahead: "been looking at flats in Margate", "fingers crossed for the Leeds
+        job") goes below an earlier plain statement of it, as not_a_change does with a plan it
+        reads from a modal. Both must answer the question (recipe.slot_answer_similarity); the
+        reason is in trace.params["asides"]."""
+        from ..statements import HOPE, NOT_ASSERTED, NOT_YET, clauses
+
+        r = self.recipe
+        if NOT_YET.search(trace.query) or HOPE.search(trace.query):
+            return  # "which city are we looking at flats in?" asks for the plan itself
+        framed = [c for c in pool if c.memory_id not in texts and any(w in read[c.memory_id][1] for w in NOT_ASSERTED)]
+        if not framed:
+            return
+        own = {c.memory_id: [x.text for x in clauses(_body(c.meta["text"], c.meta["speaker"])) if not x.question]
+               for c in framed}
+        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in (*texts.values(), *own.values()) for t in ts])
+
+        def answers(ts: list[str]) -> bool:
+            return bool(ts) and max(float(np.dot(vecs[t], qv)) for t in ts) >= r.slot_answer_similarity
+
+        stated = [c for c in pool if c.memory_id in texts and answers(texts[c.memory_id])]
+        group = partial(_answer_group, facts_of=facts_of)
+        asides = trace.params.setdefault("asides", {})
+        for later in framed:
+            if not answers(own[later.memory_id]):
+                continue
+            earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
+                       and c.meta.get("document_id") != later.meta.get("document_id")
+                       and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+            if not earlier:
+                continue
+            head = max(earlier, key=lambda c: max(m.score for m in group(c)))
+            floor = min(m.score for m in group(head))
+            if max(m.score for m in group(later)) < floor:
+                continue
+            for m in group(later):
+                if m.score >= floor:
+                    delta = floor - 1e-6 - m.score
+                    m.components["unasserted_below"] = round(m.components.get("unasserted_below", 0.0) + delta, 6)
+                    m.score += delta
+            asides[str(later.memory_id)] = {
+                "below": head.memory_id, "rule": "unasserted_below", "on": later.meta["source_time"][:10],
+                "reason": f"it speaks of it only as not yet so ({read[later.memory_id][1]}); m{head.memory_id} "
+                          f"states it: '{texts[head.memory_id][0]}'"}
+        if not asides:
+            del trace.params["asides"]
 
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str | bytes, CandidateTrace] = {}

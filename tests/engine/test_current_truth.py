@@ -669,3 +669,31 @@ def test_two_long_turns_are_about_one_thing_when_two_of_their_clauses_are(engine
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
     off = engine.recall("Where do I live?", scope=S, off=("claim_match",))
     assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+@pytest.mark.parametrize("later", [
+    "house-hunting in York at the moment, we'd love to live near the Minster. what should I ask at viewings?",
+    "Fingers crossed, we live in York by Christmas, the offer's in! What do I need for a mortgage?",
+    "We're looking at houses to live in around York, three beds. Which areas are good to live in?",
+])
+def test_a_later_turn_that_speaks_of_it_only_as_not_yet_so_goes_below(engine, later):
+    # unasserted_below: no modal, no change word; slot_claims reads the turn as a hope, a step or a
+    # search, so it says nothing of where I live now
+    chat(engine, [("2023-03-01T09:00:00Z", ["I rent a flat in Leeds with my sister. Can you help me word a message "
+                                            "about the washing machine?", "Sure."]),
+                  ("2023-09-12T09:00:00Z", [later, "Good question."])], extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    (aside,) = res.trace.params["asides"].values()
+    assert aside["rule"] == "unasserted_below" and "not yet so" in aside["reason"]
+    off = engine.recall("Where do I live?", scope=S, off=("unasserted_below",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+def test_a_question_about_the_plan_itself_keeps_the_plan_first(engine):
+    chat(engine, [("2023-03-01T09:00:00Z", ["I rent a flat in Leeds with my sister.", "Nice."]),
+                  ("2023-09-12T09:00:00Z", ["We're looking at houses to live in around York, three beds. Which areas "
+                                            "are good to live in?", "Good question."])], extract=engine.extract_mode)
+    res = engine.recall("Which city are we looking at houses in?", scope=S)
+    assert not any(a["rule"] == "unasserted_below" for a in (res.trace.params.get("asides") or {}).values())
