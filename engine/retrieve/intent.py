@@ -85,7 +85,7 @@ _F = [
             "in a state and names nothing the earlier statement does not hold (\"I'm back at the trust Monday\") "
             "replaces nothing"),
     Feature("change_not_yet", "rank", "restated_later: a later change that names a time after the day it was said "
-            "or a step not yet taken (\"signed up for a course that starts in October\") is an arrangement: it goes "
+            "(\"signed up for a course that starts in October\") is an arrangement: it goes "
             "below the state it would replace, as a plan does"),
     Feature("claims_in_passing", "rank", "same_slot reads claims said in passing: a moment (\"in December\") "
             "anchors its own sentence, not the whole turn; a person named beside their noun is that person (\"our son "

@@ -835,7 +835,6 @@ class Recall:
         (history_first, in trace.params["history_first"])."""
         from ..statements import (
             DEPENDANTS,
-            NOT_YET,
             PERSON_NOUNS,
             ahead_of,
             asked,
@@ -1150,8 +1149,9 @@ class Recall:
                                 f"'{clause}' names what m{answer.memory_id} already holds")
                 if r.on("change_not_yet"):
                     # change_not_yet: a change that names a time after the day it was said ("signed up
-                    # for a course that starts in October", said in September) or a step not yet taken
-                    # is an arrangement: it goes below the state it would replace, as a plan does
+                    # for a course that starts in October", said in September) is an arrangement: it
+                    # goes below the state it would replace, as a plan does. (Not NOT_YET's steps:
+                    # "I'm looking for inspiration for a new cocktail" is no step towards a state.)
                     for mid, clause in list(changes.items()):
                         if not clause:
                             continue
@@ -1161,7 +1161,6 @@ class Recall:
                         # for a course that starts in October" is a step whose state begins later
                         why = next((ahead for part in _RELATIVE.split(clause)
                                     if not _told_done(part) and (ahead := ahead_of(part, said_on))), None)
-                        why = why or ("a step not yet taken" if NOT_YET.search(clause) else None)
                         if why:
                             del changes[mid]
                             pending.append((by_id[mid], f"not yet in force: {why}"))
