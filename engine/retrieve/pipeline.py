@@ -1435,8 +1435,8 @@ class Recall:
         something not yet so (engine.statements.slot_claims' reason: a hope, a plan frame, a step,
         a time still ahead: "been looking at flats in Margate", "fingers crossed for the Leeds
         job") goes below an earlier plain statement of it, as not_a_change does with a plan it
-        reads from a modal. Both must answer the question (recipe.slot_answer_similarity); the
-        reason is in trace.params["asides"]."""
+        reads from a modal. Both must answer the question (recipe.slot_answer_similarity) and be in
+        the top k (recall@k never changes); the reason is in trace.params["asides"]."""
         from ..statements import HOPE, NOT_ASSERTED, NOT_YET, clauses
 
         r = self.recipe
@@ -1452,11 +1452,13 @@ class Recall:
         def answers(ts: list[str]) -> bool:
             return bool(ts) and max(float(np.dot(vecs[t], qv)) for t in ts) >= r.slot_answer_similarity
 
-        stated = [c for c in pool if c.memory_id in texts and answers(texts[c.memory_id])]
+        # both in the top k: the rule reorders what a reader gets, never changes it
+        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        stated = [c for c in pool if c.memory_id in texts and c.memory_id in top_k and answers(texts[c.memory_id])]
         group = partial(_answer_group, facts_of=facts_of)
         asides = trace.params.setdefault("asides", {})
         for later in framed:
-            if not answers(own[later.memory_id]):
+            if later.memory_id not in top_k or not answers(own[later.memory_id]):
                 continue
             earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
                        and c.meta.get("document_id") != later.meta.get("document_id")
