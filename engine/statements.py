@@ -748,15 +748,20 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
     return out
 
 
-def stance_for(text: str, question: Asked, *, speaker_named: str | None = None) -> tuple[str, Any]:
+def stance_for(text: str, question: Asked, *, speaker_named: str | None = None,
+               plans_aside: bool = False) -> tuple[str, Any]:
     """How a turn stands towards what the question asks: ("change", [clauses]) when it states a
     change for whom the question asks about (changes_for); ("state", clause) when it asserts their
     present state; ("aside", clause) when it speaks of the same thing only as a plan, wish,
-    hypothetical, visit or someone else's matter; ("none", None) otherwise (questions, small talk)."""
+    hypothetical, visit or someone else's matter; ("none", None) otherwise (questions, small talk).
+    `plans_aside` (feature framed_plans): a turn whose every asserted clause is framed as a plan or
+    a step ("the idea is to go by next spring", "been looking at flats in Margate") is an aside."""
     found = changes_for(text, question, speaker_named=speaker_named)
     if found:
         return "change", found
     own = claims_for(text, question, speaker_named=speaker_named)
+    if own and plans_aside and all(_FRAME.search(c) or _STEP.search(c) for c in own):
+        return "aside", own[0]
     if own:
         return "state", own[0]
     for c in clauses(text):
@@ -1034,8 +1039,28 @@ def _subordinate_stay(parts: list[Clause], at: int) -> bool:
         p.sentence == c.sentence and p.asserts and not p.visit for p in parts[:at])
 
 
+# slot_claims' reasons for a turn that speaks of a state only as something not yet so (a hope, a
+# step, a time still ahead): pipeline's unasserted_below reads them. Not the plan frame of a
+# clause: "plan" may be a noun ("my mobile plan is with Three"), and an unsure reading orders nothing
+NOT_ASSERTED = ("a hope, not yet a fact", "points to a time still ahead, or to a step not yet taken",
+                "a step towards a state (an application, an offer), not the state")
+
+
+def _named_as(c: Clause) -> str | None:
+    """The name a person subject is given beside its noun ("our son Max", "my wife Priya"), lower
+    case, or None."""
+    words: list[str] = _WORD.findall(c.text)
+    lows = [w.casefold() for w in words]
+    if c.key is None or c.key not in lows:
+        return None
+    at = lows.index(c.key) + 1
+    if at < len(words) and words[at][:1].isupper() and lows[at] not in _FUNCTION:
+        return lows[at].replace("’", "'").removesuffix("'s")
+    return None
+
+
 def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_named: str | None = None,
-                said_on: str | None = None) -> tuple[list[str], str]:
+                said_on: str | None = None, per_sentence: bool = True) -> tuple[list[str], str]:
     """The clauses of a turn that assert a value of what the question asks about, held by whom it
     asks about, whatever their verb; or ([], why none can). The recall orders two such statements
     by time when nothing else links them (engine/retrieve/pipeline.py, feature same_slot), so this
@@ -1049,7 +1074,10 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     wish or intention frame, no negation, no step towards a state, no time after `said_on`, the
     day it was said, not told of the past).
     `reply`: the turn answers the other speaker's question ("Where are you working?" -> "Lloyds
-    Pharmacy in Harrogate"), so a clause without a subject of its own is the speaker's."""
+    Pharmacy in Harrogate"), so a clause without a subject of its own is the speaker's.
+    `per_sentence` (feature claims_in_passing): a moment anchors its own sentence only, not the
+    turn; a person named beside their noun is that person ("our son Max"); and the speaker's own
+    clause that names the asked person states that person's thing ("we're home-educating Max")."""
     asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
     if (not asks_speaker and speaker_named is not None and question.people
             and not question.people & (PERSON_NOUNS | PET_NOUNS)):
@@ -1060,11 +1088,16 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
         return [], "a hope, not yet a fact"
     if NOT_YET.search(text):
         return [], "points to a time still ahead, or to a step not yet taken"
-    if ANCHORED.search(text):
+    # a moment frames its own sentence: "a Tern GSD, the cargo one. The Brompton got nicked in
+    # December" is an episode (the theft) beside a standing state (the bike ridden now)
+    anchored = {c.sentence for c in clauses(text) if ANCHORED.search(c.text)}
+    if anchored and not per_sentence:
         return [], "anchored to a moment: an episode, not a standing state"
     if _PRESENCE.search(text) and not _RESIDENCE.search(text):
         return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
     parts = clauses(text)
+    if anchored and len(anchored) == len({c.sentence for c in parts}):
+        return [], "anchored to a moment: an episode, not a standing state"
     for at, c in enumerate(parts):
         if c.question:
             continue
@@ -1076,7 +1109,7 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     unsure: list[str] = []
     framed: set[int] = set()  # sentences where a frame opened: "The plan is simple: we move to Leeds"
     for c in parts:
-        if c.sentence in framed:
+        if c.sentence in framed or c.sentence in anchored:
             continue
         if c.modal or _FRAME.search(c.text):
             framed.add(c.sentence)
@@ -1093,10 +1126,14 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
             out.append(c.text)
         elif c.subject == "thing" and (names_thing_loosely(c, question) or (reply and asks_speaker)):
             out.append(c.text)
-        elif c.subject == "person" and (c.key in question.people or (asks_speaker and c.key in DEPENDANTS)):
-            out.append(c.text)
+        elif c.subject == "person" and (c.key in question.people or (asks_speaker and c.key in DEPENDANTS)
+                                        or (per_sentence and _named_as(c) in question.people)):
+            out.append(c.text)  # per_sentence: "our son Max is in Y1 at St Anne's" for "where does Max go?"
         elif c.subject == "none" and reply and asks_speaker:
             out.append(c.text)
+        elif (per_sentence and c.subject == "self" and not asks_speaker and question.people
+              and question.people & {w.casefold() for w in _WORD.findall(c.text)[1:]}):
+            out.append(c.text)  # the speaker's act on the asked person: "we're home-educating Max now"
     if out:
         return out, ""
     return [], f"not a plain present-tense assertion: {unsure[0]}" if unsure else "no clause of theirs asserts it"

@@ -81,14 +81,16 @@ def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _fold_of(dataset: str, folds: str, container: str, category: str) -> str:
+def _fold_of(dataset: str, folds: str, container: str, category: str, batches: dict[str, str] | None = None) -> str:
     if folds == "conversation":
         return container
     if folds == "type":
         return str(category)
     if folds == "half" and dataset == "updates":  # its categories are "<half>:<question type>"
         return str(category).split(":", 1)[0]
-    raise BadInput(f"unknown --folds {folds!r} (conversation or type; half for updates)")
+    if folds == "batch" and dataset == "updates":  # the dev batches (UpdatesDataset.dev_batches), else the part
+        return (batches or {}).get(container) or str(category).split(":", 1)[0]
+    raise BadInput(f"unknown --folds {folds!r} (conversation or type; half or batch for updates)")
 
 
 def _scored(items: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
@@ -266,9 +268,10 @@ class _Ablation:
         work = Path(str(engine.path) + ".bench") / "ablate"
         variants = {BASELINE: list(self.base_recipe.off)} | {f: sorted({*self.base_recipe.off, f})
                                                              for f in self.chosen}
+        batches = self.loaded.dev_batches() if isinstance(self.loaded, ds.UpdatesDataset) else None
         for i, spec in enumerate(self.specs):
             for q in spec["questions"]:
-                q["fold"] = _fold_of(self.loaded.name, self.folds, spec["container"], q["category"])
+                q["fold"] = _fold_of(self.loaded.name, self.folds, spec["container"], q["category"], batches)
             spec.update({"db": str(work / f"c{i}.db"), "ks": list(DEFAULT_KS), "recipe": recipe,
                          "embedder": self.emb_name, "extract": self.extract, "cache": str(cache), "fresh": fresh,
                          "variants": variants})

@@ -1036,6 +1036,16 @@ class UpdatesDataset:
     def questions(self) -> tuple[UpdateQuestion, ...]:
         return tuple(q for s in self.scenarios for q in s.questions)
 
+    def dev_batches(self) -> dict[str, str]:
+        """Scenario id -> its dev batch: "dev:w2a" / "dev:w2b" for the natural-style dev scenarios
+        (ids "-w2"), split before any of their failures were read (sorted by id, alternating: the
+        first, third, ... are half A, tuned on; half B is looked at only when a rule is done), and
+        "dev:tidy" for the other dev scenarios. Only the dev part is grouped this way."""
+        natural = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w2"))
+        out = {sid: "dev:w2a" if i % 2 == 0 else "dev:w2b" for i, sid in enumerate(natural)}
+        out.update({s.scenario_id: "dev:tidy" for s in self.scenarios if s.split == "dev" and s.scenario_id not in out})
+        return out
+
     def stats(self) -> dict[str, Any]:
         def count(key: Callable[[UpdateScenario], str]) -> dict[str, int]:
             out: dict[str, int] = {}

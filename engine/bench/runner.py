@@ -538,15 +538,21 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
 
 def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None) -> None:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
-    category, and for memlens bench updates per part ("dev", "heldout", "blind") and per part and scenario
-    kind ("heldout:plan")."""
+    category, and for memlens bench updates per part ("dev", "heldout", "blind"), per part and scenario
+    kind ("heldout:plan") and per dev batch ("dev:tidy", "dev:w2", its halves "dev:w2a", "dev:w2b")."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
+    batch_of = loaded.dev_batches() if isinstance(loaded, ds.UpdatesDataset) else {}
 
     def groups(it: Mapping[str, Any]) -> list[str]:
         out = [str(it["category"])]
         if it["container"] in kind_of:
             split = str(it["category"]).split(":")[0]
             out += [split, f"{split}:{kind_of[it['container']]}"]
+        batch = batch_of.get(it["container"])
+        if batch:
+            out.append(batch)
+            if batch.startswith("dev:w2"):
+                out.append("dev:w2")
         return out
 
     extra = summarise_extra([it for it in done if not it["excluded"]], (*UPDATE_METRICS, *KU_METRICS), groups)

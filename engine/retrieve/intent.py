@@ -78,6 +78,26 @@ _F = [
             "a value of the asked claim (any verb or none; an answer to the assistant's question too), same slot and "
             "different values, are ordered by time: the later leads, the earlier is history (asked about the past: "
             "the earlier leads)"),
+    Feature("asked_claim_only", "rank", "restated_later: where the question clearly asks one claim of an earlier "
+            "turn that carried several, a later change nearer another of its claims replaces nothing it was asked "
+            "about (\"we're engaged\" is about \"my girlfriend Priya\", not \"she loves mango\")"),
+    Feature("return_to_held", "rank", "restated_later: a later clause that says the speaker is back, still or again "
+            "in a state and names nothing the earlier statement does not hold (\"I'm back at the trust Monday\") "
+            "replaces nothing"),
+    Feature("change_not_yet", "rank", "restated_later: a later change that names a time after the day it was said "
+            "(\"signed up for a course that starts in October\") is an arrangement: it goes "
+            "below the state it would replace, as a plan does"),
+    Feature("claims_in_passing", "rank", "same_slot reads claims said in passing: a moment (\"in December\") "
+            "anchors its own sentence, not the whole turn; a person named beside their noun is that person (\"our son "
+            "Max\"); the speaker's clause that names the asked person states their thing (\"we're home-educating "
+            "Max\")"),
+    Feature("framed_plans", "rank", "restated_later / not_a_change: a later turn whose every asserted clause is "
+            "framed as a plan or a step (\"the idea is to go by next spring\", \"been looking at flats in\") is an "
+            "aside below the statement of the state, not a statement of it"),
+    Feature("claim_match", "rank", "restated_later / not_a_change: two turns are about the same thing when two of "
+            "their asserted clauses are as close as whole turns must be (a long turn's vector is mostly its request)"),
+    Feature("unasserted_below", "rank", "a later turn by the same speaker that speaks of the asked thing only as not "
+            "yet so (a hope, a plan frame, a step, a time still ahead) goes below an earlier plain statement of it"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

@@ -231,6 +231,24 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
     return [turn, max(facts, key=lambda f: f.score)] if facts else [turn]
 
 
+# return_to_held: a clause that says the speaker is back in a state, or still or again in it;
+# with no word beside these (and times) that the earlier statement does not hold, it names the
+# value already held ("I'm back at the trust Monday")
+RETURNS = re.compile(r"(?i)\b(?:back|again|still)\b")
+_RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week weekend month monday tuesday wednesday
+thursday friday saturday sunday next this from on""".split())
+
+
+def _told_done(text: str) -> bool:
+    """Does a part of a clause tell of something done: a past form among its words ("Mia started at
+    Durham in October", "they made me head of sales in January"), whoever its subject?"""
+    from ..statements import _NOT_PAST, _PAST_FORMS
+
+    words = [w.casefold().replace("’", "'") for w in re.findall(r"[\w'’-]+", text)]
+    return any(w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST) for w in words)
+
+
+_RELATIVE = re.compile(r"(?i)\b(?:that|which|who|when)\b")  # change_not_yet: a clause's parts
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
 BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
@@ -902,6 +920,7 @@ class Recall:
         from ..statements import (
             DEPENDANTS,
             PERSON_NOUNS,
+            ahead_of,
             asked,
             asks_about_asides,
             changes_for,
@@ -922,7 +941,7 @@ class Recall:
         speaker_of = _speaker_named
         for c in pool:
             stance[c.memory_id] = stance_for(_body(c.meta["text"], c.meta["speaker"]), question,
-                                             speaker_named=speaker_of(c))
+                                             speaker_named=speaker_of(c), plans_aside=r.on("framed_plans"))
         kinds = {k for k, _ in stance.values()}
         if historical:
             kinds.add("change")
@@ -971,6 +990,10 @@ class Recall:
             order = sorted(range(len(scores)), key=lambda i: -scores[i])
             return order[0] if scores[order[0]] - scores[order[1]] >= CLAIM_MARGIN else None
 
+        def nearest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int:
+            """The claim nearest a text, however close the next one (closest's score)."""
+            return max(range(len(claims)), key=lambda i: float(np.dot(vs[i], vec)) + 0.15 * len(terms & words(claims[i])))
+
         def about_asked_claim(earlier: CandidateTrace, changes: list[str]) -> str | None:
             """The clause of `changes` (a later turn's change clauses) that changes the claim of
             `earlier` the question asks about, or None. Only a turn with several claims needs the
@@ -999,7 +1022,19 @@ class Recall:
                 if asked_at is not None and float(np.dot(v, vs[asked_at])) < r.restatement_change_similarity:
                     continue  # about something else than the asked claim, however unclear the alignment
                 aligned_at = closest(v, words(clause) - who_terms, claims, vs[:len(claims)])
-                if asked_at is None or aligned_at is None or asked_at == aligned_at:
+                if asked_at is None or asked_at == aligned_at:
+                    return clause
+                if (aligned_at is None and self.recipe.on("asked_claim_only")
+                        and nearest(v, words(clause) - who_terms, claims, vs[:len(claims)]) != asked_at
+                        and float(np.dot(v, claim_query()))
+                        < r.restatement_claim_answer_share * float(np.dot(vs[asked_at], claim_query()))):
+                    # asked_claim_only: the question clearly asks one claim, and the change is nearer
+                    # another and answers the question far worse than the asked claim does: it is about
+                    # that other ("💍 Priya" is about "my girlfriend Priya", not "she loves anything
+                    # with mango", asked "what fruit is Priya mad about?")
+                    trace.params.setdefault("asked_claim_only", {})[clause] = claims[asked_at]
+                    continue
+                if aligned_at is None:
                     return clause
             return None
 
@@ -1059,12 +1094,33 @@ class Recall:
             best = max(range(len(others)), key=lambda i: near[i])
             return others[best] if near[best] > max(near[len(others):]) else None
 
+        said_of: dict[int, list[str]] = {}
+
+        def said(turn: CandidateTrace) -> list[str]:
+            """The clauses a turn asserts (not its questions to the other speaker)."""
+            if turn.memory_id not in said_of:
+                said_of[turn.memory_id] = [c.text for c in clauses(_body(turn.meta["text"], turn.meta["speaker"]))
+                                           if not c.question and len(c.text.split()) > 1]
+            return said_of[turn.memory_id]
+
         def same_thing(a: CandidateTrace, b: CandidateTrace) -> bool:
             if (a.memory_id, b.memory_id) in linked or (b.memory_id, a.memory_id) in linked:
                 return False
-            return (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
-                    and name_key(a.meta["speaker"]) == name_key(b.meta["speaker"])
-                    and float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity)
+            if not (a.memory_id in vecs and b.memory_id in vecs and a.meta.get("document_id") != b.meta.get("document_id")
+                    and name_key(a.meta["speaker"]) == name_key(b.meta["speaker"])):
+                return False
+            if float(np.dot(vecs[a.memory_id], vecs[b.memory_id])) >= r.restatement_similarity:
+                return True
+            if not r.on("claim_match"):
+                return False
+            # claim_match: a long turn's vector is mostly its request ("what should I check on
+            # viewings?"); two of their asserted clauses may still be about one thing ("I rent a
+            # studio in Hackney" / "been looking at flats in Margate"), as close as turns must be
+            ca, cb = said(a), said(b)
+            if not ca or not cb:
+                return False
+            va, vb = embed(ca), embed(cb)
+            return max(float(np.dot(x, y)) for x in va for y in vb) >= r.restatement_similarity
 
         # a turn's facts speak for it: the one that would answer goes where the turn goes
         facts_of = _facts_by_chunk(trace)
@@ -1165,6 +1221,35 @@ class Recall:
                                 and stance[c.memory_id][0] == "state" and (claim := asserted_count(c))
                                 and float(np.dot(vecs[answer.memory_id], vecs[c.memory_id])) >= r.restatement_count_similarity}
                 changes = {mid: clause for mid, clause in changes.items() if clause}
+                if r.on("return_to_held"):
+                    # return_to_held: "I'm back at the trust Monday" after "I'm a data analyst at the
+                    # NHS trust": a return names the value already held; it replaces nothing
+                    held = words(_body(answer.meta["text"], answer.meta["speaker"]))
+                    for mid, clause in list(changes.items()):
+                        rest = words(clause) - _RETURN_NOISE - q_terms if clause and RETURNS.search(clause) else set()
+                        if rest and rest <= held:
+                            del changes[mid]
+                            trace.params.setdefault("return_to_held", {})[str(mid)] = (
+                                f"'{clause}' names what m{answer.memory_id} already holds")
+                if r.on("change_not_yet"):
+                    # change_not_yet: a change that names a time after the day it was said ("signed up
+                    # for a course that starts in October", said in September) is an arrangement: it
+                    # goes below the state it would replace, as a plan does. (Not NOT_YET's steps:
+                    # "I'm looking for inspiration for a new cocktail" is no step towards a state.)
+                    for mid, clause in list(changes.items()):
+                        if not clause:
+                            continue
+                        said_on = by_id[mid].meta.get("source_time")
+                        # the time is read in the part of the clause that holds it: "we sold it in
+                        # November" is told as done (a month without a year is then past), "signed up
+                        # for a course that starts in October" is a step whose state begins later
+                        why = next((ahead for part in _RELATIVE.split(clause)
+                                    if not _told_done(part) and (ahead := ahead_of(part, said_on))), None)
+                        if why:
+                            del changes[mid]
+                            pending.append((by_id[mid], f"not yet in force: {why}"))
+                            trace.params.setdefault("change_not_yet", {})[str(mid)] = (
+                                f"'{clause}' is not yet in force ({why}): it replaces nothing of m{answer.memory_id}")
                 if not changes:
                     # No change word, no fact: the same claim stated again later still comes first, only
                     # when it answers the question about as well as the earlier one ("I have a shift
@@ -1293,7 +1378,8 @@ class Recall:
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         answered: dict[int, str] = {}  # a reply -> the other speaker's question it answers
         facts_of = _facts_by_chunk(trace)
-        read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question,
+        passing = r.on("claims_in_passing")
+        read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, per_sentence=passing,
                                          speaker_named=speaker_of(c), said_on=c.meta["source_time"]) for c in pool}
         # a turn with no claim of its own may answer the other speaker's question: only those look back
         bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
@@ -1306,7 +1392,7 @@ class Recall:
             context = asked_by_other(c) if c.memory_id in before else None
             claims = read[c.memory_id][0] if context is None else slot_claims(
                 _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
-                said_on=c.meta["source_time"])[0]
+                said_on=c.meta["source_time"], per_sentence=passing)[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if claims:
                 said[c.memory_id] = claims
@@ -1321,10 +1407,12 @@ class Recall:
                         if f.meta.get("text") and f.meta.get("predicate") and f.meta.get("object"):
                             said[c.memory_id].append(f"{f.meta['predicate'].replace('_', ' ')} {f.meta['object']}")
                             texts[c.memory_id].append(f.meta["text"])
-        if len(texts) < 2:
-            return
         masked = _mask_people(trace.query, question.people)
         qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+        if r.on("unasserted_below") and texts:
+            self._unasserted_below(trace, pool, read, texts, qv, facts_of)
+        if len(texts) < 2:
+            return
         vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
         # a reply to a question like the one asked is in its slot, and its answer is its first claim
         # ("What do you do these days?" -> "Product design at Figma, mostly the mobile app")
@@ -1423,6 +1511,59 @@ class Recall:
             if (c not in chain and str(c.memory_id) not in marks
                     and c.meta["source_time"] < answer.meta["source_time"] and (why := same_slot(c, answer))):
                 replaced(c, answer, why)
+
+    def _unasserted_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
+                          texts: dict[int, list[str]], qv: np.ndarray,
+                          facts_of: dict[Any, list[CandidateTrace]]) -> None:
+        """unasserted_below: a later turn by the same speaker that speaks of the asked thing only as
+        something not yet so (engine.statements.slot_claims' reason: a hope, a plan frame, a step,
+        a time still ahead: "been looking at flats in Margate", "fingers crossed for the Leeds
+        job") goes below an earlier plain statement of it, as not_a_change does with a plan it
+        reads from a modal. Both must answer the question (recipe.slot_answer_similarity) and be in
+        the top k (recall@k never changes); the reason is in trace.params["asides"]."""
+        from ..statements import HOPE, NOT_ASSERTED, NOT_YET, clauses
+
+        r = self.recipe
+        if NOT_YET.search(trace.query) or HOPE.search(trace.query):
+            return  # "which city are we looking at flats in?" asks for the plan itself
+        framed = [c for c in pool if c.memory_id not in texts and any(w in read[c.memory_id][1] for w in NOT_ASSERTED)]
+        if not framed:
+            return
+        own = {c.memory_id: [x.text for x in clauses(_body(c.meta["text"], c.meta["speaker"])) if not x.question]
+               for c in framed}
+        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in (*texts.values(), *own.values()) for t in ts])
+
+        def answers(ts: list[str]) -> bool:
+            return bool(ts) and max(float(np.dot(vecs[t], qv)) for t in ts) >= r.slot_answer_similarity
+
+        # both in the top k: the rule reorders what a reader gets, never changes it
+        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        stated = [c for c in pool if c.memory_id in texts and c.memory_id in top_k and answers(texts[c.memory_id])]
+        group = partial(_answer_group, facts_of=facts_of)
+        asides = trace.params.setdefault("asides", {})
+        for later in framed:
+            if later.memory_id not in top_k or not answers(own[later.memory_id]):
+                continue
+            earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
+                       and c.meta.get("document_id") != later.meta.get("document_id")
+                       and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+            if not earlier:
+                continue
+            head = max(earlier, key=lambda c: max(m.score for m in group(c)))
+            floor = min(m.score for m in group(head))
+            if max(m.score for m in group(later)) < floor:
+                continue
+            for m in group(later):
+                if m.score >= floor:
+                    delta = floor - 1e-6 - m.score
+                    m.components["unasserted_below"] = round(m.components.get("unasserted_below", 0.0) + delta, 6)
+                    m.score += delta
+            asides[str(later.memory_id)] = {
+                "below": head.memory_id, "rule": "unasserted_below", "on": later.meta["source_time"][:10],
+                "reason": f"it speaks of it only as not yet so ({read[later.memory_id][1]}); m{head.memory_id} "
+                          f"states it: '{texts[head.memory_id][0]}'"}
+        if not asides:
+            del trace.params["asides"]
 
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str | bytes, CandidateTrace] = {}

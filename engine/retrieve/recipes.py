@@ -69,6 +69,9 @@ class Recipe:
     # a change clause must answer the question at least this well, relative to the statement it would
     # replace ("my wife's new job starts Monday" says nothing of "what's my wife's name?")
     restatement_change_answer_share: float = 0.12
+    # asked_claim_only: where the question clearly asks one of the earlier turn's claims, a change
+    # not clearly aligned to one must answer the question at least this well, relative to that claim
+    restatement_claim_answer_share: float = 0.5
     # same_slot: a statement's claim answers the question at least this well (cosine), and two
     # claims without a shared word are in one slot when their vectors are at least this close
     slot_answer_similarity: float = 0.25

@@ -156,3 +156,24 @@ def test_fit_refuses_the_updates_benchmark_in_one_line(tmp_path):
     with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
         with pytest.raises(BadInput, match="measures current truth"):
             run_fit(engine, [str(ds.updates_default_path())], embedder="hashing")
+
+
+def test_the_natural_style_dev_batch_is_split_in_two_fixed_halves(bundled):
+    batches = bundled.dev_batches()
+    natural = sorted(s.scenario_id for s in bundled.scenarios if s.split == "dev" and s.scenario_id.endswith("-w2"))
+    assert [batches[sid] for sid in natural[:4]] == ["dev:w2a", "dev:w2b", "dev:w2a", "dev:w2b"]
+    counts = {b: list(batches.values()).count(b) for b in set(batches.values())}
+    assert counts["dev:w2a"] == counts["dev:w2b"] == len(natural) // 2
+    assert counts["dev:tidy"] == sum(1 for s in bundled.scenarios if s.split == "dev") - len(natural)
+    assert {s.split for s in bundled.scenarios if s.scenario_id in batches} == {"dev"}  # no other part is grouped
+
+
+def test_ablation_folds_by_batch_are_the_dev_batches_beside_the_parts():
+    from engine.bench.ablate import _fold_of
+
+    batches = {"home1-w2": "dev:w2b", "home-d1": "dev:tidy"}
+    assert _fold_of("updates", "batch", "home1-w2", "dev:current", batches) == "dev:w2b"
+    assert _fold_of("updates", "batch", "home-d1", "dev:current", batches) == "dev:tidy"
+    assert _fold_of("updates", "batch", "tool-h1", "heldout:current", batches) == "heldout"
+    with pytest.raises(BadInput):
+        _fold_of("locomo", "batch", "conv-26", "single-hop", batches)

@@ -559,3 +559,142 @@ def test_someone_elses_thing_at_the_speakers_place_goes_below_the_speakers_own(t
         res = engine.recall(q, scope=S)
         assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
         assert any("someone else's matter" in a["reason"] for a in res.trace.params["asides"].values())
+
+
+# issue 15's natural-talk round: restated_later reads the form of the later change more closely.
+# Each check runs with its rule on and off, so a test of a rule can fail without it.
+
+@pytest.mark.parametrize("later", [
+    "Two weeks covering at the district office, very grand. I'm back at Hillcrest Monday. How do I write a handover?",
+    "the district office stint is over, I'm back at Hillcrest again",
+])
+def test_a_return_to_the_held_value_replaces_nothing(engine, later):
+    chat(engine, [("2023-02-06T09:00:00Z", ["I teach maths at Hillcrest Academy, year 9 mostly.", "Nice!"]),
+                  ("2023-05-15T09:00:00Z", [later, "Keep it short."])], extract=engine.extract_mode)
+    res = engine.recall("Where do I work?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert "already holds" in next(iter(res.trace.params["return_to_held"].values()))
+    off = engine.recall("Where do I work?", scope=S, off=("return_to_held",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"  # read as a change without the rule
+
+
+def test_a_change_not_yet_in_force_goes_below_the_state(engine):
+    chat(engine, [("2023-03-02T09:00:00Z", ["I play the violin in a community orchestra on Thursdays.", "Lovely!"]),
+                  ("2023-10-04T09:00:00Z", ["Enrolled in a jazz piano class that begins in November, so excited. "
+                                            "What should I practise first?", "Scales."])], extract=engine.extract_mode)
+    res = engine.recall("What instrument do I play?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    (why,) = res.trace.params["change_not_yet"].values()
+    assert "November" in why
+    off = engine.recall("What instrument do I play?", scope=S, off=("change_not_yet",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+def test_a_change_told_as_done_with_a_month_is_still_a_change(engine):
+    # "in November" said in February may be next November for a plan, not for what was done
+    chat(engine, [("2022-09-08T09:00:00Z", ["I'm a nurse on the cardiology ward at St Mary's.", "Tough job!"]),
+                  ("2023-02-14T09:00:00Z", ["Started at the Riverside GP surgery in November, practice nursing suits "
+                                            "me better.", "Congratulations!"])], extract=engine.extract_mode)
+    res = engine.recall("Where do I work now?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    assert not res.trace.params.get("change_not_yet")
+
+
+def test_a_change_of_another_claim_of_the_turn_replaces_nothing_asked(engine):
+    chat(engine, [("2023-01-12T09:00:00Z", ["Cooking for my boyfriend Sam tonight, he's allergic to peanuts. "
+                                            "Any curry ideas?", "A coconut korma."]),
+                  ("2023-08-20T09:00:00Z", ["Sam and I are engaged!!! Help me plan a small party?", "Congratulations!"])],
+         extract=engine.extract_mode)
+    res = engine.recall("What is Sam allergic to?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert "allergic to peanuts" in next(iter(res.trace.params["asked_claim_only"].values()))
+    off = engine.recall("What is Sam allergic to?", scope=S, off=("asked_claim_only",))
+    assert off.trace.params.get("outdated")  # without the rule the engagement replaced the allergy
+
+
+def test_a_claim_said_in_passing_of_the_asked_person_is_read(engine):
+    # claims_in_passing: "our daughter Nora" is Nora; "we're homeschooling Nora" is the speaker's
+    # clause that states Nora's school
+    chat(engine, [("2023-09-04T09:00:00Z", ["our daughter Nora goes to Oakfield Primary, the uniform list is endless. "
+                                            "where do I get cheap school shoes?", "Supermarkets do decent ones."]),
+                  ("2024-02-20T09:00:00Z", ["we're homeschooling Nora since half term, Oakfield wasn't right for her. "
+                                            "how do I plan a week of lessons?", "Start with a simple timetable."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where does Nora go to school now?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    assert {m["rule"] for m in res.trace.params["outdated"].values()} == {"same_slot"}
+    off = engine.recall("Where does Nora go to school now?", scope=S, off=("claims_in_passing",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s1:0"
+
+
+def test_a_moment_anchors_its_own_sentence_only():
+    from engine.statements import asked, slot_claims
+
+    reply = "a Specialized Turbo Vado, the e-bike. The Boardman got stolen in March, from outside the gym"
+    q = asked("Which bike do I ride?")
+    assert slot_claims(reply, q, reply=True, said_on="2023-06-10T09:00:00Z")[0] == ["the e-bike"]
+    assert slot_claims(reply, q, reply=True, said_on="2023-06-10T09:00:00Z", per_sentence=False)[0] == []
+    # a turn whose every sentence is anchored is an episode still
+    assert slot_claims("cycled in on the Boardman again today, legs are dead", q, said_on="2023-06-10")[0] == []
+
+
+def test_a_plan_framed_without_a_modal_goes_below_the_state(engine):
+    # framed_plans: "the idea is to move" and "been viewing houses in" frame a plan, not a home
+    chat(engine, [("2023-02-11T09:00:00Z", ["I rent a two-bed in Didsbury and the boiler is making a noise again. "
+                                            "Who should fix it?", "Your landlord."]),
+                  ("2023-07-02T09:00:00Z", ["been viewing houses in Whitby, the idea is to move up there when my lease "
+                                            "ends. what do I ask the estate agent?", "Ask about damp."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    assert next(iter(res.trace.params["asides"].values()))["rule"] == "not_a_change"
+    # unasserted_below reads the same turn as a search ("been viewing"): both off, it leads
+    off = engine.recall("Where do I live?", scope=S, off=("framed_plans", "unasserted_below"))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+def test_two_long_turns_are_about_one_thing_when_two_of_their_clauses_are(engine):
+    # claim_match: the later turn is mostly its request; its plan is still about the home
+    chat(engine, [("2023-02-11T09:00:00Z", ["I rent a two-bed in Didsbury, the bathroom ceiling has black mould "
+                                            "spreading from the extractor and the grout is going green. What spray "
+                                            "actually kills it for good?", "A mould remover with bleach."]),
+                  ("2023-07-02T09:00:00Z", ["been viewing houses in Whitby, the idea is to move up there when my lease "
+                                            "ends. what should I ask on a viewing about broadband, parking and council "
+                                            "tax?", "Ask about speeds."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    off = engine.recall("Where do I live?", scope=S, off=("claim_match", "unasserted_below"))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+@pytest.mark.parametrize("later", [
+    "house-hunting in York at the moment, we'd love to live near the Minster. what should I ask at viewings?",
+    "Fingers crossed, we live in York by Christmas, the offer's in! What do I need for a mortgage?",
+    "We're looking at houses to live in around York, three beds. Which areas are good to live in?",
+])
+def test_a_later_turn_that_speaks_of_it_only_as_not_yet_so_goes_below(engine, later):
+    # unasserted_below: no modal, no change word; slot_claims reads the turn as a hope, a step or a
+    # search, so it says nothing of where I live now
+    chat(engine, [("2023-03-01T09:00:00Z", ["I rent a flat in Leeds with my sister. Can you help me word a message "
+                                            "about the washing machine?", "Sure."]),
+                  ("2023-09-12T09:00:00Z", [later, "Good question."])], extract=engine.extract_mode)
+    res = engine.recall("Where do I live?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not res.trace.params.get("outdated")
+    (aside,) = res.trace.params["asides"].values()
+    assert aside["rule"] == "unasserted_below" and "not yet so" in aside["reason"]
+    off = engine.recall("Where do I live?", scope=S, off=("unasserted_below",))
+    assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
+
+
+def test_a_question_about_the_plan_itself_keeps_the_plan_first(engine):
+    chat(engine, [("2023-03-01T09:00:00Z", ["I rent a flat in Leeds with my sister.", "Nice."]),
+                  ("2023-09-12T09:00:00Z", ["We're looking at houses to live in around York, three beds. Which areas "
+                                            "are good to live in?", "Good question."])], extract=engine.extract_mode)
+    res = engine.recall("Which city are we looking at houses in?", scope=S)
+    assert not any(a["rule"] == "unasserted_below" for a in (res.trace.params.get("asides") or {}).values())
