@@ -11,6 +11,7 @@ the same text at once and both results are the same vector.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import apsw
@@ -18,6 +19,7 @@ import apsw
 from ..files import create_private, private_dir
 
 BUSY_TIMEOUT_MS = 10_000
+OPEN_RETRY_S = 0.02  # between attempts at a setup SQLite answered busy without waiting
 _IN_CHUNK = 500
 
 _SCHEMA = """
@@ -39,13 +41,25 @@ class VectorCacheFile:
         create_private(self.path)  # 0600, as every file memlens writes (its -wal and -shm follow)
         self.conn = apsw.Connection(str(self.path))
         self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-        try:
-            self.conn.pragma("journal_mode", "wal")
-            self.conn.pragma("synchronous", "normal")  # a lost tail costs a re-embed, never a wrong vector
-            self.conn.execute(_SCHEMA)
-        except apsw.Error:
-            self.conn.close()
-            raise
+        # Workers of a cold run open a new file at once: SQLite answers the switch to WAL busy
+        # without calling the busy handler while another opener holds the file's lock, so the
+        # setup is tried again until the busy timeout has passed (it once lost the cache for a run).
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000.0
+        while True:
+            try:
+                self.conn.pragma("journal_mode", "wal")
+                self.conn.pragma("synchronous", "normal")  # a lost tail costs a re-embed, never a wrong vector
+                self.conn.execute(_SCHEMA)
+                break
+            except apsw.BusyError:
+                if time.monotonic() < deadline:
+                    time.sleep(OPEN_RETRY_S)
+                    continue
+                self.conn.close()
+                raise
+            except apsw.Error:
+                self.conn.close()
+                raise
 
     def get(self, embedder: str, keys: list[bytes]) -> dict[bytes, bytes]:
         out: dict[bytes, bytes] = {}

@@ -170,3 +170,30 @@ def test_a_second_run_embeds_nothing_at_recall_either(tmp_path, monkeypatch):
         assert counting.asked == []
         for a, b in zip(bench_sql.items(engine.store, cold["run_id"]), bench_sql.items(engine.store, warm["run_id"])):
             assert a["retrieved"] == b["retrieved"]
+
+
+def _open_and_put(path: str, start, n: int) -> str:
+    start.wait()
+    try:
+        cache = VectorCacheFile(path)
+        cache.put("x", [(f"k{n}".encode(), np.full(4, n, dtype="<f4").tobytes())])
+        cache.close()
+    except Exception as exc:  # reported to the test, which names it
+        return f"{exc.__class__.__name__}: {exc}"
+    return "ok"
+
+
+def test_workers_opening_a_new_cache_file_at_once_all_use_it(tmp_path):
+    """A cold benchmark run's workers create the cache file together; SQLite can answer the switch
+    to WAL busy at once, without waiting, and a worker then ran without the cache."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        path = str(tmp_path / f"v{attempt}.db")
+        with ctx.Manager() as manager:
+            start = manager.Barrier(6)
+            with ctx.Pool(6) as pool:
+                results = pool.starmap(_open_and_put, [(path, start, n) for n in range(6)])
+        assert results == ["ok"] * 6
+        assert VectorCacheFile(path).count("x") == 6
