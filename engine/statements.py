@@ -992,8 +992,19 @@ def _tense(c: Clause) -> str:
             return "present"  # "I'm", "it's", "has", "do"
         if _SELF.match(w) or w in _FUNCTION or w in _LEAD or w in _SKIP_ADVERBS:
             continue
-        return "past" if w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST) else "present"
+        return "past" if past_form(w) else "present"
     return ""
+
+
+def past_form(word: str) -> bool:
+    """Is a casefolded word a verb's past form ("drank", "moved"; not "need", "speed")?"""
+    return word in _PAST_FORMS or (word.endswith("ed") and word not in _NOT_PAST)
+
+
+def told_done(text: str) -> bool:
+    """Does a part of a clause tell of something done: a past form among its words ("Mia started at
+    Durham in October", "they made me head of sales in January"), whoever its subject?"""
+    return any(past_form(w.casefold().replace("’", "'")) for w in re.findall(r"[\w'’-]+", text))
 
 
 def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> str | None:

@@ -34,6 +34,7 @@ from ..statements import (
     parsed,
     prime_clauses,
     text_digest,
+    told_done,
     turn_body,
 )
 from ..store.store import Store
@@ -237,15 +238,6 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
 RETURNS = re.compile(r"(?i)\b(?:back|again|still)\b")
 _RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week weekend month monday tuesday wednesday
 thursday friday saturday sunday next this from on""".split())
-
-
-def _told_done(text: str) -> bool:
-    """Does a part of a clause tell of something done: a past form among its words ("Mia started at
-    Durham in October", "they made me head of sales in January"), whoever its subject?"""
-    from ..statements import _NOT_PAST, _PAST_FORMS
-
-    words = [w.casefold().replace("’", "'") for w in re.findall(r"[\w'’-]+", text)]
-    return any(w in _PAST_FORMS or (w.endswith("ed") and w not in _NOT_PAST) for w in words)
 
 
 _RELATIVE = re.compile(r"(?i)\b(?:that|which|who|when)\b")  # change_not_yet: a clause's parts
@@ -1244,7 +1236,7 @@ class Recall:
                         # November" is told as done (a month without a year is then past), "signed up
                         # for a course that starts in October" is a step whose state begins later
                         why = next((ahead for part in _RELATIVE.split(clause)
-                                    if not _told_done(part) and (ahead := ahead_of(part, said_on))), None)
+                                    if not told_done(part) and (ahead := ahead_of(part, said_on))), None)
                         if why:
                             del changes[mid]
                             pending.append((by_id[mid], f"not yet in force: {why}"))
