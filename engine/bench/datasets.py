@@ -1040,9 +1040,12 @@ class UpdatesDataset:
         """Scenario id -> its dev batch: "dev:w2a" / "dev:w2b" for the natural-style dev scenarios
         (ids "-w2"), split before any of their failures were read (sorted by id, alternating: the
         first, third, ... are half A, tuned on; half B is looked at only when a rule is done), and
-        "dev:tidy" for the other dev scenarios. Only the dev part is grouped this way."""
+        "dev:w3" for the next natural-style batch (ids "-w3", written after the round that tuned on
+        half A, first run on it), "dev:tidy" for the other dev scenarios. Only the dev part is
+        grouped this way."""
         natural = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w2"))
         out = {sid: "dev:w2a" if i % 2 == 0 else "dev:w2b" for i, sid in enumerate(natural)}
+        out.update({s.scenario_id: "dev:w3" for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w3")})
         out.update({s.scenario_id: "dev:tidy" for s in self.scenarios if s.split == "dev" and s.scenario_id not in out})
         return out
 

@@ -539,7 +539,8 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
 def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None) -> None:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
     category, and for memlens bench updates per part ("dev", "heldout", "blind"), per part and scenario
-    kind ("heldout:plan") and per dev batch ("dev:tidy", "dev:w2", its halves "dev:w2a", "dev:w2b")."""
+    kind ("heldout:plan") and per dev batch ("dev:tidy", "dev:w2", its halves "dev:w2a", "dev:w2b",
+    "dev:w3")."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
     batch_of = loaded.dev_batches() if isinstance(loaded, ds.UpdatesDataset) else {}
 
