@@ -157,6 +157,13 @@ def _dedupe_key(text: str) -> str | bytes:
 OPENING_CHARS = 64  # of a text's duplicate form (case and spacing aside) that _opening gives
 
 
+# _opening by text: the same texts come back recall after recall (the rows candidate_meta keeps
+# are shared, so their strings' hashes are already computed), and reading each opening again was
+# most of the dedupe stage. Emptied whole beyond OPENINGS_KEPT texts.
+_OPENINGS: dict[str, str] = {}
+OPENINGS_KEPT = 8192
+
+
 def _opening(text: str) -> str:
     """The first OPENING_CHARS characters of " ".join(text.casefold().split()), read from the
     text's start alone: normalising a prefix gives a prefix of the normalised text (casefold maps
@@ -1559,7 +1566,16 @@ class Recall:
 
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str | bytes, CandidateTrace] = {}
-        alive = [(c, _opening(c.meta["text"])) for c in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))]
+        openings_of = _OPENINGS
+        if len(openings_of) > OPENINGS_KEPT:
+            openings_of.clear()
+        alive = []
+        for c in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
+            text = c.meta["text"]
+            opening = openings_of.get(text)
+            if opening is None:
+                opening = openings_of[text] = _opening(text)
+            alive.append((c, opening))
         openings = Counter(opening for _, opening in alive)
         for cand, opening in alive:
             if openings[opening] == 1:
