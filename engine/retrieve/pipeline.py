@@ -162,6 +162,9 @@ OPENING_CHARS = 64  # of a text's duplicate form (case and spacing aside) that _
 # most of the dedupe stage. Emptied whole beyond OPENINGS_KEPT texts.
 _OPENINGS: dict[str, str] = {}
 OPENINGS_KEPT = 8192
+# A context line's token estimate (+1 for its newline) by the line: the same best-scored
+# memories render the same lines recall after recall. Emptied whole beyond OPENINGS_KEPT lines.
+_LINE_TOKENS: dict[str, int] = {}
 
 
 def _opening(text: str) -> str:
@@ -1710,7 +1713,11 @@ class Recall:
             history = self._history(m) if m.get("fact_id") is not None else []
             updated = updated_by(trace, cand.memory_id)
             line = self._render(cand, src, history, updated)
-            cost = estimate_tokens(line) + 1
+            cost = _LINE_TOKENS.get(line)
+            if cost is None:
+                if len(_LINE_TOKENS) > OPENINGS_KEPT:
+                    _LINE_TOKENS.clear()
+                cost = _LINE_TOKENS[line] = estimate_tokens(line) + 1
             if used + cost > budget:
                 room = budget - used - 1
                 if not lines and room > 0:
