@@ -1093,44 +1093,12 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     if (not asks_speaker and speaker_named is not None and question.people
             and not question.people & (PERSON_NOUNS | PET_NOUNS)):
         return [], "someone else's turn"
-    if ADDITIVE.search(text):
-        return [], "adds to what holds"
-    if HOPE.search(text):
-        return [], "a hope, not yet a fact"
-    if NOT_YET.search(text):
-        return [], "points to a time still ahead, or to a step not yet taken"
-    # a moment frames its own sentence: "a Tern GSD, the cargo one. The Brompton got nicked in
-    # December" is an episode (the theft) beside a standing state (the bike ridden now)
-    anchored = {c.sentence for c in clauses(text) if ANCHORED.search(c.text)}
-    if anchored and not per_sentence:
-        return [], "anchored to a moment: an episode, not a standing state"
-    if _PRESENCE.search(text) and not _RESIDENCE.search(text):
-        return [], "where they are, not where they live"  # "I'm in Lisbon with the band"
-    parts = clauses(text)
-    if anchored and len(anchored) == len({c.sentence for c in parts}):
-        return [], "anchored to a moment: an episode, not a standing state"
-    for at, c in enumerate(parts):
-        if c.question:
-            continue
-        if c.retracts:
-            return [], "takes something back"
-        if c.visit and c.subject in ("self", "thing", "none") and not _subordinate_stay(parts, at):
-            return [], f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
+    reading = _slot_reading(text, said_on, reply, per_sentence)
+    if isinstance(reading, str):
+        return [], reading
+    kept, unsure = reading
     out: list[str] = []
-    unsure: list[str] = []
-    framed: set[int] = set()  # sentences where a frame opened: "The plan is simple: we move to Leeds"
-    for c in parts:
-        if c.sentence in framed or c.sentence in anchored:
-            continue
-        if c.modal or _FRAME.search(c.text):
-            framed.add(c.sentence)
-        if c.question or c.modal or c.visit or HEDGE.search(c.text):
-            continue
-        if (why := not_plain(c, said_on, reply=reply)) is not None:
-            if c.subject in ("self", "thing") or reply:
-                unsure.append(why)
-            continue
-        theirs = [m.group(1).casefold() for m in _OTHERS_THING.finditer(c.text + " ")]
+    for c, theirs in kept:
         if any(t in PERSON_NOUNS and t not in question.people for t in theirs):
             continue  # "my wife's car is a Volvo"
         if c.subject == "self" and asks_speaker:
@@ -1148,3 +1116,64 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     if out:
         return out, ""
     return [], f"not a plain present-tense assertion: {unsure[0]}" if unsure else "no clause of theirs asserts it"
+
+
+_SlotReading = str | tuple[tuple[tuple[Clause, tuple[str, ...]], ...], tuple[str, ...]]
+# slot_claims' reading of a turn that does not depend on the question, by (text, said_on, reply,
+# per_sentence): recall after recall scores the same turns, and their regexes and not_plain were
+# most of same_slot's CPU (issue 21). Long texts are kept under a digest of them.
+_SLOT_READINGS: LRU[tuple[str | bytes, str | None, bool, bool], _SlotReading] = LRU(8192)
+
+
+def _slot_reading(text: str, said_on: str | None, reply: bool, per_sentence: bool) -> _SlotReading:
+    """Why no clause of the text can be a claim whatever the question (a reason), or its clauses
+    that may be (each with the person nouns of someone else's thing it names) and the reasons of
+    those only unsure (not_plain), in order."""
+    key = (text_key(text, CACHED_TEXT_CHARS), said_on, reply, per_sentence)
+    hit = _SLOT_READINGS.get(key)
+    if hit is None:
+        hit = _read_slots(text, said_on, reply, per_sentence)
+        _SLOT_READINGS.put(key, hit)
+    return hit
+
+
+def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool) -> _SlotReading:
+    if ADDITIVE.search(text):
+        return "adds to what holds"
+    if HOPE.search(text):
+        return "a hope, not yet a fact"
+    if NOT_YET.search(text):
+        return "points to a time still ahead, or to a step not yet taken"
+    # a moment frames its own sentence: "a Tern GSD, the cargo one. The Brompton got nicked in
+    # December" is an episode (the theft) beside a standing state (the bike ridden now)
+    anchored = {c.sentence for c in clauses(text) if ANCHORED.search(c.text)}
+    if anchored and not per_sentence:
+        return "anchored to a moment: an episode, not a standing state"
+    if _PRESENCE.search(text) and not _RESIDENCE.search(text):
+        return "where they are, not where they live"  # "I'm in Lisbon with the band"
+    parts = clauses(text)
+    if anchored and len(anchored) == len({c.sentence for c in parts}):
+        return "anchored to a moment: an episode, not a standing state"
+    for at, c in enumerate(parts):
+        if c.question:
+            continue
+        if c.retracts:
+            return "takes something back"
+        if c.visit and c.subject in ("self", "thing", "none") and not _subordinate_stay(parts, at):
+            return f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
+    kept: list[tuple[Clause, tuple[str, ...]]] = []
+    unsure: list[str] = []
+    framed: set[int] = set()  # sentences where a frame opened: "The plan is simple: we move to Leeds"
+    for c in parts:
+        if c.sentence in framed or c.sentence in anchored:
+            continue
+        if c.modal or _FRAME.search(c.text):
+            framed.add(c.sentence)
+        if c.question or c.modal or c.visit or HEDGE.search(c.text):
+            continue
+        if (why := not_plain(c, said_on, reply=reply)) is not None:
+            if c.subject in ("self", "thing") or reply:
+                unsure.append(why)
+            continue
+        kept.append((c, tuple(m.group(1).casefold() for m in _OTHERS_THING.finditer(c.text + " "))))
+    return tuple(kept), tuple(unsure)

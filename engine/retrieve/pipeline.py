@@ -157,6 +157,16 @@ def _dedupe_key(text: str) -> str | bytes:
 OPENING_CHARS = 64  # of a text's duplicate form (case and spacing aside) that _opening gives
 
 
+# _opening by text: the same texts come back recall after recall (the rows candidate_meta keeps
+# are shared, so their strings' hashes are already computed), and reading each opening again was
+# most of the dedupe stage. Emptied whole beyond OPENINGS_KEPT texts.
+_OPENINGS: dict[str, str] = {}
+OPENINGS_KEPT = 8192
+# A context line's token estimate (+1 for its newline) by the line: the same best-scored
+# memories render the same lines recall after recall. Emptied whole beyond OPENINGS_KEPT lines.
+_LINE_TOKENS: dict[str, int] = {}
+
+
 def _opening(text: str) -> str:
     """The first OPENING_CHARS characters of " ".join(text.casefold().split()), read from the
     text's start alone: normalising a prefix gives a prefix of the normalised text (casefold maps
@@ -1559,7 +1569,16 @@ class Recall:
 
     def _dedupe(self, trace: Trace) -> None:
         best: dict[str | bytes, CandidateTrace] = {}
-        alive = [(c, _opening(c.meta["text"])) for c in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))]
+        openings_of = _OPENINGS
+        if len(openings_of) > OPENINGS_KEPT:
+            openings_of.clear()
+        alive = []
+        for c in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id)):
+            text = c.meta["text"]
+            opening = openings_of.get(text)
+            if opening is None:
+                opening = openings_of[text] = _opening(text)
+            alive.append((c, opening))
         openings = Counter(opening for _, opening in alive)
         for cand, opening in alive:
             if openings[opening] == 1:
@@ -1694,7 +1713,11 @@ class Recall:
             history = self._history(m) if m.get("fact_id") is not None else []
             updated = updated_by(trace, cand.memory_id)
             line = self._render(cand, src, history, updated)
-            cost = estimate_tokens(line) + 1
+            cost = _LINE_TOKENS.get(line)
+            if cost is None:
+                if len(_LINE_TOKENS) > OPENINGS_KEPT:
+                    _LINE_TOKENS.clear()
+                cost = _LINE_TOKENS[line] = estimate_tokens(line) + 1
             if used + cost > budget:
                 room = budget - used - 1
                 if not lines and room > 0:

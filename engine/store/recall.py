@@ -219,9 +219,29 @@ class RecallReads:
             f" FROM entities e WHERE {scope_where()} AND e.canonical IN ({marks}) GROUP BY e.canonical",
             (*scope.as_params(), *canonicals))}
 
+    def _holds_any(self, what: str) -> bool:
+        """Does the store hold a live relation ("relations") or any fact ("facts")? Asked once while
+        the data is unchanged (Database.data_key): a store without them (a benchmark container
+        ingested without extraction) need not look relations and a turn's claims up at every
+        recall, two queries over a hundred or more candidates each."""
+        local = self._meta_local
+        state = self.db.data_key()
+        held: dict[str, bool] | None = getattr(local, "held", None)
+        if held is None or local.held_state != state:
+            held = local.held = {}
+            local.held_state = state
+        hit = held.get(what)
+        if hit is None:
+            sql = {"relations": "SELECT EXISTS (SELECT 1 FROM memory_relations WHERE removed_at IS NULL)",
+                   "facts": "SELECT EXISTS (SELECT 1 FROM facts)"}[what]
+            hit = held[what] = bool(self.conn.execute(sql).fetchone()[0])
+        return hit
+
     def relation_edges(self, memory_ids: list[int]) -> list[dict[str, Any]]:
         """Every live relation touching these memories, from any scope (the caller checks scope)."""
         out: list[dict[str, Any]] = []
+        if not memory_ids or not self._holds_any("relations"):
+            return out
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             out += dict_rows(self.conn,
@@ -300,6 +320,8 @@ class RecallReads:
     def turn_claims(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
         """episode memory -> the facts read from its chunk (any status): the claims a turn carried."""
         out: dict[int, list[dict[str, Any]]] = {}
+        if not memory_ids or not self._holds_any("facts"):
+            return out
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
             for row in dict_rows(
@@ -338,7 +360,25 @@ class RecallReads:
         return out
 
     def first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
-        """The first source span of each memory, with its document's title, type and chunk position."""
+        """The first source span of each memory, with its document's title, type and chunk position.
+        The rows are kept per thread while the data is unchanged (Database.data_key), as
+        candidate_meta's, and shared with later calls: read them, never change them."""
+        local = self._meta_local
+        state = (scope.as_params(), self.db.data_key())
+        rows: dict[int, dict[str, Any]] | None = getattr(local, "sources", None)
+        if rows is None or local.sources_state != state or len(rows) > META_CACHE_ROWS:
+            rows = local.sources = {}
+            local.sources_state = state
+        out = {mid: row for mid in memory_ids if (row := rows.get(mid)) is not None and row is not _ABSENT}
+        missing = [mid for mid in dict.fromkeys(memory_ids) if mid not in rows]
+        if missing:
+            read = self._first_sources(scope, missing)
+            for mid in missing:
+                rows[mid] = read.get(mid, _ABSENT)
+            out.update(read)
+        return out
+
+    def _first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))

@@ -332,6 +332,37 @@ def test_memory_rows_recall_read_are_reused_until_the_data_changes(engine):
         "SELECT id FROM memories WHERE user_id = 'bob'")}  # another scope's rows are not served
 
 
+def test_relation_and_claim_lookups_answer_as_the_tables_do_while_the_data_changes(tmp_path):
+    """A store with no live relation and no fact gives recall none without asking per candidate;
+    the answer is asked again after any change of the data (a write, another connection's commit)."""
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        say(eng, ANA, 1, "I live in Berlin, near the old canal.")
+        say(eng, ANA, 2, "I moved to Munich for the new job.")
+        ids = [r[0] for r in eng.store.conn.execute("SELECT id FROM memories ORDER BY id")]
+        assert eng.store.relation_edges(ids) == [] and eng.store.turn_claims(ANA, ids) == {}
+        eng.recall("Where does Ana live?", scope=ANA, origin="operator")  # a trace commit: no data
+        other = apsw.Connection(str(eng.store.path))  # another connection (as another process would)
+        other.execute("INSERT INTO memory_relations(user_id, agent_id, scope_type, scope_id, src_memory_id,"
+                      " dst_memory_id, type, confidence, created_by, created_at)"
+                      " SELECT user_id, agent_id, scope_type, scope_id, ?, ?, 'updates', 0.9, 'operator', '2024-01-01'"
+                      " FROM memories WHERE id = ?", (ids[1], ids[0], ids[1]))
+        other.close()
+        assert [(e["src_memory_id"], e["dst_memory_id"]) for e in eng.store.relation_edges(ids)] == [(ids[1], ids[0])]
+        say(eng, ANA, 3, "I live in Hamburg now.", pred="lives_in", obj="Hamburg")  # a fact, written here
+        turn = eng.store.conn.execute("SELECT max(id) FROM memories WHERE kind = 'episode'").fetchone()[0]
+        assert [f["object"] for f in eng.store.turn_claims(ANA, [turn])[turn]] == ["Hamburg"]
+
+
+def test_first_sources_are_reused_until_the_data_changes(engine):
+    ids = [r[0] for r in engine.store.conn.execute("SELECT id FROM memories WHERE user_id = 'ana'")]
+    first = engine.store.first_sources(ANA, ids)
+    engine.recall("Where does Ana live?", scope=ANA, origin="operator")  # a trace commit
+    assert all(engine.store.first_sources(ANA, ids)[m] is first[m] for m in first)
+    engine.store.conn.execute("UPDATE documents SET title = 'renamed'")  # a raw write
+    assert {s["title"] for s in engine.store.first_sources(ANA, ids).values()} == {"renamed"}
+    assert not engine.store.first_sources(BOB, ids).keys() & set(ids)  # another scope's rows are not served
+
+
 def test_the_entity_channel_matches_names_not_a_sentences_capitalised_first_word(tmp_path):
     """"Family is everything" files "Family" as a capitalised word; a question about family must not
     pull it through the entity channel as a name, while "Rosa", capitalised inside a sentence once,
