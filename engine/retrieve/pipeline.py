@@ -300,6 +300,20 @@ def _when(value: str) -> datetime | None:
         return None
 
 
+def _put_below(moved: list[CandidateTrace], below: list[CandidateTrace], rule: str) -> bool:
+    """Put the memories of `moved` (a turn and the fact that answers for it) just below the lowest of
+    `below`, as the score component `rule`; False, moving nothing, when all of them are below it already."""
+    floor = min(m.score for m in below)
+    if max(m.score for m in moved) < floor:
+        return False
+    for m in moved:
+        if m.score >= floor:
+            delta = floor - 1e-6 - m.score
+            m.components[rule] = round(m.components.get(rule, 0.0) + delta, 6)
+            m.score += delta
+    return True
+
+
 def _minmax(values: dict[int, float]) -> dict[int, float]:
     if not values:
         return {}
@@ -1181,14 +1195,8 @@ class Recall:
         def push_below(aside: CandidateTrace, clause: str, answer: CandidateTrace) -> None:
             """not_a_change: a later plan, visit or someone else's matter goes below the statement it
             does not replace."""
-            floor = min(m.score for m in group(answer))
-            if max(m.score for m in group(aside)) < floor:
+            if not _put_below(group(aside), group(answer), "not_a_change"):
                 return
-            for m in group(aside):
-                if m.score >= floor:
-                    delta = floor - 1e-6 - m.score
-                    m.components["not_a_change"] = round(m.components.get("not_a_change", 0.0) + delta, 6)
-                    m.score += delta
             asides[str(aside.memory_id)] = {
                 "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
                 "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
@@ -1552,14 +1560,8 @@ class Recall:
             if not earlier:
                 continue
             head = max(earlier, key=lambda c: max(m.score for m in group(c)))
-            floor = min(m.score for m in group(head))
-            if max(m.score for m in group(later)) < floor:
+            if not _put_below(group(later), group(head), "unasserted_below"):
                 continue
-            for m in group(later):
-                if m.score >= floor:
-                    delta = floor - 1e-6 - m.score
-                    m.components["unasserted_below"] = round(m.components.get("unasserted_below", 0.0) + delta, 6)
-                    m.score += delta
             asides[str(later.memory_id)] = {
                 "below": head.memory_id, "rule": "unasserted_below", "on": later.meta["source_time"][:10],
                 "reason": f"it speaks of it only as not yet so ({read[later.memory_id][1]}); m{head.memory_id} "

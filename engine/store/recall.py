@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import fields
 from typing import Any
 
@@ -279,19 +279,27 @@ class RecallReads:
         """memory -> what recall reads of it (its fact, its first source's speaker, document and
         chunk). The rows are shared with later calls while the data is unchanged: read them, never
         change them."""
+        return self._kept_rows("rows", scope, memory_ids, self._candidate_meta)
+
+    def _kept_rows(self, name: str, scope: Scope, memory_ids: list[int],
+                   read: Callable[[Scope, list[int]], dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+        """memory -> its row by `read`, from this thread's rows under `name` while the scope and the
+        data are unchanged (Database.data_key); a memory `read` does not return is remembered as
+        absent. Emptied whole beyond META_CACHE_ROWS."""
         local = self._meta_local
         state = (scope.as_params(), self.db.data_key())
-        rows: dict[int, dict[str, Any]] | None = getattr(local, "rows", None)
-        if rows is None or local.state != state or len(rows) > META_CACHE_ROWS:
-            rows = local.rows = {}
-            local.state = state
+        kept: tuple[Any, dict[int, dict[str, Any]]] | None = getattr(local, name, None)
+        if kept is None or kept[0] != state or len(kept[1]) > META_CACHE_ROWS:
+            kept = (state, {})
+            setattr(local, name, kept)
+        rows = kept[1]
         out = {mid: row for mid in memory_ids if (row := rows.get(mid)) is not None and row is not _ABSENT}
-        missing = [mid for mid in memory_ids if mid not in rows]
+        missing = [mid for mid in dict.fromkeys(memory_ids) if mid not in rows]
         if missing:
-            read = self._candidate_meta(scope, missing)
+            found = read(scope, missing)
             for mid in missing:
-                rows[mid] = read.get(mid, _ABSENT)
-            out.update(read)
+                rows[mid] = found.get(mid, _ABSENT)
+            out.update(found)
         return out
 
     def _candidate_meta(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -363,20 +371,7 @@ class RecallReads:
         """The first source span of each memory, with its document's title, type and chunk position.
         The rows are kept per thread while the data is unchanged (Database.data_key), as
         candidate_meta's, and shared with later calls: read them, never change them."""
-        local = self._meta_local
-        state = (scope.as_params(), self.db.data_key())
-        rows: dict[int, dict[str, Any]] | None = getattr(local, "sources", None)
-        if rows is None or local.sources_state != state or len(rows) > META_CACHE_ROWS:
-            rows = local.sources = {}
-            local.sources_state = state
-        out = {mid: row for mid in memory_ids if (row := rows.get(mid)) is not None and row is not _ABSENT}
-        missing = [mid for mid in dict.fromkeys(memory_ids) if mid not in rows]
-        if missing:
-            read = self._first_sources(scope, missing)
-            for mid in missing:
-                rows[mid] = read.get(mid, _ABSENT)
-            out.update(read)
-        return out
+        return self._kept_rows("sources", scope, memory_ids, self._first_sources)
 
     def _first_sources(self, scope: Scope, memory_ids: list[int]) -> dict[int, dict[str, Any]]:
         out: dict[int, dict[str, Any]] = {}
