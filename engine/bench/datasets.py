@@ -1041,11 +1041,14 @@ class UpdatesDataset:
         (ids "-w2"), split before any of their failures were read (sorted by id, alternating: the
         first, third, ... are half A, tuned on; half B is looked at only when a rule is done), and
         "dev:w3" for the next natural-style batch (ids "-w3", written after the round that tuned on
-        half A, first run on it), "dev:tidy" for the other dev scenarios. Only the dev part is
-        grouped this way."""
+        half A, first run on it; a later "-w<N>" batch likewise "dev:w<N>"), "dev:tidy" for the
+        other dev scenarios. Only the dev part is grouped this way."""
         natural = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w2"))
         out = {sid: "dev:w2a" if i % 2 == 0 else "dev:w2b" for i, sid in enumerate(natural)}
-        out.update({s.scenario_id: "dev:w3" for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w3")})
+        for s in self.scenarios:  # each later batch ("-w3", "-w4", ...) is a group of its own
+            batch = re.search(r"-(w\d+)$", s.scenario_id)
+            if s.split == "dev" and batch and s.scenario_id not in out:
+                out[s.scenario_id] = f"dev:{batch.group(1)}"
         out.update({s.scenario_id: "dev:tidy" for s in self.scenarios if s.split == "dev" and s.scenario_id not in out})
         return out
 

@@ -300,18 +300,21 @@ def _when(value: str) -> datetime | None:
         return None
 
 
-def _put_below(moved: list[CandidateTrace], below: list[CandidateTrace], rule: str) -> bool:
-    """Put the memories of `moved` (a turn and the fact that answers for it) just below the lowest of
-    `below`, as the score component `rule`; False, moving nothing, when all of them are below it already."""
+def _put_below(asides: dict[str, Any], aside: CandidateTrace, moved: list[CandidateTrace], head: CandidateTrace,
+               below: list[CandidateTrace], rule: str, reason: str) -> None:
+    """Put the memories of `moved` (the turn `aside` and the fact that answers for it) just below the
+    lowest of `below` (`head`'s group), as the score component `rule`, and record why in `asides`
+    (trace.params["asides"]); nothing when all of them are below it already."""
     floor = min(m.score for m in below)
     if max(m.score for m in moved) < floor:
-        return False
+        return
     for m in moved:
         if m.score >= floor:
             delta = floor - 1e-6 - m.score
             m.components[rule] = round(m.components.get(rule, 0.0) + delta, 6)
             m.score += delta
-    return True
+    asides[str(aside.memory_id)] = {"below": head.memory_id, "rule": rule, "on": aside.meta["source_time"][:10],
+                                    "reason": reason}
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -1195,12 +1198,9 @@ class Recall:
         def push_below(aside: CandidateTrace, clause: str, answer: CandidateTrace) -> None:
             """not_a_change: a later plan, visit or someone else's matter goes below the statement it
             does not replace."""
-            if not _put_below(group(aside), group(answer), "not_a_change"):
-                return
-            asides[str(aside.memory_id)] = {
-                "below": answer.memory_id, "rule": "not_a_change", "on": aside.meta["source_time"][:10],
-                "reason": f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
-                          f"what m{answer.memory_id} states"}
+            _put_below(asides, aside, group(aside), answer, group(answer), "not_a_change",
+                       f"a plan, wish, visit or someone else's matter ('{clause}'), not a change of "
+                       f"what m{answer.memory_id} states")
 
         def taken_back_later(change: CandidateTrace, replaced: CandidateTrace | None = None) -> str | None:
             return _taken_back(change.meta, pool, replaced.meta["text"] if replaced is not None else "")
@@ -1560,12 +1560,9 @@ class Recall:
             if not earlier:
                 continue
             head = max(earlier, key=lambda c: max(m.score for m in group(c)))
-            if not _put_below(group(later), group(head), "unasserted_below"):
-                continue
-            asides[str(later.memory_id)] = {
-                "below": head.memory_id, "rule": "unasserted_below", "on": later.meta["source_time"][:10],
-                "reason": f"it speaks of it only as not yet so ({read[later.memory_id][1]}); m{head.memory_id} "
-                          f"states it: '{texts[head.memory_id][0]}'"}
+            _put_below(asides, later, group(later), head, group(head), "unasserted_below",
+                       f"it speaks of it only as not yet so ({read[later.memory_id][1]}); m{head.memory_id} "
+                       f"states it: '{texts[head.memory_id][0]}'")
         if not asides:
             del trace.params["asides"]
 
