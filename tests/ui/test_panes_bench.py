@@ -21,7 +21,7 @@ from engine.store import bench as bench_sql
 from tests.ui.memdb_scenarios import ANA, open_engine
 from ui.context import AppContext
 from ui.models.bench_models import BenchCompareModel, curves, delta_rows, item_missed, parse_key
-from ui.panes.bench import BenchPane
+from ui.panes.bench import BenchPane, truth_parts
 from ui.panes.traces import TracesPane
 from ui.tasks import InlineRunner, TaskRunner
 
@@ -374,9 +374,28 @@ def test_the_blind_part_is_drawn_beside_the_halves_with_its_legend_in_one_row(pa
     b.refresh()
     b.select_run(run)
     assert list(b.truth_bars["blind"].opts["height"]) == [0.7, 0.0]
-    assert [label.text for _, label in b.truth_legend.items] == ["dev", "heldout", "blind"]
-    assert b.truth_legend.columnCount == 3
+    assert [label for label, _ in b.truth_keys] == ["dev", "heldout", "blind"]
     assert "by part" in b.truth_plot.getPlotItem().titleLabel.text
+
+
+def test_natural_style_batches_are_drawn_apart_from_the_tidy_dev_scenarios(panes, seeded):
+    b, _ = panes
+    truth = {"current_first@1": 0.99, "false_supersession": 0.0}
+    cats = {"dev": truth, "dev:tidy": truth, "dev:w3": {**truth, "current_first@1": 0.65},
+            "dev:w2": {**truth, "current_first@1": 0.75}, "dev:w2a": truth, "heldout": truth,
+            "blind": {**truth, "current_first@1": 0.7}}
+    assert [key for key, _, _ in truth_parts(cats)] == ["dev:tidy", "dev:w2", "dev:w3", "heldout", "blind"]
+    assert [key for key, _, _ in truth_parts({"dev": truth, "dev:w2": truth})] == ["dev"]  # no tidy part: dev whole
+    run = store_run(seeded.engine, recipe="offline", metrics={"turn_recall_any@5": 1.0, **truth},
+                    by_category=cats, items=[])
+    b.refresh()
+    b.select_run(run)
+    assert list(b.truth_bars["dev:w2"].opts["height"]) == [0.75, 0.0]
+    assert list(b.truth_bars["dev:w3"].opts["height"]) == [0.65, 0.0]
+    dev_whole = b.truth_bars.get("dev")  # dev whole is not drawn beside its parts
+    assert dev_whole is None or len(dev_whole.opts["height"]) == 0
+    assert [label for label, _ in b.truth_keys] == ["dev tidy", "dev w2", "dev w3", "heldout", "blind"]
+    assert "dev w3" in b.truth_plot.getPlotItem().titleLabel.text  # the parts are named in the title
 
 
 def test_current_truth_is_drawn_per_half(panes, seeded):
@@ -391,7 +410,7 @@ def test_current_truth_is_drawn_per_half(panes, seeded):
     assert list(b.truth_bars["dev"].opts["height"]) == [0.9, 1.0, 0.0]
     assert list(b.truth_bars["heldout"].opts["height"]) == [0.8, 1.0, 0.0]
     assert [t.toPlainText() for t in b._truth_labels] == ["0.90", "1.00", "0.00", "0.80", "1.00", "0.00"]
-    assert b.truth_legend.columnCount == 2
+    assert [label for label, _ in b.truth_keys] == ["dev", "heldout"]
     # the category bars list only categories that have the chosen metric
     axis = b.category_plot.getPlotItem().getAxis("bottom")
     assert [name for _, name in axis._tickLevels[0]] == ["dev:\ncurrent"]

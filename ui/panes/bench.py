@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +64,28 @@ from ui.widgets.tables import row_table
 TRUTH_METRICS = ("current_first@1", "current_top@1", "keep_first@1", "history@3", "false_supersession",
                  "ku_latest_first", "ku_previous_first")
 TRUTH_GROUPS = (("dev", "#2563eb"), ("heldout", "#d97706"), ("blind", "#059669"))
+# memlens bench updates splits dev into its tidy scenarios and natural-style batches (dev:w2, dev:w3, ...,
+# each written by someone who had not read the engine): drawn apart, since one mean hides the gap
+NATURAL_BATCH = re.compile(r"dev:w(\d+)")
+NATURAL_COLORS = ("#7c3aed", "#a855f7", "#c026d3", "#db2777", "#9333ea")
 TRUTH_KEYS = frozenset((*TRUTH_METRICS, "keep_top@1"))  # every current-truth key a summary may hold
 REFRESH_COALESCE_MS = 2000
 SIZE_ROWS = 100  # column widths are measured on this many rows, not on every question
 CURVE_TOP = 1.04
+
+
+def truth_parts(by_category: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(key, legend label, colour) of each current-truth part a run has, in the order drawn: the tidy
+    dev scenarios (or all of dev when the run does not split it), each natural-style batch, heldout, blind."""
+    batches = sorted((int(m.group(1)), key) for key in by_category if (m := NATURAL_BATCH.fullmatch(key)))
+    parts: list[tuple[str, str, str]] = []
+    if batches and "dev:tidy" in by_category:
+        parts.append(("dev:tidy", "dev tidy", TRUTH_GROUPS[0][1]))
+        parts += [(key, f"dev w{n}", NATURAL_COLORS[i % len(NATURAL_COLORS)]) for i, (n, key) in enumerate(batches)]
+    elif "dev" in by_category:
+        parts.append(("dev", "dev", TRUTH_GROUPS[0][1]))
+    parts += [(g, g, c) for g, c in TRUTH_GROUPS[1:] if g in by_category]
+    return parts
 
 
 def ask_data_file(parent) -> str | None:
@@ -223,11 +242,8 @@ class BenchPane(PaneBase):
         self.truth_plot = styled_plot(dash)
         self.truth_plot.setTitle("current truth")
         self.truth_plot.setMenuEnabled(False)
-        self.truth_bars = {name: pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.38, brush=color, name=name)
-                           for name, color in (*TRUTH_GROUPS, ("all", "#2563eb"))}
-        self.truth_legend = self.truth_plot.addLegend(offset=(-4, 4), labelTextSize="7pt")
-        for bars in self.truth_bars.values():
-            self.truth_plot.addItem(bars)
+        self.truth_bars: dict[str, pg.BarGraphItem] = {}  # one per part, made when a run first has it
+        self.truth_keys: list[tuple[str, str]] = []  # (label, colour) of the parts drawn, named in the title
         self._truth_labels: list[pg.TextItem] = []
         self.truth_plot.hide()
         grid.addWidget(self.truth_plot, 2, 0, 1, 2)
@@ -571,10 +587,10 @@ class BenchPane(PaneBase):
         self._draw_truth(run)
 
     def _draw_truth(self, run: dict[str, Any]) -> None:
-        """Bars of the current-truth metrics: one per part (dev, heldout, blind) when the run has them."""
+        """Bars of the current-truth metrics: one per part the run has (`truth_parts`), or one set overall."""
         metrics, cats = run.get("metrics") or {}, run.get("by_category") or {}
         names = [m for m in TRUTH_METRICS if metrics.get(m) is not None]
-        self.truth_legend.clear()
+        self.truth_keys = []
         for bars in self.truth_bars.values():
             bars.setOpts(x=np.zeros(0), height=np.zeros(0))
         for label in self._truth_labels:
@@ -583,28 +599,38 @@ class BenchPane(PaneBase):
         if not names:
             self.truth_plot.hide()
             return
-        halves = [(g, c) for g, c in TRUTH_GROUPS if g in cats]
-        groups = halves or [("all", "#2563eb")]
+        parts = truth_parts(cats)
+        groups = parts or [("all", "all", "#2563eb")]
         width = 0.8 / len(groups)
-        self.truth_legend.setColumnCount(len(groups))  # one row: three parts stacked did not fit the plot's height
-        for j, (group, _color) in enumerate(groups):
-            source = cats[group] if halves else metrics
+        for j, (group, label_text, color) in enumerate(groups):
+            source = cats[group] if parts else metrics
             x = np.arange(len(names), dtype=float) - 0.4 + width * (j + 0.5)
             heights = [float(source.get(m) or 0.0) for m in names]
-            self.truth_bars[group].setOpts(x=x, height=np.array(heights), width=width * 0.95)
-            self.truth_legend.addItem(self.truth_bars[group], group)
+            bars = self.truth_bars.get(group)
+            if bars is None:
+                bars = self.truth_bars[group] = pg.BarGraphItem(x=x, height=np.zeros(0), width=0.38, brush=color)
+                self.truth_plot.addItem(bars)
+            bars.setOpts(x=x, height=np.array(heights), width=width * 0.95)
+            self.truth_keys.append((label_text, color))
             _bg, fg = plot_colors()
             for xi, h in zip(x, heights):  # the value on each bar: a zero (no false supersession) shows too
                 inside = h >= 0.3  # written inside a tall bar, above a short one
                 label = pg.TextItem(f"{h:.2f}", color="#ffffff" if inside else fg, anchor=(0.5, 0.0 if inside else 1.0))
+                if len(groups) > 3:  # five parts' values side by side fit only in a smaller font
+                    font = label.textItem.font()
+                    font.setPointSizeF(max(6.0, font.pointSizeF() * 0.75))
+                    label.setFont(font)
                 label.setPos(float(xi), h)
                 self.truth_plot.addItem(label)
                 self._truth_labels.append(label)
         axis = self.truth_plot.getPlotItem().getAxis("bottom")
         axis.setTicks([list(enumerate(names)), []])
-        self.truth_plot.setTitle("current truth" + (" by part: tuned on dev only" if halves else ""))
-        self.truth_plot.setYRange(0, 1.05, padding=0)
-        self.truth_plot.setXRange(-0.6, len(names) + 0.3, padding=0)  # room on the right for the legend
+        # the parts are named in the title, in their colours: a legend inside a plot this short covered bars
+        keys = "  ".join(f'<span style="color:{c}">&#9632;</span> {html.escape(t)}' for t, c in self.truth_keys)
+        self.truth_plot.setTitle("current truth" + (f" by part, tuned on dev only: {keys}" if parts else ""))
+        self.truth_plot.setYRange(0, 1.12, padding=0)
+        self.truth_plot.setXRange(-0.5, len(names) - 0.5, padding=0)
+        self.truth_plot.getPlotItem().getAxis("left").setTicks([[(v, f"{v:g}") for v in (0.0, 0.5, 1.0)], []])
         self.truth_plot.show()
 
     @staticmethod
