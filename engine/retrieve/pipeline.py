@@ -44,6 +44,8 @@ from . import timeframe
 from .intent import read_intent, speaker_matches
 from .query import content_terms, match_expression
 from .recipes import NOT_SHIPPED, Recipe
+from .rerank import apply as learned_rerank
+from .rerank import load_model
 from .trace import CandidateTrace, DropReason, Trace
 
 # Which of a turn's claims a question asks, and which one a later change concerns, must be clear
@@ -367,6 +369,8 @@ class Recall:
         self._candidates(trace, query_vector, extra_terms=[])
         self._filters(trace, as_of)
         self._score(trace, as_of)
+        if r.on("learned_rerank"):  # engine/retrieve/rerank.py: a fitted model re-orders the first candidates
+            learned_rerank(trace, load_model())
         if self._weak(trace) and self.llm is not None and r.planner:
             self._plan(trace, query, query_vector, as_of)
         if self._weak(trace) and self.llm is not None and r.reranker:
