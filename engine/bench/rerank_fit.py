@@ -1,12 +1,9 @@
 """The learned re-ranker's fit and its held-out folds: `memlens bench fit --model rerank`.
 
-Every question of the files is answered once, with the shipped recipe and the `learned_rerank`
-stage off; for each, the candidates the stage would see (engine/retrieve/rerank.py `pool`: the
-first `depth` by score) are kept with their feature rows (rerank.features, the very function the
-stage calls), and every alive candidate's message ids, document and kind in score order. The
-stage only re-orders those candidates, so re-ranking them here under trial weights gives the
-ranking the pipeline would return; the same per-document cap (_rank) is applied after it, and
-the figures are scored by the benchmarks' own schemes (ours and official, scoring.py).
+Every question of the files is answered once with the stage on and a model that keeps the fused
+order (its score is the fused score: the ranking is the one without the stage), and the stage's
+pool is read back from the trace: each of the first `depth` candidates' feature rows, computed by
+the stage itself (engine/retrieve/rerank.py), and the message ids they cite.
 
 The model is pairwise logistic regression (RankNet's loss on a linear scorer) fitted by Newton's
 method in numpy: within one question, every candidate that cites a gold turn against every one
@@ -15,8 +12,11 @@ them), L2-regularised towards zero on standardised features.
 
 Held-out folds are bench ablate's pooled ones: a LoCoMo conversation each, a LongMemEval question
 type each (oracle and S questions of one type share a fold). A model fitted without a fold answers
-that fold's questions; the cross-validated figure gathers those answers. `--write` stores the model
-fitted on every fold in resources/recipes/rerank.json, with the files, commit and figures.
+that fold's questions through the real pipeline (Recipe.rerank_model names its file), so the
+current-truth rules, caps and shared places act on its order as they would in use; the
+cross-validated figure gathers those answers, scored by the benchmarks' own schemes (ours and
+official, scoring.py). `--write` stores the model fitted on every fold in
+resources/recipes/rerank.json, with the files, commit and figures.
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import BadInput
-from ..retrieve.rerank import FEATURE_NAMES, MODEL_PATH, features, pool
+from ..retrieve.rerank import FEATURE_NAMES, MODEL_PATH
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, _fold_of
-from .metrics import dedupe
-from .misses import KEPT_DROPS
 from .runner import container_engine, containers_for, execute, git_commit, limit_questions, tuned_on, turn_ranking
 from .scoring import score_question, summarise_run
 
@@ -47,71 +45,57 @@ if TYPE_CHECKING:
 # folds' pooled figure from a small grid (depth 30 / 50 / 100, L2 1 / 3 / 10 / 30 / 100, at 3e58afb),
 # so the cross-validated figure at these values is, if anything, a little optimistic.
 DEPTH = 100
-DEPTHS = (30, 50, 100)  # reported side by side; the shipped model is DEPTH's
 L2 = 10.0
 K = 10
 
 
+def identity_model(depth: int = DEPTH) -> dict[str, Any]:
+    """A model whose learned score is the fused score: the stage runs, and changes no order."""
+    f = len(FEATURE_NAMES)
+    w = [0.0] * f
+    w[FEATURE_NAMES.index("score_gap")] = 1.0
+    return {"features": list(FEATURE_NAMES), "depth": depth, "mean": [0.0] * f, "scale": [1.0] * f, "weights": w}
+
+
 def collect_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per question: the stage's pool as feature rows (one matrix per depth) and every alive
-    candidate's message ids, document and kind in score order (worker process)."""
+    """Answer a container's questions with the stage on and spec["model"] (a file); per question its
+    scores and the stage's pool: feature rows and message ids in pool order (worker process)."""
     out: list[dict[str, Any]] = []
     qs = spec["questions"]
     with container_engine(spec, qs) as (engine, scope, vectors):
         for q, qvec in zip(qs, vectors):
             res = engine.recall(q["question"], scope=scope, k=K, recipe=spec["recipe"], origin="bench", now=q["now"],
-                                as_of=q.get("as_of"), persist=False, query_vector=qvec)
-            cands = [c for c in res.trace.candidates.values()
-                     if c.dropped is None or c.dropped["reason"] in KEPT_DROPS]
-            ordered = pool(cands, len(cands))
-            msgs = engine.store.message_ids(scope, [c.memory_id for c in ordered])
-            cap = int((res.trace.params.get("per_document_cap") or {}).get("cap") or 0)
+                                as_of=q.get("as_of"), persist=False, query_vector=qvec, on=("learned_rerank",),
+                                rerank_model=spec["model"])
+            pooled = sorted((c.meta["rerank_row"][0], c.memory_id, c.meta["rerank_row"][1])
+                            for c in res.trace.candidates.values() if "rerank_row" in c.meta)
+            msgs = engine.store.message_ids(scope, [mid for _, mid, _ in pooled])
             out.append({
                 "file": spec["file"], "dataset": spec["dataset"], "fold": q["fold"], "question_id": q["question_id"],
-                "category": q["category"], "excluded": q["excluded"], "gold": q["gold"], "corpus": q.get("corpus"),
-                "msgs": [msgs.get(c.memory_id, []) for c in ordered],
-                "docs": [c.meta.get("document_id") if c.meta.get("fact_id") is None else None for c in ordered],
-                "cap": cap, "x": {str(d): features(ordered[:d]).tolist() for d in DEPTHS},
-                "pipeline": score_question(spec["dataset"], q, turn_ranking(engine, scope, res.ordered_ids), [K]),
+                "category": q["category"], "excluded": q["excluded"], "gold": q["gold"],
+                "msgs": [msgs.get(mid, []) for _, mid, _ in pooled],
+                "x": [row.tolist() for _, _, row in pooled],
+                "scores": score_question(spec["dataset"], q, turn_ranking(engine, scope, res.ordered_ids), [K]),
             })
     Path(spec["db"]).unlink(missing_ok=True)
     return out
 
 
-def ranking(it: dict[str, Any], depth: int, s: np.ndarray | None = None) -> list[str]:
-    """The question's turn ranking with its first `depth` candidates ordered by `s` (None: as fused)."""
-    n = len(it["msgs"])
-    idx = list(range(n))
-    if s is not None:
-        d = min(depth, n)
-        idx = sorted(range(d), key=lambda i: (-float(s[i]), i)) + idx[d:]
-    if it["cap"] > 0:  # the per-document cap, as _rank applies it after the stage
-        seen: dict[Any, int] = {}
-        first: list[int] = []
-        later: list[int] = []
-        for i in idx:
-            doc = it["docs"][i]
-            seen[doc] = seen.get(doc, 0) + 1
-            (first if doc is None or seen[doc] <= it["cap"] else later).append(i)
-        idx = first + later
-    return dedupe(m for i in idx for m in it["msgs"][i])
-
-
-def _gold_rows(it: dict[str, Any], depth: int) -> list[bool]:
+def _gold_rows(it: dict[str, Any]) -> list[bool]:
     gold = set(it["gold"].get("turn") or [])
-    return [bool(gold & set(m)) for m in it["msgs"][:depth]]
+    return [bool(gold & set(m)) for m in it["msgs"]]
 
 
 def _usable(it: dict[str, Any]) -> bool:
     return tuned_on(it) and bool(it["gold"].get("turn"))
 
 
-def train(items: list[dict[str, Any]], depth: int, l2: float = L2) -> dict[str, Any]:
+def train(items: list[dict[str, Any]], depth: int = DEPTH, l2: float = L2) -> dict[str, Any]:
     """Pairwise logistic regression on the items' pools (see the module doc)."""
-    used = [it for it in items if _usable(it) and it["x"][str(depth)]]
+    used = [it for it in items if _usable(it) and it["x"]]
     if not used:
         raise BadInput("no question with gold evidence to fit on")
-    xs = [np.asarray(it["x"][str(depth)], dtype=float) for it in used]
+    xs = [np.asarray(it["x"], dtype=float) for it in used]
     allx = np.vstack(xs)
     mu = allx.mean(axis=0)
     sd = allx.std(axis=0)
@@ -119,7 +103,7 @@ def train(items: list[dict[str, Any]], depth: int, l2: float = L2) -> dict[str, 
     diffs, weights = [], []
     for it, x in zip(used, xs):
         z = (x - mu) / sd
-        g = np.asarray(_gold_rows(it, depth)[: len(z)])
+        g = np.asarray(_gold_rows(it)[: len(z)])
         if not g.any() or g.all():
             continue
         d = (z[g][:, None, :] - z[~g][None, :, :]).reshape(-1, z.shape[1])
@@ -140,17 +124,6 @@ def train(items: list[dict[str, Any]], depth: int, l2: float = L2) -> dict[str, 
                 break
     return {"features": list(FEATURE_NAMES), "depth": depth, "mean": mu.round(6).tolist(),
             "scale": sd.round(6).tolist(), "weights": w.round(6).tolist(), "l2": l2, "questions": len(used)}
-
-
-def _scored(items: list[dict[str, Any]], model: dict[str, Any] | None, depth: int) -> list[dict[str, Any]]:
-    from ..retrieve.rerank import score
-
-    out = []
-    for it in items:
-        x = np.asarray(it["x"][str(depth)], dtype=float)
-        s = score(model, x) if model is not None and len(x) else None
-        out.append({**it, "scores": score_question(it["dataset"], it, ranking(it, depth, s), [K])})
-    return out
 
 
 def _summary(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -194,10 +167,25 @@ def _specs(paths: list[Path], recipe: str, emb: str, extract: str, cache: Path, 
     return specs
 
 
+def _answer(specs: list[dict[str, Any]], model_of: Callable[[str], Path], workers: int) -> list[dict[str, Any]]:
+    """Answer every spec's questions, each fold's with its own model file."""
+    runs: list[dict[str, Any]] = []
+    for s in specs:
+        for fold in sorted({q["fold"] for q in s["questions"]}):
+            runs.append(dict(s, questions=[q for q in s["questions"] if q["fold"] == fold], model=str(model_of(fold)),
+                             db=f"{s['db']}.{len(runs)}"))
+    return [it for chunk in execute(runs, workers, None, None, fn=collect_container) for it in chunk]
+
+
+def _save(model: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(model) + "\n", encoding="utf-8")
+    return path
+
+
 def run_rerank_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str = "offline", workers: int = 1,
                    embedder: str | None = None, extract: str = "none", limit: int | None = None,
-                   depths: tuple[int, ...] = DEPTHS, progress: Callable[[float, str], None] | None = None
-                   ) -> dict[str, Any]:
+                   progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
     """Fit the re-ranker on `data_paths`, cross-validate it; the `bench fit --model rerank` document."""
     from ..retrieve.recipes import get_recipe
     from .containers import cache_dir_for
@@ -214,50 +202,45 @@ def run_rerank_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str =
     work = Path(str(engine.path) + ".bench") / "rerank"
     specs = _specs(paths, recipe, emb, extract, cache_dir_for(engine.path), work, limit)
     t0 = time.perf_counter()
-    if progress is not None:
-        progress(0.0, "answering every question without the re-ranker")
-    items = [it for chunk in execute(specs, workers, None, None, fn=collect_container) for it in chunk]
+
+    def note(share: float, what: str) -> None:
+        if progress is not None:
+            progress(share, what)
+
+    note(0.0, "answering every question with the fused order")
+    keep = _save(identity_model(), work / "identity.json")
+    items = _answer(specs, lambda fold: keep, workers)
     folds = sorted({it["fold"] for it in items})
-    base = [{**it, "scores": it["pipeline"]} for it in items]
-    offline_base = _scored(items, None, DEPTH)
-    report: dict[str, Any] = {
+    full = train(items)
+    fold_models = {fold: _save(train([it for it in items if it["fold"] != fold]), work / f"fold{i}.json")
+                   for i, fold in enumerate(folds)}
+    note(0.34, "cross-validation: each fold answered by the model fitted without it")
+    held = _answer(specs, fold_models.__getitem__, workers)
+    note(0.67, "answering every question with the model fitted on every fold")
+    path = _save(full, work / "full.json")
+    dev = _answer(specs, lambda fold: path, workers)
+    per_fold = {fold: {"questions": sum(1 for it in items if it["fold"] == fold and _usable(it)),
+                       "without": _pooled([it for it in items if it["fold"] == fold]),
+                       "held_out": _pooled([it for it in held if it["fold"] == fold]),
+                       "dev_fitted": _pooled([it for it in dev if it["fold"] == fold])} for fold in folds}
+    return {
         "files": [p.name for p in paths], "recipe": recipe, "embedder": emb, "extract": extract, "k": K,
         "objective": "pairwise logistic regression (numpy), every question the benchmarks' own scoring counts, "
-                     "each weighing the same", "l2": L2, "shipped_depth": DEPTH, "folds": folds,
-        "git_commit": git_commit(),
-        "pipeline": {"by_file": _summary(base), "pooled": _pooled(base)},
-        "offline_no_rerank": {"by_file": _summary(offline_base), "pooled": _pooled(offline_base)},
-        "depths": {}}
-    for j, depth in enumerate(depths):
-        full = train(items, depth)
-        dev = _scored(items, full, depth)
-        held: list[dict[str, Any]] = []
-        per_fold: dict[str, Any] = {}
-        for i, fold in enumerate(folds):
-            if progress is not None:
-                progress((j + i / len(folds)) / len(depths), f"depth {depth}: fold {fold}")
-            model = train([it for it in items if it["fold"] != fold], depth)
-            mine = [it for it in items if it["fold"] == fold]
-            got = _scored(mine, model, depth)
-            before = _scored(mine, None, depth)
-            held += got
-            per_fold[fold] = {"questions": sum(1 for it in mine if _usable(it)), "without": _pooled(before),
-                              "held_out": _pooled(got), "dev_fitted": _pooled([d for d in dev if d["fold"] == fold])}
-        report["depths"][str(depth)] = {
-            "model": full, "dev_fitted": {"by_file": _summary(dev), "pooled": _pooled(dev)},
-            "cross_validated": {"by_file": _summary(held), "pooled": _pooled(held)}, "folds": per_fold,
-            "weights": dict(zip(FEATURE_NAMES, full["weights"]))}
-    report["seconds"] = round(time.perf_counter() - t0, 1)
-    return report
+                     "each weighing the same", "l2": L2, "depth": DEPTH, "folds": per_fold,
+        "git_commit": git_commit(), "model": full, "weights": dict(zip(FEATURE_NAMES, full["weights"])),
+        "without": {"by_file": _summary(items), "pooled": _pooled(items)},
+        "dev_fitted": {"by_file": _summary(dev), "pooled": _pooled(dev)},
+        "cross_validated": {"by_file": _summary(held), "pooled": _pooled(held)},
+        "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def write_model(report: dict[str, Any], path: str | os.PathLike[str] = MODEL_PATH) -> Path:
     """Store the model fitted on every fold at the shipped depth where the stage loads it."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    d = report["depths"][str(report["shipped_depth"])]
-    doc = {**d["model"], "files": report["files"], "git_commit": report.get("git_commit"),
-           "dev_fitted": d["dev_fitted"], "cross_validated": d["cross_validated"],
+    doc = {**report["model"], "files": report["files"], "git_commit": report.get("git_commit"),
+           "without": report["without"], "dev_fitted": report["dev_fitted"],
+           "cross_validated": report["cross_validated"],
            "command": "memlens bench fit --model rerank " + " ".join(f"--data {f}" for f in report["files"])}
     out.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return out
@@ -270,35 +253,24 @@ def markdown(report: dict[str, Any]) -> str:
     lines = ["# Learned re-ranker (learned_rerank): dev-fitted and held-out folds", "",
              f"- recipe `{report['recipe']}`, embedder `{report['embedder']}`, commit "
              f"`{(report.get('git_commit') or 'unknown')[:12]}`; files: {', '.join(report['files'])}",
-             f"- {report['objective']}; L2 {report['l2']}; shipped depth {report['shipped_depth']}", "",
-             f"Pooled ours turn evidence recall@{report['k']} (every fold question weighing the same): pipeline "
-             f"{fmt(report['pipeline']['pooled'])}, offline re-creation without the stage "
-             f"{fmt(report['offline_no_rerank']['pooled'])}", "",
-             "| depth | file | scheme | without | dev-fitted | cross-validated |", "|---|---|---|---:|---:|---:|"]
-    base = report["pipeline"]["by_file"]
-    for depth, d in report["depths"].items():
-        for f, schemes in d["dev_fitted"]["by_file"].items():
-            for scheme, v in schemes.items():
-                cv = d["cross_validated"]["by_file"][f][scheme]
-                lines.append(f"| {depth} | {f} | {scheme} | {fmt(base[f][scheme]['overall'])} | {fmt(v['overall'])} | "
-                             f"{fmt(cv['overall'])} |")
-    shipped = report["depths"][str(report["shipped_depth"])]
-    lines += ["", f"## Per category (depth {report['shipped_depth']}): without / dev-fitted / cross-validated", "",
-              "| file | scheme | category | without | dev-fitted | cross-validated |", "|---|---|---|---:|---:|---:|"]
-    for f, schemes in shipped["dev_fitted"]["by_file"].items():
+             f"- {report['objective']}; L2 {report['l2']}; depth {report['depth']}", "",
+             f"Pooled ours turn evidence recall@{report['k']} (every question weighing the same): without "
+             f"{fmt(report['without']['pooled'])}, dev-fitted {fmt(report['dev_fitted']['pooled'])}, "
+             f"cross-validated {fmt(report['cross_validated']['pooled'])}", "",
+             "| file | scheme | category | without | dev-fitted | cross-validated |", "|---|---|---|---:|---:|---:|"]
+    for f, schemes in report["without"]["by_file"].items():
         for scheme, v in schemes.items():
+            dev = report["dev_fitted"]["by_file"][f][scheme]
+            cv = report["cross_validated"]["by_file"][f][scheme]
+            lines.append(f"| {f} | {scheme} | all | {fmt(v['overall'])} | {fmt(dev['overall'])} | {fmt(cv['overall'])} |")
             for cat, val in v["by_category"].items():
-                cv = shipped["cross_validated"]["by_file"][f][scheme]["by_category"].get(cat)
-                lines.append(f"| {f} | {scheme} | {cat} | {fmt(base[f][scheme]['by_category'].get(cat))} | "
-                             f"{fmt(val)} | {fmt(cv)} |")
+                if val is not None:
+                    lines.append(f"| {f} | {scheme} | {cat} | {fmt(val)} | {fmt(dev['by_category'].get(cat))} | "
+                                 f"{fmt(cv['by_category'].get(cat))} |")
     lines += ["", "## Held-out folds (pooled ours, each fold's questions)", "",
-              "| depth | fold | questions | without | model fitted without the fold | dev-fitted |",
-              "|---|---|---:|---:|---:|---:|"]
-    for depth, d in report["depths"].items():
-        for fold, r in d["folds"].items():
-            lines.append(f"| {depth} | {fold} | {r['questions']} | {fmt(r['without'])} | {fmt(r['held_out'])} | "
-                         f"{fmt(r['dev_fitted'])} |")
-    lines += ["", f"## Weights (depth {report['shipped_depth']}, standardised features)", "",
-              "| feature | weight |", "|---|---:|"]
-    lines += [f"| {n} | {w:+.3f} |" for n, w in shipped["weights"].items()]
+              "| fold | questions | without | model fitted without the fold | dev-fitted |", "|---|---:|---:|---:|---:|"]
+    for fold, r in report["folds"].items():
+        lines.append(f"| {fold} | {r['questions']} | {fmt(r['without'])} | {fmt(r['held_out'])} | {fmt(r['dev_fitted'])} |")
+    lines += ["", "## Weights (standardised features)", "", "| feature | weight |", "|---|---:|"]
+    lines += [f"| {n} | {w:+.3f} |" for n, w in report["weights"].items()]
     return "\n".join(lines) + "\n"

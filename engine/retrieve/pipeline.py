@@ -369,8 +369,6 @@ class Recall:
         self._candidates(trace, query_vector, extra_terms=[])
         self._filters(trace, as_of)
         self._score(trace, as_of)
-        if r.on("learned_rerank"):  # engine/retrieve/rerank.py: a fitted model re-orders the first candidates
-            learned_rerank(trace, load_model())
         if self._weak(trace) and self.llm is not None and r.planner:
             self._plan(trace, query, query_vector, as_of)
         if self._weak(trace) and self.llm is not None and r.reranker:
@@ -730,6 +728,8 @@ class Recall:
             cand.score = score
         if event_matches:
             trace.params["event_times"] = event_matches
+        if r.on("learned_rerank"):  # engine/retrieve/rerank.py; before the current-truth rules, which then order its result
+            learned_rerank(trace, load_model(r.rerank_model or None))
         if r.on("version_cap"):
             self._order_versions(trace)
         self._current_truth(trace, as_of)

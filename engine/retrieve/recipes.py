@@ -89,6 +89,7 @@ class Recipe:
     ambiguous_margin: float = 0.02
     llm_timeout_s: float = 8.0
     rerank_max: int = 24
+    rerank_model: str = ""  # learned_rerank's model file ("": the shipped resources/recipes/rerank.json)
     # output
     k: int = 10
     budget_tokens: int = 800

@@ -1,13 +1,17 @@
 """learned_rerank: a linear ranking model over the trace's components, after fusion.
 
 The stage re-orders the first `depth` candidates of the fused ranking (score order, every prior
-and current-truth rule applied) by a learned score: a weighted sum of features the pipeline has
-already computed for each candidate (each channel's normalised score and rank, the priors' raw
-values, the neighbour and session signals, the turn's length, its document's share and best score
-among the first `depth`, whether both lexical and vector channels proposed it, ...). The weights
+applied) by a learned score, before the current-truth rules (version_cap, claim_superseded,
+restated_later, ...), which then order its result as they order the fused one, so the stage can
+never put an outdated statement back above the one that replaced it. The learned score is a
+weighted sum of features the pipeline has already computed for each candidate (each channel's
+normalised score and rank, the priors' raw values, the neighbour and session signals, the turn's
+length, its document's share and best score among the first `depth`, whether both lexical and
+vector channels proposed it, ...). The weights
 are fitted by `memlens bench fit --model rerank` (engine/bench/rerank_fit.py: pairwise logistic
 regression in numpy over the development files, judged on held-out folds) and ship as data in
-resources/recipes/rerank.json; evaluating them needs numpy only.
+resources/recipes/rerank.json (Recipe.rerank_model names another file); evaluating them needs
+numpy only.
 
 Every re-ordered candidate keeps its place above the candidates past `depth` (the stage never
 brings anything new into the top), its learned score is recorded in the trace
@@ -122,11 +126,13 @@ def apply(trace: Trace, model: dict[str, Any] | None) -> None:
     top = pool(trace.alive(), int(model["depth"]))
     if len(top) < 2:
         return
-    s = score(model, features(top))
+    x = features(top)
+    s = score(model, x)
     floor = top[-1].score
     new = floor + 1e-6 + (s - float(s.min()))
     learned: dict[str, float] = {}
-    for c, v, ls in zip(top, new, s):
+    for i, (c, v, ls) in enumerate(zip(top, new, s)):
+        c.meta["rerank_row"] = (i, x[i])  # its place in the pool and its features (bench fit --model rerank)
         c.components["learned_rerank"] = round(float(v) - c.score, 6)
         c.score = float(v)
         learned[str(c.memory_id)] = round(float(ls), 4)

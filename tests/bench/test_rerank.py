@@ -73,11 +73,19 @@ def _item(gold_rows: list[int], n: int, rng: np.random.Generator, fold: str) -> 
     x[:, LENGTH] = rng.normal(size=n)
     for i in gold_rows:
         x[i, LENGTH] += 3.0  # the gold turns are the long ones
-    msgs = [[f"t{i}"] for i in range(n)]
     return {"file": "f.json", "dataset": "locomo", "fold": fold, "question_id": f"{fold}-{len(gold_rows)}-{n}",
-            "category": "multi-hop", "excluded": False, "gold": {"turn": [f"t{i}" for i in gold_rows],
-                                                                  "official": {"evidence": []}},
-            "msgs": msgs, "docs": [None] * n, "cap": 0, "x": {str(d): x[:d].tolist() for d in rerank_fit.DEPTHS}}
+            "category": "multi-hop", "excluded": False, "gold": {"turn": [f"t{i}" for i in gold_rows]},
+            "msgs": [[f"t{i}"] for i in range(n)], "x": x.tolist()}
+
+
+def _top10_recall(items: list[dict], model: dict | None) -> float:
+    got = []
+    for it in items:
+        x = np.asarray(it["x"])
+        order = np.argsort(-rerank.score(model, x), kind="stable") if model else np.arange(len(x))
+        top = {m for i in order[:10] for m in it["msgs"][i]}
+        got.append(len(top & set(it["gold"]["turn"])) / len(it["gold"]["turn"]))
+    return sum(got) / len(got)
 
 
 def test_the_pairwise_fit_learns_what_ranks_the_gold_first():
@@ -86,22 +94,28 @@ def test_the_pairwise_fit_learns_what_ranks_the_gold_first():
     model = rerank_fit.train(items, 50)
     w = dict(zip(rerank.FEATURE_NAMES, model["weights"]))
     assert w["length"] == max(w.values()) > 0
-    got = rerank_fit._scored(items, model, 50)
-    before = rerank_fit._scored(items, None, 50)
-    assert rerank_fit._pooled(before) == 0.0 and rerank_fit._pooled(got) > 0.9
+    assert _top10_recall(items, None) == 0.0 and _top10_recall(items, model) > 0.9
+    # the identity model scores by the fused score: the stage runs and keeps the order
+    t = _trace(6)
+    rerank.apply(t, rerank_fit.identity_model(6))
+    assert [c.memory_id for c in sorted(t.alive(), key=lambda c: -c.score)] == [1, 2, 3, 4, 5, 6]
     with pytest.raises(BadInput, match="no question with gold"):
         rerank_fit.train([{**items[0], "gold": {"turn": []}}], 50)
 
 
 def test_fit_end_to_end_reports_dev_held_out_folds_and_writes_a_model_the_stage_reads(tmp_path, monkeypatch):
+    from engine.bench.runner import run_benchmark
+
     with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
-        out = rerank_fit.run_rerank_fit(engine, [str(DATA / "bench_locomo_tiny.json")], embedder="hashing",
-                                        depths=(rerank_fit.DEPTH,))
-        # the offline re-creation of the ranking without the stage is the pipeline's own
-        assert out["offline_no_rerank"]["pooled"] == pytest.approx(out["pipeline"]["pooled"])
-        d = out["depths"][str(rerank_fit.DEPTH)]
-        assert set(d["folds"]) == {"locomo:conv-x1", "locomo:conv-x2"}
-        assert d["cross_validated"]["by_file"]["bench_locomo_tiny.json"]["official"]["overall"] is not None
+        out = rerank_fit.run_rerank_fit(engine, [str(DATA / "bench_locomo_tiny.json")], embedder="hashing")
+        bench = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", k_values=[10], embedder="hashing")
+        # with the identity model the stage changes nothing: "without" is the benchmark's own figure
+        name = "bench_locomo_tiny.json"
+        for scheme in ("memlens", "official"):
+            assert out["without"]["by_file"][name][scheme]["overall"] == pytest.approx(
+                bench["scores"][scheme]["metrics"]["turn_evidence_recall@10"])
+        assert set(out["folds"]) == {"locomo:conv-x1", "locomo:conv-x2"}
+        assert out["cross_validated"]["by_file"][name]["official"]["overall"] is not None
         assert "| locomo:conv-x1 |" in rerank_fit.markdown(out)
         path = rerank_fit.write_model(out, tmp_path / "rerank.json")
         assert rerank.load_model(path)["depth"] == rerank_fit.DEPTH
