@@ -265,6 +265,9 @@ def _add_commands(sub) -> None:
                                                   "current_first@1 for updates)")
     p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
     p.add_argument("--no-cv", action="store_true", help="for fit: skip the leave-one-fold-out figures")
+    p.add_argument("--model", default="weights", choices=("weights", "rerank"),
+                   help="for fit: the fusion weights and prior strengths (default), or the learned re-ranker "
+                        "(learned_rerank: resources/recipes/rerank.json)")
     p.add_argument("--write", action="store_true",
                    help="for fit: store the weights fitted on all the files where the recipes load them")
 
@@ -744,6 +747,8 @@ def _features(text: str) -> list[str]:
 
 
 def _bench_fit(args: argparse.Namespace) -> int:
+    if args.model == "rerank":
+        return _bench_fit_rerank(args)
     from engine.bench.fit import markdown, run_fit, write_weights
     from engine.memory import MemoryEngine
     from engine.retrieve.recipes import FITTED_WEIGHTS
@@ -762,6 +767,28 @@ def _bench_fit(args: argparse.Namespace) -> int:
         folder = private_dir(args.out)
         write_private(folder / "fit.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
         write_private(folder / "fit.md", markdown(out))
+    _emit(args, out, markdown(out))
+    return 0
+
+
+def _bench_fit_rerank(args: argparse.Namespace) -> int:
+    from engine.bench.rerank_fit import markdown, run_rerank_fit, write_model
+    from engine.memory import MemoryEngine
+
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_rerank_fit(engine, args.data or [], recipe=args.recipe, workers=args.workers,
+                             embedder=args.embedder, extract=args.extract or "none", limit=args.limit,
+                             progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.write:
+        out["written"] = str(write_model(out))
+    if args.out:
+        from engine.files import private_dir, write_private
+
+        folder = private_dir(args.out)
+        write_private(folder / "rerank.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
+        write_private(folder / "rerank.md", markdown(out))
     _emit(args, out, markdown(out))
     return 0
 

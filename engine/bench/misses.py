@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..memory import MemoryEngine
 
 CHANNELS = ("vector", "fts", "neighbour", "entity", "relation", "baseline")
-DEPTHS = (10, 15, 20, 30, 50)  # headroom: the first N turns perfectly ordered (and N = k)
+DEPTHS = (10, 15, 20, 30, 50, 100)  # headroom: the first N turns perfectly ordered (and N = k)
 KEPT_DROPS = ("below_cut", "budget")  # ranked, only past k or the context budget
 
 
@@ -101,6 +101,18 @@ def _bucket(m: dict[str, Any]) -> str:
     return "ranked 11-20" if p <= 20 else "ranked 21-50" if p <= 50 else "ranked beyond 50"
 
 
+CEILING = ("ranked 11-30", "ranked 31-100", "ranked beyond 100", "absent")
+
+
+def _depth(m: dict[str, Any]) -> str:
+    """A re-ranker's ceiling: where a missed gold turn lies in the fused candidate pool. "absent":
+    no channel proposed it, or a filter dropped it (no re-ranking of the pool reaches it)."""
+    if m["why"] != "ranked":
+        return "absent"
+    p = m["position"] or 10**9
+    return CEILING[0] if p <= 30 else CEILING[1] if p <= 100 else CEILING[2]
+
+
 def summarise(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
     """Per group of questions: the misses by reason, channel and session, and the headroom."""
     def group(its: list[dict[str, Any]]) -> dict[str, Any]:
@@ -118,8 +130,11 @@ def summarise(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
                        for m in ranked)
         headroom = {n: (sum(min(k, it["found_at"][n]) / it["gold"] for it in its) / len(its)) if its else None
                     for n in sorted({k, *(d for d in DEPTHS if d > k)})}
+        depth = Counter(_depth(m) for m in missed)
         return {"questions": len(its), "gold_turns": sum(it["gold"] for it in its), "missed": len(missed),
-                "why": dict(Counter(_bucket(m) for m in missed).most_common()), "channels": channels,
+                "why": dict(Counter(_bucket(m) for m in missed).most_common()),
+                "depth": {d: {"missed": depth[d], "share": round(depth[d] / len(missed), 4) if missed else None}
+                          for d in CEILING}, "channels": channels,
                 "session": dict(dist.most_common()), "headroom": headroom}
 
     cats = sorted({it["category"] for it in items})
@@ -164,6 +179,8 @@ def markdown(report: dict[str, Any]) -> str:
         head = ", ".join(f"{n} {v:.3f}" for n, v in g["headroom"].items() if v is not None)
         lines += [f"## {name}: {g['questions']} questions, {g['missed']} of {g['gold_turns']} gold turns missed", "",
                   "- why: " + ", ".join(f"{w} {n}" for w, n in g["why"].items()),
+                  "- where in the fused pool (a re-ranker's ceiling): " + ", ".join(
+                      f"{d} {v['missed']} ({v['share'] or 0:.0%})" for d, v in g.get("depth", {}).items()),
                   "- channels that had a ranked miss (median rank): " + ", ".join(
                       f"{ch} {v['had_it']} ({v['median_rank']:g})" for ch, v in g["channels"].items()),
                   "- its session: " + ", ".join(f"{w} {n}" for w, n in g["session"].items()),

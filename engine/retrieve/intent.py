@@ -103,6 +103,9 @@ _F = [
     Feature("pinned", "prior", "pinned memories rank higher"),
     Feature("version_cap", "rank", "an old value never outranks its successor"),
     Feature("derived", "prior", "inferences are scaled down so they cannot tie verified facts"),
+    Feature("learned_rerank", "rank", "a linear model fitted on the development files (bench fit --model rerank, "
+            "resources/recipes/rerank.json) re-orders the first candidates after fusion from their channels' scores "
+            "and ranks, the priors and neighbour/session signals"),
     Feature("dedupe", "rank", "memories with the same text keep only the best"),
     Feature("shared_places", "rank", "k counts sources: a fact and the turn it was read from share one place"),
 ]

@@ -44,6 +44,8 @@ from . import timeframe
 from .intent import read_intent, speaker_matches
 from .query import content_terms, match_expression
 from .recipes import NOT_SHIPPED, Recipe
+from .rerank import apply as learned_rerank
+from .rerank import load_model
 from .trace import CandidateTrace, DropReason, Trace
 
 # Which of a turn's claims a question asks, and which one a later change concerns, must be clear
@@ -726,6 +728,8 @@ class Recall:
             cand.score = score
         if event_matches:
             trace.params["event_times"] = event_matches
+        if r.on("learned_rerank"):  # engine/retrieve/rerank.py; before the current-truth rules, which then order its result
+            learned_rerank(trace, load_model(r.rerank_model or None))
         if r.on("version_cap"):
             self._order_versions(trace)
         self._current_truth(trace, as_of)

@@ -225,7 +225,11 @@ def test_misses_say_why_each_gold_turn_is_outside_the_top_k_and_the_headroom_of_
     ranked = sum(n for w, n in ours["why"].items() if w.startswith("ranked"))
     assert sum(ours["session"].values()) == ranked
     values = list(ours["headroom"].values())
-    assert values == sorted(values) and values[-1] <= 1.0 and list(ours["headroom"]) == [1, 10, 15, 20, 30, 50]
+    assert values == sorted(values) and values[-1] <= 1.0 and list(ours["headroom"]) == [1, 10, 15, 20, 30, 50, 100]
+    # a re-ranker's ceiling: every miss lies at one depth of the pool, or is absent from it
+    assert list(ours["depth"]) == list(misses.CEILING)
+    assert sum(d["missed"] for d in ours["depth"].values()) == ours["missed"]
+    assert ours["depth"]["absent"]["missed"] == sum(n for w, n in ours["why"].items() if not w.startswith("ranked"))
     assert misses.markdown(out).startswith("# Why gold turns miss the top 1: bench_locomo_tiny.json")
     with pytest.raises(BadInput, match="unknown feature"):
         misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", off=["nope"])

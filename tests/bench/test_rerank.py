@@ -1,0 +1,156 @@
+"""learned_rerank: the stage, its features, the pairwise fit and its held-out folds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.bench import rerank_fit
+from engine.errors import BadInput
+from engine.memory import MemoryEngine
+from engine.retrieve import rerank
+from engine.retrieve.trace import Trace
+
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
+LENGTH = rerank.FEATURE_NAMES.index("length")
+
+
+def _trace(n: int) -> Trace:
+    t = Trace(query="q", origin="test", recipe="offline", k=3, as_of=None)
+    for i in range(n):
+        c = t.candidate(i + 1)
+        c.score = 1.0 - i * 0.01  # candidate 1 first
+        c.components = {"fusion": c.score}
+        c.channels = {"vector": {"rank": i + 1, "score": c.score}}
+        c.meta = {"text": " ".join(["w"] * (i + 1)), "document_id": i % 2, "chunk_id": i, "kind": "episode"}
+    return t
+
+
+def _model(depth: int, feature: int, sign: float = 1.0) -> dict:
+    w = [0.0] * len(rerank.FEATURE_NAMES)
+    w[feature] = sign
+    f = len(rerank.FEATURE_NAMES)
+    return {"features": list(rerank.FEATURE_NAMES), "depth": depth, "mean": [0.0] * f, "scale": [1.0] * f, "weights": w}
+
+
+def test_the_stage_reorders_only_its_pool_keeps_it_above_the_rest_and_records_each_learned_score():
+    t = _trace(6)
+    rerank.apply(t, _model(4, LENGTH))  # longer turns first, among the first 4 only
+    order = [c.memory_id for c in sorted(t.alive(), key=lambda c: -c.score)]
+    assert order == [4, 3, 2, 1, 5, 6]
+    assert set(t.params["learned_rerank"]["scores"]) == {"1", "2", "3", "4"}
+    assert t.candidates[4].components["learned_rerank"] > 0 and "learned_rerank" not in t.candidates[5].components
+    fewer = _trace(6)
+    rerank.apply(fewer, None)  # no model: the order stays and the trace says why
+    assert [c.memory_id for c in sorted(fewer.alive(), key=lambda c: -c.score)] == [1, 2, 3, 4, 5, 6]
+    assert "skipped" in fewer.params["learned_rerank"]
+
+
+def test_features_are_read_from_the_trace_one_row_a_candidate():
+    t = _trace(5)
+    x = rerank.features(rerank.pool(t.alive(), 5))
+    assert x.shape == (5, len(rerank.FEATURE_NAMES))
+    names = rerank.FEATURE_NAMES
+    assert x[0, names.index("score_gap")] == 0.0 and x[4, names.index("score_gap")] < 0
+    assert x[0, names.index("vector_rank")] == 1.0 and x[0, names.index("fts_rank")] == 0.0
+    assert x[:, names.index("document_share")].tolist() == [0.6, 0.4, 0.6, 0.4, 0.6]
+
+
+def test_a_model_fitted_on_other_features_is_not_read(tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_model(10, LENGTH)))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**_model(10, LENGTH), "features": ["length"]}))
+    assert rerank.load_model(good) is not None and rerank.load_model(bad) is None
+    assert rerank.load_model(tmp_path / "missing.json") is None
+
+
+def _item(gold_rows: list[int], n: int, rng: np.random.Generator, fold: str) -> dict:
+    x = rng.normal(size=(n, len(rerank.FEATURE_NAMES)))
+    x[:, LENGTH] = rng.normal(size=n)
+    for i in gold_rows:
+        x[i, LENGTH] += 3.0  # the gold turns are the long ones
+    return {"file": "f.json", "dataset": "locomo", "fold": fold, "question_id": f"{fold}-{len(gold_rows)}-{n}",
+            "category": "multi-hop", "excluded": False, "gold": {"turn": [f"t{i}" for i in gold_rows]},
+            "msgs": [[f"t{i}"] for i in range(n)], "x": x.tolist()}
+
+
+def _top10_recall(items: list[dict], model: dict | None) -> float:
+    got = []
+    for it in items:
+        x = np.asarray(it["x"])
+        order = np.argsort(-rerank.score(model, x), kind="stable") if model else np.arange(len(x))
+        top = {m for i in order[:10] for m in it["msgs"][i]}
+        got.append(len(top & set(it["gold"]["turn"])) / len(it["gold"]["turn"]))
+    return sum(got) / len(got)
+
+
+def test_the_pairwise_fit_learns_what_ranks_the_gold_first():
+    rng = np.random.default_rng(7)
+    items = [_item([25, 40], 60, rng, f"f{i % 3}") for i in range(30)]
+    model = rerank_fit.train(items, 50)
+    w = dict(zip(rerank.FEATURE_NAMES, model["weights"]))
+    assert w["length"] == max(w.values()) > 0
+    assert _top10_recall(items, None) == 0.0 and _top10_recall(items, model) > 0.9
+    # the identity model scores by the fused score: the stage runs and keeps the order
+    t = _trace(6)
+    rerank.apply(t, rerank_fit.identity_model(6))
+    assert [c.memory_id for c in sorted(t.alive(), key=lambda c: -c.score)] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(BadInput, match="no question with gold"):
+        rerank_fit.train([{**items[0], "gold": {"turn": []}}], 50)
+
+
+def test_fit_end_to_end_reports_dev_held_out_folds_and_writes_a_model_the_stage_reads(tmp_path, monkeypatch):
+    from engine.bench.runner import run_benchmark
+
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = rerank_fit.run_rerank_fit(engine, [str(DATA / "bench_locomo_tiny.json")], embedder="hashing")
+        bench = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", k_values=[10], embedder="hashing")
+        # with the identity model the stage changes nothing: "without" is the benchmark's own figure
+        name = "bench_locomo_tiny.json"
+        for scheme in ("memlens", "official"):
+            assert out["without"]["by_file"][name][scheme]["overall"] == pytest.approx(
+                bench["scores"][scheme]["metrics"]["turn_evidence_recall@10"])
+        assert set(out["folds"]) == {"locomo:conv-x1", "locomo:conv-x2"}
+        assert out["cross_validated"]["by_file"][name]["official"]["overall"] is not None
+        assert "| locomo:conv-x1 |" in rerank_fit.markdown(out)
+        path = rerank_fit.write_model(out, tmp_path / "rerank.json")
+        assert rerank.load_model(path)["depth"] == rerank_fit.DEPTH
+    from dataclasses import replace
+
+    from engine.retrieve import recipes
+
+    monkeypatch.setitem(recipes.RECIPES, "on", replace(recipes.RECIPES["offline"], off=()))
+    with MemoryEngine(tmp_path / "other.db", llm=False) as engine, pytest.raises(BadInput, match="runs learned_rerank"):
+        rerank_fit.run_rerank_fit(engine, [str(DATA / "bench_locomo_tiny.json")], recipe="on", embedder="hashing")
+
+
+def test_recall_with_the_stage_on_records_it_and_off_leaves_the_order(tmp_path, monkeypatch):
+    from engine.embed.hashing import HashingEmbedder
+    from engine.ingest.model import ParsedChunk, ParsedDocument
+    from engine.scope import Scope
+
+    scope = Scope.default("ana", "bot")
+    path = tmp_path / "rerank.json"
+    path.write_text(json.dumps(_model(50, LENGTH)))
+    monkeypatch.setattr(rerank, "MODEL_PATH", path)
+    with MemoryEngine(tmp_path / "m.db", embedder=HashingEmbedder(64), llm=False) as engine:
+        texts = ["Ana: I adopted a cat", "Ana: the cat I adopted is called Miso and she is a very calm tabby cat",
+                 "Ana: my cat likes the window"]
+        for i, text in enumerate(texts):
+            when = f"2024-0{i + 1}-01T10:00:00Z"
+            engine.ingest_documents([ParsedDocument(
+                text=text, source_type="chat", trust="user", uri="chat", external_id=f"d{i}", source_time=when,
+                chunks=[ParsedChunk(0, len(text), "message", speaker="Ana", role="user", source_time=when)])],
+                scope=scope)
+        off = engine.recall("which cat did Ana adopt?", scope=scope, k=3, recipe="offline", persist=False)
+        on = engine.recall("which cat did Ana adopt?", scope=scope, k=3, recipe="offline", persist=False,
+                           on=("learned_rerank",))
+    assert "learned_rerank" not in off.trace.params
+    scores = on.trace.params["learned_rerank"]["scores"]
+    assert len(scores) == len(on.trace.alive()) >= 2
+    longest = max(on.trace.alive(), key=lambda c: len(c.meta["text"]))
+    assert on.ranked_ids[0] == longest.memory_id
