@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache, partial
 from typing import Any
+import os, sys  # DEBUG-15
 
 import numpy as np
 
@@ -250,6 +251,7 @@ _RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week we
 thursday friday saturday sunday next this from on""".split())
 
 
+VECTORS_CLOSE = "their vectors are close"  # same_slot's reason when only the claims' vectors tie them
 _RELATIVE = re.compile(r"(?i)\b(?:that|which|who|when)\b")  # change_not_yet: a clause's parts
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
@@ -315,6 +317,47 @@ def _put_below(asides: dict[str, Any], aside: CandidateTrace, moved: list[Candid
             m.score += delta
     asides[str(aside.memory_id)] = {"below": head.memory_id, "rule": rule, "on": aside.meta["source_time"][:10],
                                     "reason": reason}
+
+
+# slot_claims' reasons that say only that no clause asserts a standing state, not that the turn
+# speaks of a non-change (a plan, hope, visit, stay, retraction, addition, someone else's turn)
+_UNASSERTED_ONLY = ("no clause of theirs asserts it", "not a plain present-tense assertion: told of the past",
+                    "not a plain present-tense assertion: no verb of its own: unsure")
+
+
+# a turn framed as a supposition anywhere ("hypothetically if i went vegetarian", "say i moved the
+# isa over"): told_as_done reads no event in it
+_MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say\s+(?:i|we)|what\s+if|imagine)\b")
+
+
+def _done_claims(text: str, said_on: str | None) -> list[str]:
+    """told_as_done: the clauses of a turn where the speaker (or the speaker's thing, or no named
+    subject) tells of something done, a past form among its words ("deleted my LastPass account",
+    "just unboxed the iPhone 15", "the gmail got hacked"), not of a past period ("as a teenager I
+    drank", "back in uni"), none of them a question, plan,
+    wish, hedge, negation, step, stay, take-back or a time still ahead, and none naming someone
+    else's thing ("my sister's car"); [] when any clause of the turn is someone else's (a person
+    or pronoun subject), since then the event may be theirs."""
+    from ..statements import (_FRAME, _NEGATION, _OTHERS_THING, _PAST_FRAME, _STEP, HEDGE, PERSON_NOUNS, PET_NOUNS,
+                              ahead_of, clauses, told_done)
+
+    parts = clauses(text)
+    if any(c.subject in ("person", "pronoun") and not c.question for c in parts):
+        return []
+    out = []
+    for c in parts:
+        if c.question or c.modal or c.visit or c.retracts or c.subject not in ("self", "thing", "none"):
+            continue
+        if not told_done(c.text) or _PAST_FRAME.search(c.text):
+            continue  # nothing done ("Quick one about my dentist"), or told of a past period ("as a teenager I drank")
+        if (_FRAME.search(c.text) or HEDGE.search(c.text) or _NEGATION.search(c.text) or _STEP.search(c.text)
+                or any(m.group(1).casefold() in PERSON_NOUNS | PET_NOUNS for m in _OTHERS_THING.finditer(c.text + " "))
+                or any(not told_done(part) and ahead_of(part, said_on) for part in _RELATIVE.split(c.text))):
+            # a time ahead read in the part that holds it, as change_not_yet does: "went up to
+            # £1,050 in december" is told as done, "signed up for a course that starts in October" is not
+            continue
+        out.append(c.text)
+    return out
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -1387,6 +1430,7 @@ class Recall:
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         answered: dict[int, str] = {}  # a reply -> the other speaker's question it answers
+        done: set[int] = set()  # told_as_done: turns whose claims tell of something done (only ever the later)
         facts_of = _facts_by_chunk(trace)
         passing = r.on("claims_in_passing")
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, per_sentence=passing,
@@ -1404,6 +1448,12 @@ class Recall:
                 _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
                 said_on=c.meta["source_time"], per_sentence=passing)[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
+            if (not claims and context is None and r.on("told_as_done")
+                    and read[c.memory_id][1] in _UNASSERTED_ONLY and not _MODAL_TURN.search(c.meta["text"])):
+                claims = [claim for claim in _done_claims(_body(c.meta["text"], c.meta["speaker"]),
+                                                          c.meta["source_time"]) if terms(claim)]
+                if claims:
+                    done.add(c.memory_id)
             if claims:
                 said[c.memory_id] = claims
                 texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
@@ -1421,9 +1471,25 @@ class Recall:
         qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
         if r.on("unasserted_below") and texts:
             self._unasserted_below(trace, pool, read, texts, qv, facts_of)
-        if len(texts) < 2:
+        # older_mentions: a turn none of whose claims answers the question may still stand, as the
+        # earlier of two only, by its own clause most like the question (not a question, not someone
+        # else's): "my dell xps 13 fan screams whenever i edit in darktable", "rent's £950 for my 1 bed"
+        mentions: dict[int, list[str]] = {}
+        if r.on("older_mentions") and texts and not historical:
+            from ..statements import clauses
+
+            for c in pool:
+                if c.memory_id in answered:
+                    continue  # a reply is read with its question
+                own = [x.text for x in clauses(_body(c.meta["text"], c.meta["speaker"]))
+                       if not x.question and x.subject in ("self", "thing", "none") and terms(x.text)]
+                if own:
+                    mentions[c.memory_id] = own
+        if os.environ.get("DEBUG15"):
+            print("PRE", trace.query, len(texts), len(mentions), file=sys.stderr)
+        if len(texts) + sum(1 for m in mentions if m not in texts) < 2:
             return
-        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
+        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in (*texts.values(), *mentions.values()) for t in ts])
         # a reply to a question like the one asked is in its slot, and its answer is its first claim
         # ("What do you do these days?" -> "Product design at Figma, mostly the mobile app")
         asked_vecs = CLAUSE_VECTORS.get(self.embedder, list(answered.values()), "query") if answered else {}
@@ -1435,6 +1501,16 @@ class Recall:
             if mid in in_slot or float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
                 claim[mid] = (said[mid][at], vecs[ts[at]])
                 claim_terms[mid] = terms(said[mid][at])
+        mentioned: set[int] = set()  # turns that stand by a mention: only ever the earlier of two
+        for mid, own in mentions.items():
+            at = max(range(len(own)), key=lambda i: float(np.dot(vecs[own[i]], qv)))
+            sim = float(np.dot(vecs[own[at]], qv))
+            if mid in claim and (mid in in_slot or sim <= float(np.dot(claim[mid][1], qv))):
+                continue  # its claim answers the question at least as well
+            if sim >= r.slot_answer_similarity:
+                claim[mid] = (own[at], vecs[own[at]])
+                claim_terms[mid] = terms(own[at])
+                mentioned.add(mid)
         q_terms = terms(masked)
 
         def shared(a: set[str], b: set[str]) -> bool:
@@ -1459,10 +1535,33 @@ class Recall:
                 reply = a if a.memory_id in in_slot else b
                 return f"one answers a question like this one ('{answered[reply.memory_id]}'), the other answers this one"
             if float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
-                return "their vectors are close"
+                return VECTORS_CLOSE
             return None
 
+        def replaces(old: CandidateTrace, new: CandidateTrace) -> str | None:
+            """same_slot(old, new), where a turn read by told_as_done is only ever the later."""
+            if old.memory_id in done or new.memory_id in mentioned:
+                return None
+            why = same_slot(old, new)
+            if why and new.memory_id in done and why == VECTORS_CLOSE:
+                return None  # an event is tied to the earlier statement by a word, not by vectors alone
+            if why and old.memory_id in mentioned:
+                why += "; the earlier only mentions it"
+            return f"{why}; it tells of it as done" if why and new.memory_id in done else why
+
         eligible = [c for c in pool if c.memory_id in claim]
+        if os.environ.get("DEBUG15"):
+            print("Q", trace.query, file=sys.stderr)
+            for c in pool:
+                m = c.memory_id
+                print("  ", m, c.meta["source_time"][:10], round(c.score, 3), repr(c.meta["text"][:70]), "|", read[m][1][:50],
+                      "| claim", claim.get(m, (None,))[0], sorted(claim_terms.get(m, ())),
+                      file=sys.stderr)
+            for a in eligible:
+                for b in eligible:
+                    if a.meta["source_time"] < b.meta["source_time"]:
+                        print("   pair", a.memory_id, b.memory_id, same_slot(a, b),
+                              round(float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])), 2), file=sys.stderr)
         if len(eligible) < 2:
             return
         group = partial(_answer_group, facts_of=facts_of)
@@ -1476,7 +1575,7 @@ class Recall:
         start = max(eligible, key=lambda c: max(m.score for m in group(c)))
         if historical:
             earlier = [(c, why) for c in eligible if c.meta["source_time"] < start.meta["source_time"]
-                       and (why := same_slot(c, start))]
+                       and (why := replaces(c, start))]
             if not earlier:
                 return
             prev, why = max(earlier, key=lambda x: (x[0].meta["source_time"], x[0].score))
@@ -1507,7 +1606,10 @@ class Recall:
         answer, chain = start, [start]
         while True:
             later = [(c, why) for c in eligible if c.memory_id in top_k and c not in chain
-                     and c.meta["source_time"] > answer.meta["source_time"] and (why := same_slot(answer, c))]
+                     and c.meta["source_time"] > answer.meta["source_time"] and (why := replaces(answer, c))]
+            if os.environ.get("DEBUG15"):
+                print("   rep", [(c.memory_id, c.memory_id in top_k, c in chain, c.meta["source_time"] > answer.meta["source_time"], replaces(answer, c), c.memory_id in done, c.memory_id in mentioned) for c in eligible], file=sys.stderr)
+                print("   chain from", answer.memory_id, [(c.memory_id, w) for c, w in later], sorted(top_k), file=sys.stderr)
             if not later:
                 break
             nxt, why = max(later, key=lambda x: (x[0].meta["source_time"], x[0].score))
@@ -1519,7 +1621,7 @@ class Recall:
             answer = nxt
         for c in sorted(eligible, key=lambda c: c.meta["source_time"], reverse=True):
             if (c not in chain and str(c.memory_id) not in marks
-                    and c.meta["source_time"] < answer.meta["source_time"] and (why := same_slot(c, answer))):
+                    and c.meta["source_time"] < answer.meta["source_time"] and (why := replaces(c, answer))):
                 replaced(c, answer, why)
 
     def _unasserted_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
