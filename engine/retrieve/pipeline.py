@@ -330,33 +330,48 @@ _UNASSERTED_ONLY = ("no clause of theirs asserts it", "not a plain present-tense
 _MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say\s+(?:i|we)|what\s+if|imagine)\b")
 
 
-def _done_claims(text: str, said_on: str | None) -> list[str]:
-    """told_as_done: the clauses of a turn where the speaker (or the speaker's thing, or no named
-    subject) tells of something done, a past form among its words ("deleted my LastPass account",
-    "just unboxed the iPhone 15", "the gmail got hacked"), not of a past period ("as a teenager I
-    drank", "back in uni"), none of them a question, plan,
-    wish, hedge, negation, step, stay, take-back or a time still ahead, and none naming someone
-    else's thing ("my sister's car"); [] when any clause of the turn is someone else's (a person
-    or pronoun subject), since then the event may be theirs."""
+# said_now: a clause that marks itself as the present state ("three months fully vegan now", "it's
+# tuesdays at the arts centre now"): the deictic words of the present, not a topic's
+_NOW_MARK = re.compile(r"(?i)\b(?:now|nowadays|these\s+days|at\s+the\s+moment|currently)\b")
+
+
+# a thing subject held by someone not the speaker ("the neighbours' dog", "Dev's pills"): not "my
+# cat's", "it's", "that's"
+_THEIR_THING = re.compile(r"(?i)^\W*(?:the\s+)?(?!(?:it|that|what|there|here|he|she|who|let|this)['’]s\b)"
+                          r"[a-z]+(?:['’]s|s['’])\s")
+
+
+def _later_claims(text: str, said_on: str | None, *, done: bool, now: bool) -> list[tuple[str, str]]:
+    """The clauses of a turn that may state a new value of a slot though slot_claims reads none,
+    each with the reading that found it: "done" (feature told_as_done) where the speaker (or the
+    speaker's thing, or no named subject) tells of something done, a past form among its words
+    ("deleted my LastPass account", "just unboxed the iPhone 15", "the gmail got hacked"), not of
+    a past period ("as a teenager I drank", "back in uni"); "now" (feature said_now) where a
+    clause marks itself as the present ("three months fully vegan now", "it's tuesdays at the arts
+    centre now"). Never a question, plan, wish, hedge, negation, step, stay, take-back or a time
+    still ahead (read in the part of the clause that holds it, as change_not_yet does), nor a
+    clause naming a person's or pet's thing ("my sister's car"); none at all when a clause of the
+    turn has a person or pronoun subject ("Dev has", "they've sold up") or someone else's thing
+    ("the neighbours' dog is a spaniel too, called Juno"): the event may be theirs."""
     from ..statements import (_FRAME, _NEGATION, _OTHERS_THING, _PAST_FRAME, _STEP, HEDGE, PERSON_NOUNS, PET_NOUNS,
                               ahead_of, clauses, told_done)
 
     parts = clauses(text)
-    if any(c.subject in ("person", "pronoun") and not c.question for c in parts):
+    if any(not c.question and (c.subject in ("person", "pronoun") or (c.subject == "thing" and _THEIR_THING.match(c.text)))
+           for c in parts):
         return []
     out = []
     for c in parts:
         if c.question or c.modal or c.visit or c.retracts or c.subject not in ("self", "thing", "none"):
             continue
-        if not told_done(c.text) or _PAST_FRAME.search(c.text):
-            continue  # nothing done ("Quick one about my dentist"), or told of a past period ("as a teenager I drank")
         if (_FRAME.search(c.text) or HEDGE.search(c.text) or _NEGATION.search(c.text) or _STEP.search(c.text)
                 or any(m.group(1).casefold() in PERSON_NOUNS | PET_NOUNS for m in _OTHERS_THING.finditer(c.text + " "))
                 or any(not told_done(part) and ahead_of(part, said_on) for part in _RELATIVE.split(c.text))):
-            # a time ahead read in the part that holds it, as change_not_yet does: "went up to
-            # £1,050 in december" is told as done, "signed up for a course that starts in October" is not
             continue
-        out.append(c.text)
+        if now and _NOW_MARK.search(c.text) and not _PAST_FRAME.search(c.text):
+            out.append((c.text, "now"))
+        elif done and told_done(c.text) and not _PAST_FRAME.search(c.text):
+            out.append((c.text, "done"))  # not "Quick one about my dentist" (nothing done), "as a teenager I drank"
     return out
 
 
@@ -1430,7 +1445,7 @@ class Recall:
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         answered: dict[int, str] = {}  # a reply -> the other speaker's question it answers
-        done: set[int] = set()  # told_as_done: turns whose claims tell of something done (only ever the later)
+        later_only: dict[tuple[int, str], str] = {}  # (turn, claim) read by told_as_done ("done") or said_now ("now")
         facts_of = _facts_by_chunk(trace)
         passing = r.on("claims_in_passing")
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, per_sentence=passing,
@@ -1448,12 +1463,13 @@ class Recall:
                 _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
                 said_on=c.meta["source_time"], per_sentence=passing)[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
-            if (not claims and context is None and r.on("told_as_done")
-                    and read[c.memory_id][1] in _UNASSERTED_ONLY and not _MODAL_TURN.search(c.meta["text"])):
-                claims = [claim for claim in _done_claims(_body(c.meta["text"], c.meta["speaker"]),
-                                                          c.meta["source_time"]) if terms(claim)]
-                if claims:
-                    done.add(c.memory_id)
+            if (context is None and (r.on("told_as_done") or r.on("said_now"))
+                    and (claims or read[c.memory_id][1] in _UNASSERTED_ONLY) and not _MODAL_TURN.search(c.meta["text"])):
+                for claim, how in _later_claims(_body(c.meta["text"], c.meta["speaker"]), c.meta["source_time"],
+                                                done=r.on("told_as_done"), now=r.on("said_now")):
+                    if claim not in claims and terms(claim):
+                        claims.append(claim)
+                        later_only[(c.memory_id, claim)] = how
             if claims:
                 said[c.memory_id] = claims
                 texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
@@ -1495,12 +1511,18 @@ class Recall:
         asked_vecs = CLAUSE_VECTORS.get(self.embedder, list(answered.values()), "query") if answered else {}
         in_slot = {mid for mid, q in answered.items() if float(np.dot(asked_vecs[q], qv)) >= r.slot_question_similarity}
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
+        read_as: dict[int, str] = {}  # turn -> "done" / "now" when that claim is one of _later_claims
         claim_terms: dict[int, set[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
         for mid, ts in texts.items():
             at = 0 if mid in in_slot else max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
             if mid in in_slot or float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
                 claim[mid] = (said[mid][at], vecs[ts[at]])
                 claim_terms[mid] = terms(said[mid][at])
+                if (mid, said[mid][at]) in later_only:
+                    read_as[mid] = later_only[(mid, said[mid][at])]
+        # as the earlier of two, a turn stands by its claim or, closer to the question, by a mention
+        as_old = dict(claim)
+        as_old_terms = dict(claim_terms)
         mentioned: set[int] = set()  # turns that stand by a mention: only ever the earlier of two
         for mid, own in mentions.items():
             at = max(range(len(own)), key=lambda i: float(np.dot(vecs[own[i]], qv)))
@@ -1508,8 +1530,8 @@ class Recall:
             if mid in claim and (mid in in_slot or sim <= float(np.dot(claim[mid][1], qv))):
                 continue  # its claim answers the question at least as well
             if sim >= r.slot_answer_similarity:
-                claim[mid] = (own[at], vecs[own[at]])
-                claim_terms[mid] = terms(own[at])
+                as_old[mid] = (own[at], vecs[own[at]])
+                as_old_terms[mid] = terms(own[at])
                 mentioned.add(mid)
         q_terms = terms(masked)
 
@@ -1524,7 +1546,9 @@ class Recall:
                 return None
             if name_key(a.meta["speaker"]) != name_key(b.meta["speaker"]):
                 return None
-            ta, tb = claim_terms[a.memory_id], claim_terms[b.memory_id]
+            if a.memory_id not in as_old or b.memory_id not in claim:
+                return None
+            ta, tb = as_old_terms[a.memory_id], claim_terms[b.memory_id]
             if not (ta - tb - q_terms) or not (tb - ta - q_terms):
                 return None  # one says nothing the other does not: no other value
             if shared(ta - q_terms, tb - q_terms):
@@ -1534,34 +1558,43 @@ class Recall:
             if (a.memory_id in in_slot) != (b.memory_id in in_slot):
                 reply = a if a.memory_id in in_slot else b
                 return f"one answers a question like this one ('{answered[reply.memory_id]}'), the other answers this one"
-            if float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
+            if float(np.dot(as_old[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
                 return VECTORS_CLOSE
             return None
 
         def replaces(old: CandidateTrace, new: CandidateTrace) -> str | None:
-            """same_slot(old, new), where a turn read by told_as_done is only ever the later."""
-            if old.memory_id in done or new.memory_id in mentioned:
-                return None
+            """same_slot(old, new), with what the later's reading and the earlier's mention add to why."""
             why = same_slot(old, new)
-            if why and new.memory_id in done and why == VECTORS_CLOSE:
-                return None  # an event is tied to the earlier statement by a word, not by vectors alone
+            if why == VECTORS_CLOSE and (read_as.get(new.memory_id) == "done" or new.memory_id in others):
+                # an event, or a turn where someone else speaks too ("well, mum and dad have"), is tied
+                # to the earlier statement by a word, not by vectors alone
+                return None
             if why and old.memory_id in mentioned:
                 why += "; the earlier only mentions it"
-            return f"{why}; it tells of it as done" if why and new.memory_id in done else why
+            if why and new.memory_id in read_as:
+                why += "; it tells of it as done" if read_as[new.memory_id] == "done" else "; it says it is so now"
+            return why
 
-        eligible = [c for c in pool if c.memory_id in claim]
+        eligible = [c for c in pool if c.memory_id in as_old]
+        others = set()  # turns with a clause of someone else's (a person subject: "well, mum and dad have")
+        if r.on("told_as_done") or r.on("said_now"):
+            from ..statements import clauses
+
+            others = {c.memory_id for c in eligible if any(
+                x.subject == "person" and not x.question
+                for x in clauses(_body(c.meta["text"], c.meta["speaker"])))}
         if os.environ.get("DEBUG15"):
             print("Q", trace.query, file=sys.stderr)
             for c in pool:
                 m = c.memory_id
                 print("  ", m, c.meta["source_time"][:10], round(c.score, 3), repr(c.meta["text"][:70]), "|", read[m][1][:50],
-                      "| claim", claim.get(m, (None,))[0], sorted(claim_terms.get(m, ())),
+                      "| claim", claim.get(m, (None,))[0], "| old", as_old.get(m, (None,))[0],
                       file=sys.stderr)
             for a in eligible:
                 for b in eligible:
                     if a.meta["source_time"] < b.meta["source_time"]:
                         print("   pair", a.memory_id, b.memory_id, same_slot(a, b),
-                              round(float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])), 2), file=sys.stderr)
+                              file=sys.stderr)
         if len(eligible) < 2:
             return
         group = partial(_answer_group, facts_of=facts_of)
@@ -1584,7 +1617,7 @@ class Recall:
                 lift(m, top)
             trace.params["history_first"] = {str(prev.memory_id): {  # where explain and the trace pane read it
                 "over": start.memory_id, "rule": "same_slot", "on": prev.meta["source_time"][:10],
-                "reason": f"asked about the past: '{claim[prev.memory_id][0]}' came before "
+                "reason": f"asked about the past: '{as_old[prev.memory_id][0]}' came before "
                           f"'{claim[start.memory_id][0]}' ({why})"}}
             return
         top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
@@ -1599,7 +1632,7 @@ class Recall:
                 marks[str(m.memory_id)] = {
                     "by": by.memory_id, "rule": "same_slot", "on": on, "text": by.meta["text"],
                     "reason": f"the same speaker later ({on}) states another value of it: "
-                              f"'{claim[by.memory_id][0]}' after '{claim[old.memory_id][0]}' ({why})"}
+                              f"'{claim[by.memory_id][0]}' after '{as_old[old.memory_id][0]}' ({why})"}
 
         # from the statement that would answer now, the latest later value of its slot (in the
         # top k) leads, link by link; the earlier values of that slot stay below it as history
@@ -1608,7 +1641,7 @@ class Recall:
             later = [(c, why) for c in eligible if c.memory_id in top_k and c not in chain
                      and c.meta["source_time"] > answer.meta["source_time"] and (why := replaces(answer, c))]
             if os.environ.get("DEBUG15"):
-                print("   rep", [(c.memory_id, c.memory_id in top_k, c in chain, c.meta["source_time"] > answer.meta["source_time"], replaces(answer, c), c.memory_id in done, c.memory_id in mentioned) for c in eligible], file=sys.stderr)
+                print("   rep", [(c.memory_id, c.memory_id in top_k, c in chain, c.meta["source_time"] > answer.meta["source_time"], replaces(answer, c), read_as.get(c.memory_id), c.memory_id in mentioned) for c in eligible], file=sys.stderr)
                 print("   chain from", answer.memory_id, [(c.memory_id, w) for c, w in later], sorted(top_k), file=sys.stderr)
             if not later:
                 break
