@@ -108,6 +108,9 @@ _F = [
     Feature("older_mentions", "rank", "same_slot: a turn that asserts no claim of the asked thing still stands as "
             "the earlier of two statements by the clause of the speaker's most like the question (\"my dell xps 13 "
             "fan screams whenever i edit\"), and a later plain claim in its slot replaces it; never the later"),
+    Feature("asides_below", "rank", "a later turn by the same speaker that states no value of the asked thing and "
+            "speaks only as a plan, hope, step, time ahead, stay, visit, someone else's turn or a supposition goes below "
+            "the earlier turn that states or mentions it, however well it matches the question"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

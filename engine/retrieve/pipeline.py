@@ -325,6 +325,8 @@ _UNASSERTED_ONLY = ("no clause of theirs asserts it", "not a plain present-tense
                     "not a plain present-tense assertion: no verb of its own: unsure")
 
 
+# slot_claims' readings of a turn that is about somewhere or someone else: asides_below
+_ELSEWHERE = ("where they are, not where they live", "someone else's turn")
 # a turn framed as a supposition anywhere ("hypothetically if i went vegetarian", "say i moved the
 # isa over"): told_as_done reads no event in it
 _MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say\s+(?:i|we)|what\s+if|imagine)\b")
@@ -1503,7 +1505,7 @@ class Recall:
                     mentions[c.memory_id] = own
         if os.environ.get("DEBUG15"):
             print("PRE", trace.query, len(texts), len(mentions), file=sys.stderr)
-        if len(texts) + sum(1 for m in mentions if m not in texts) < 2:
+        if len(texts) + sum(1 for m in mentions if m not in texts) < (1 if r.on("asides_below") else 2):
             return
         vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in (*texts.values(), *mentions.values()) for t in ts])
         # a reply to a question like the one asked is in its slot, and its answer is its first claim
@@ -1575,6 +1577,8 @@ class Recall:
                 why += "; it tells of it as done" if read_as[new.memory_id] == "done" else "; it says it is so now"
             return why
 
+        if r.on("asides_below") and not historical:
+            self._asides_below(trace, pool, read, claim, as_old, qv, facts_of)
         eligible = [c for c in pool if c.memory_id in as_old]
         others = set()  # turns with a clause of someone else's (a person subject: "well, mum and dad have")
         if r.on("told_as_done") or r.on("said_now"):
@@ -1656,6 +1660,50 @@ class Recall:
             if (c not in chain and str(c.memory_id) not in marks
                     and c.meta["source_time"] < answer.meta["source_time"] and (why := replaces(c, answer))):
                 replaced(c, answer, why)
+
+    def _asides_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
+                      claim: dict[int, tuple[str, np.ndarray]], as_old: dict[int, tuple[str, np.ndarray]],
+                      qv: np.ndarray, facts_of: dict[Any, list[CandidateTrace]]) -> None:
+        """asides_below: a later turn by the same speaker, in another conversation, that states no
+        value of the asked thing and speaks only in a form that asserts nothing of the speaker's
+        present (engine.statements.slot_claims' reading of the whole turn: a hope, a step or a time
+        still ahead, a stay or visit that ends, being somewhere, someone else's turn; or a
+        supposition anywhere in it: "hypothetically if i went vegetarian") goes below the earlier
+        turn that states or mentions it (the best-scored of `as_old`), however well it matches the
+        question: moving an aside down can hide no current value. Both in the top k (recall@k never
+        changes); the reason is in trace.params["asides"]."""
+        from ..statements import HOPE, NOT_ASSERTED, NOT_YET
+
+        def aside(c: CandidateTrace) -> str | None:
+            why = read[c.memory_id][1]
+            if why in NOT_ASSERTED or why.startswith("a stay or stand-in") or why in _ELSEWHERE:
+                return why  # a reading of the whole turn, not a clause's unsure one (not_plain)
+            if _MODAL_TURN.search(c.meta["text"]):
+                return "a supposition"
+            return None
+
+        if NOT_YET.search(trace.query) or HOPE.search(trace.query) or _MODAL_TURN.search(trace.query):
+            return  # the question asks for the plan or the supposition itself
+        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        asides = trace.params.setdefault("asides", {})
+        group = partial(_answer_group, facts_of=facts_of)
+        # the earlier turn states it (a claim of slot_claims', however near the question) or mentions it
+        stated = [c for c in pool if c.memory_id in top_k and (c.memory_id in as_old or read[c.memory_id][0])]
+        for later in pool:
+            if (later.memory_id in claim or later.memory_id not in top_k or str(later.memory_id) in asides
+                    or (why := aside(later)) is None):
+                continue
+            earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
+                       and c.meta.get("document_id") != later.meta.get("document_id")
+                       and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+            if not earlier:
+                continue
+            head = max(earlier, key=lambda c: max(m.score for m in group(c)))
+            said = as_old[head.memory_id][0] if head.memory_id in as_old else read[head.memory_id][0][0]
+            _put_below(asides, later, group(later), head, group(head), "asides_below",
+                       f"it asserts nothing of the speaker's present ({why}); m{head.memory_id} states it: '{said}'")
+        if not asides:
+            del trace.params["asides"]
 
     def _unasserted_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
                           texts: dict[int, list[str]], qv: np.ndarray,
