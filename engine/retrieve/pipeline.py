@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache, partial
 from typing import Any
-import os, sys  # DEBUG-15
 
 import numpy as np
 
@@ -355,8 +354,19 @@ def _later_claims(text: str, said_on: str | None, *, done: bool, now: bool) -> l
     clause naming a person's or pet's thing ("my sister's car"); none at all when a clause of the
     turn has a person or pronoun subject ("Dev has", "they've sold up") or someone else's thing
     ("the neighbours' dog is a spaniel too, called Juno"): the event may be theirs."""
-    from ..statements import (_FRAME, _NEGATION, _OTHERS_THING, _PAST_FRAME, _STEP, HEDGE, PERSON_NOUNS, PET_NOUNS,
-                              ahead_of, clauses, told_done)
+    from ..statements import (
+        _FRAME,
+        _NEGATION,
+        _OTHERS_THING,
+        _PAST_FRAME,
+        _STEP,
+        HEDGE,
+        PERSON_NOUNS,
+        PET_NOUNS,
+        ahead_of,
+        clauses,
+        told_done,
+    )
 
     parts = clauses(text)
     if any(not c.question and (c.subject in ("person", "pronoun") or (c.subject == "thing" and _THEIR_THING.match(c.text)))
@@ -1467,11 +1477,11 @@ class Recall:
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if (context is None and (r.on("told_as_done") or r.on("said_now"))
                     and (claims or read[c.memory_id][1] in _UNASSERTED_ONLY) and not _MODAL_TURN.search(c.meta["text"])):
-                for claim, how in _later_claims(_body(c.meta["text"], c.meta["speaker"]), c.meta["source_time"],
+                for extra, how in _later_claims(_body(c.meta["text"], c.meta["speaker"]), c.meta["source_time"],
                                                 done=r.on("told_as_done"), now=r.on("said_now")):
-                    if claim not in claims and terms(claim):
-                        claims.append(claim)
-                        later_only[(c.memory_id, claim)] = how
+                    if extra not in claims and terms(extra):
+                        claims.append(extra)
+                        later_only[(c.memory_id, extra)] = how
             if claims:
                 said[c.memory_id] = claims
                 texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
@@ -1503,8 +1513,6 @@ class Recall:
                        if not x.question and x.subject in ("self", "thing", "none") and terms(x.text)]
                 if own:
                     mentions[c.memory_id] = own
-        if os.environ.get("DEBUG15"):
-            print("PRE", trace.query, len(texts), len(mentions), file=sys.stderr)
         if len(texts) + sum(1 for m in mentions if m not in texts) < (1 if r.on("asides_below") else 2):
             return
         vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in (*texts.values(), *mentions.values()) for t in ts])
@@ -1587,18 +1595,6 @@ class Recall:
             others = {c.memory_id for c in eligible if any(
                 x.subject == "person" and not x.question
                 for x in clauses(_body(c.meta["text"], c.meta["speaker"])))}
-        if os.environ.get("DEBUG15"):
-            print("Q", trace.query, file=sys.stderr)
-            for c in pool:
-                m = c.memory_id
-                print("  ", m, c.meta["source_time"][:10], round(c.score, 3), repr(c.meta["text"][:70]), "|", read[m][1][:50],
-                      "| claim", claim.get(m, (None,))[0], "| old", as_old.get(m, (None,))[0],
-                      file=sys.stderr)
-            for a in eligible:
-                for b in eligible:
-                    if a.meta["source_time"] < b.meta["source_time"]:
-                        print("   pair", a.memory_id, b.memory_id, same_slot(a, b),
-                              file=sys.stderr)
         if len(eligible) < 2:
             return
         group = partial(_answer_group, facts_of=facts_of)
@@ -1644,9 +1640,6 @@ class Recall:
         while True:
             later = [(c, why) for c in eligible if c.memory_id in top_k and c not in chain
                      and c.meta["source_time"] > answer.meta["source_time"] and (why := replaces(answer, c))]
-            if os.environ.get("DEBUG15"):
-                print("   rep", [(c.memory_id, c.memory_id in top_k, c in chain, c.meta["source_time"] > answer.meta["source_time"], replaces(answer, c), read_as.get(c.memory_id), c.memory_id in mentioned) for c in eligible], file=sys.stderr)
-                print("   chain from", answer.memory_id, [(c.memory_id, w) for c, w in later], sorted(top_k), file=sys.stderr)
             if not later:
                 break
             nxt, why = max(later, key=lambda x: (x[0].meta["source_time"], x[0].score))
