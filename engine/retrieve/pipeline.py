@@ -1589,7 +1589,7 @@ class Recall:
             self._asides_below(trace, pool, read, claim, as_old, qv, facts_of)
         eligible = [c for c in pool if c.memory_id in as_old]
         others = set()  # turns with a clause of someone else's (a person subject: "well, mum and dad have")
-        if r.on("told_as_done") or r.on("said_now"):
+        if r.on("told_as_done") or r.on("said_now") or r.on("older_mentions"):
             from ..statements import clauses
 
             others = {c.memory_id for c in eligible if any(
