@@ -1040,12 +1040,18 @@ class UpdatesDataset:
         """Scenario id -> its dev batch: "dev:w2a" / "dev:w2b" for the natural-style dev scenarios
         (ids "-w2"), split before any of their failures were read (sorted by id, alternating: the
         first, third, ... are half A, tuned on; half B is looked at only when a rule is done), and
-        "dev:w3" for the next natural-style batch (ids "-w3", written after the round that tuned on
-        half A, first run on it; a later "-w<N>" batch likewise "dev:w<N>"), "dev:tidy" for the
+        "dev:w3a" / "dev:w3b" for the next natural-style batch (ids "-w3", written after the round
+        that tuned on half A, first run on it, split the same way; a later "-w<N>" batch is one
+        group, "dev:w<N>"), "dev:tidy" for the
         other dev scenarios. Only the dev part is grouped this way."""
         natural = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w2"))
         out = {sid: "dev:w2a" if i % 2 == 0 else "dev:w2b" for i, sid in enumerate(natural)}
-        for s in self.scenarios:  # each later batch ("-w3", "-w4", ...) is a group of its own
+        # the "-w3" batch, tuned on since the natural-talk round's choice, is split the same way
+        # before any of its failures were read (issue 15's mechanisms round): "dev:w3a" (even
+        # positions, tuned on with all of "-w2": half A) and "dev:w3b" (half B, read only as figures)
+        third = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w3"))
+        out.update({sid: "dev:w3a" if i % 2 == 0 else "dev:w3b" for i, sid in enumerate(third)})
+        for s in self.scenarios:  # each later batch ("-w4", ...) is a group of its own
             batch = re.search(r"-(w\d+)$", s.scenario_id)
             if s.split == "dev" and batch and s.scenario_id not in out:
                 out[s.scenario_id] = f"dev:{batch.group(1)}"

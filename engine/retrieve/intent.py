@@ -98,6 +98,19 @@ _F = [
             "their asserted clauses are as close as whole turns must be (a long turn's vector is mostly its request)"),
     Feature("unasserted_below", "rank", "a later turn by the same speaker that speaks of the asked thing only as not "
             "yet so (a hope, a plan frame, a step, a time still ahead) goes below an earlier plain statement of it"),
+    Feature("told_as_done", "rank", "same_slot: a later turn that asserts no state of the asked thing but tells, in "
+            "the speaker's own clause, of something done (\"deleted my LastPass account\", \"just unboxed the "
+            "iPhone 15\") states a value of it that may replace an earlier one, tied to it by a word, not by vectors "
+            "alone; never a question, plan, wish, negation, step, visit or someone else's turn"),
+    Feature("said_now", "rank", "same_slot: a clause of the speaker's that marks itself as the present (\"three "
+            "months fully vegan now\", \"it's tuesdays at the arts centre now\") states a value of the asked thing, "
+            "whatever its subject's form; never a question, plan, wish, negation, step, visit or someone else's turn"),
+    Feature("older_mentions", "rank", "same_slot: a turn that asserts no claim of the asked thing still stands as "
+            "the earlier of two statements by the clause of the speaker's most like the question (\"my dell xps 13 "
+            "fan screams whenever i edit\"), and a later plain claim in its slot replaces it; never the later"),
+    Feature("asides_below", "rank", "a later turn by the same speaker that states no value of the asked thing and "
+            "speaks only as a plan, hope, step, time ahead, stay, visit, someone else's turn or a supposition goes below "
+            "the earlier turn that states or mentions it, however well it matches the question"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

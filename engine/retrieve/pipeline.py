@@ -252,6 +252,7 @@ _RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week we
 thursday friday saturday sunday next this from on""".split())
 
 
+VECTORS_CLOSE = "their vectors are close"  # same_slot's reason when only the claims' vectors tie them
 _RELATIVE = re.compile(r"(?i)\b(?:that|which|who|when)\b")  # change_not_yet: a clause's parts
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
@@ -317,6 +318,75 @@ def _put_below(asides: dict[str, Any], aside: CandidateTrace, moved: list[Candid
             m.score += delta
     asides[str(aside.memory_id)] = {"below": head.memory_id, "rule": rule, "on": aside.meta["source_time"][:10],
                                     "reason": reason}
+
+
+# slot_claims' reasons that say only that no clause asserts a standing state, not that the turn
+# speaks of a non-change (a plan, hope, visit, stay, retraction, addition, someone else's turn)
+_UNASSERTED_ONLY = ("no clause of theirs asserts it", "not a plain present-tense assertion: told of the past",
+                    "not a plain present-tense assertion: no verb of its own: unsure")
+
+
+# slot_claims' readings of a turn that is about somewhere or someone else: asides_below
+_ELSEWHERE = ("where they are, not where they live", "someone else's turn")
+# a turn framed as a supposition anywhere ("hypothetically if i went vegetarian", "say i moved the
+# isa over"): told_as_done reads no event in it
+_MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say\s+(?:i|we)|what\s+if|imagine)\b")
+
+
+# said_now: a clause that marks itself as the present state ("three months fully vegan now", "it's
+# tuesdays at the arts centre now"): the deictic words of the present, not a topic's
+_NOW_MARK = re.compile(r"(?i)\b(?:now|nowadays|these\s+days|at\s+the\s+moment|currently)\b")
+
+
+# a thing subject held by someone not the speaker ("the neighbours' dog", "Dev's pills"): not "my
+# cat's", "it's", "that's"
+_THEIR_THING = re.compile(r"(?i)^\W*(?:the\s+)?(?!(?:it|that|what|there|here|he|she|who|let|this)['’]s\b)"
+                          r"[a-z]+(?:['’]s|s['’])\s")
+
+
+def _later_claims(text: str, said_on: str | None, *, done: bool, now: bool) -> list[tuple[str, str]]:
+    """The clauses of a turn that may state a new value of a slot though slot_claims reads none,
+    each with the reading that found it: "done" (feature told_as_done) where the speaker (or the
+    speaker's thing, or no named subject) tells of something done, a past form among its words
+    ("deleted my LastPass account", "just unboxed the iPhone 15", "the gmail got hacked"), not of
+    a past period ("as a teenager I drank", "back in uni"); "now" (feature said_now) where a
+    clause marks itself as the present ("three months fully vegan now", "it's tuesdays at the arts
+    centre now"). Never a question, plan, wish, hedge, negation, step, stay, take-back or a time
+    still ahead (read in the part of the clause that holds it, as change_not_yet does), nor a
+    clause naming a person's or pet's thing ("my sister's car"); none at all when a clause of the
+    turn has a person or pronoun subject ("Dev has", "they've sold up") or someone else's thing
+    ("the neighbours' dog is a spaniel too, called Juno"): the event may be theirs."""
+    from ..statements import (
+        _FRAME,
+        _NEGATION,
+        _OTHERS_THING,
+        _PAST_FRAME,
+        _STEP,
+        HEDGE,
+        PERSON_NOUNS,
+        PET_NOUNS,
+        ahead_of,
+        clauses,
+        told_done,
+    )
+
+    parts = clauses(text)
+    if any(not c.question and (c.subject in ("person", "pronoun") or (c.subject == "thing" and _THEIR_THING.match(c.text)))
+           for c in parts):
+        return []
+    out = []
+    for c in parts:
+        if c.question or c.modal or c.visit or c.retracts or c.subject not in ("self", "thing", "none"):
+            continue
+        if (_FRAME.search(c.text) or HEDGE.search(c.text) or _NEGATION.search(c.text) or _STEP.search(c.text)
+                or any(m.group(1).casefold() in PERSON_NOUNS | PET_NOUNS for m in _OTHERS_THING.finditer(c.text + " "))
+                or any(not told_done(part) and ahead_of(part, said_on) for part in _RELATIVE.split(c.text))):
+            continue
+        if now and _NOW_MARK.search(c.text) and not _PAST_FRAME.search(c.text):
+            out.append((c.text, "now"))
+        elif done and told_done(c.text) and not _PAST_FRAME.search(c.text):
+            out.append((c.text, "done"))  # not "Quick one about my dentist" (nothing done), "as a teenager I drank"
+    return out
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -1391,6 +1461,7 @@ class Recall:
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
         answered: dict[int, str] = {}  # a reply -> the other speaker's question it answers
+        later_only: dict[tuple[int, str], str] = {}  # (turn, claim) read by told_as_done ("done") or said_now ("now")
         facts_of = _facts_by_chunk(trace)
         passing = r.on("claims_in_passing")
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, per_sentence=passing,
@@ -1408,6 +1479,13 @@ class Recall:
                 _body(c.meta["text"], c.meta["speaker"]), question, reply=True, speaker_named=speaker_of(c),
                 said_on=c.meta["source_time"], per_sentence=passing)[0]
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
+            if (context is None and (r.on("told_as_done") or r.on("said_now"))
+                    and (claims or read[c.memory_id][1] in _UNASSERTED_ONLY) and not _MODAL_TURN.search(c.meta["text"])):
+                for extra, how in _later_claims(_body(c.meta["text"], c.meta["speaker"]), c.meta["source_time"],
+                                                done=r.on("told_as_done"), now=r.on("said_now")):
+                    if extra not in claims and terms(extra):
+                        claims.append(extra)
+                        later_only[(c.memory_id, extra)] = how
             if claims:
                 said[c.memory_id] = claims
                 texts[c.memory_id] = [f"{context} {claim}" if context else claim for claim in claims]
@@ -1425,20 +1503,50 @@ class Recall:
         qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
         if r.on("unasserted_below") and texts:
             self._unasserted_below(trace, pool, read, texts, qv, facts_of)
-        if len(texts) < 2:
+        # older_mentions: a turn none of whose claims answers the question may still stand, as the
+        # earlier of two only, by its own clause most like the question (not a question, not someone
+        # else's): "my dell xps 13 fan screams whenever i edit in darktable", "rent's £950 for my 1 bed"
+        mentions: dict[int, list[str]] = {}
+        if r.on("older_mentions") and texts and not historical:
+            from ..statements import clauses
+
+            for c in pool:
+                if c.memory_id in answered:
+                    continue  # a reply is read with its question
+                own = [x.text for x in clauses(_body(c.meta["text"], c.meta["speaker"]))
+                       if not x.question and x.subject in ("self", "thing", "none") and terms(x.text)]
+                if own:
+                    mentions[c.memory_id] = own
+        if len(texts) + sum(1 for m in mentions if m not in texts) < (1 if r.on("asides_below") else 2):
             return
-        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in texts.values() for t in ts])
+        vecs = CLAUSE_VECTORS.get(self.embedder, [t for ts in (*texts.values(), *mentions.values()) for t in ts])
         # a reply to a question like the one asked is in its slot, and its answer is its first claim
         # ("What do you do these days?" -> "Product design at Figma, mostly the mobile app")
         asked_vecs = CLAUSE_VECTORS.get(self.embedder, list(answered.values()), "query") if answered else {}
         in_slot = {mid for mid, q in answered.items() if float(np.dot(asked_vecs[q], qv)) >= r.slot_question_similarity}
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
+        read_as: dict[int, str] = {}  # turn -> "done" / "now" when that claim is one of _later_claims
         claim_terms: dict[int, set[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
         for mid, ts in texts.items():
             at = 0 if mid in in_slot else max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
             if mid in in_slot or float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
                 claim[mid] = (said[mid][at], vecs[ts[at]])
                 claim_terms[mid] = terms(said[mid][at])
+                if (mid, said[mid][at]) in later_only:
+                    read_as[mid] = later_only[(mid, said[mid][at])]
+        # as the earlier of two, a turn stands by its claim or, closer to the question, by a mention
+        as_old = dict(claim)
+        as_old_terms = dict(claim_terms)
+        mentioned: set[int] = set()  # turns that stand by a mention: only ever the earlier of two
+        for mid, own in mentions.items():
+            at = max(range(len(own)), key=lambda i: float(np.dot(vecs[own[i]], qv)))
+            sim = float(np.dot(vecs[own[at]], qv))
+            if mid in claim and (mid in in_slot or sim <= float(np.dot(claim[mid][1], qv))):
+                continue  # its claim answers the question at least as well
+            if sim >= r.slot_answer_similarity:
+                as_old[mid] = (own[at], vecs[own[at]])
+                as_old_terms[mid] = terms(own[at])
+                mentioned.add(mid)
         q_terms = terms(masked)
 
         def shared(a: set[str], b: set[str]) -> bool:
@@ -1452,7 +1560,9 @@ class Recall:
                 return None
             if name_key(a.meta["speaker"]) != name_key(b.meta["speaker"]):
                 return None
-            ta, tb = claim_terms[a.memory_id], claim_terms[b.memory_id]
+            if a.memory_id not in as_old or b.memory_id not in claim:
+                return None
+            ta, tb = as_old_terms[a.memory_id], claim_terms[b.memory_id]
             if not (ta - tb - q_terms) or not (tb - ta - q_terms):
                 return None  # one says nothing the other does not: no other value
             if shared(ta - q_terms, tb - q_terms):
@@ -1462,11 +1572,33 @@ class Recall:
             if (a.memory_id in in_slot) != (b.memory_id in in_slot):
                 reply = a if a.memory_id in in_slot else b
                 return f"one answers a question like this one ('{answered[reply.memory_id]}'), the other answers this one"
-            if float(np.dot(claim[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
-                return "their vectors are close"
+            if float(np.dot(as_old[a.memory_id][1], claim[b.memory_id][1])) >= r.slot_similarity:
+                return VECTORS_CLOSE
             return None
 
-        eligible = [c for c in pool if c.memory_id in claim]
+        def replaces(old: CandidateTrace, new: CandidateTrace) -> str | None:
+            """same_slot(old, new), with what the later's reading and the earlier's mention add to why."""
+            why = same_slot(old, new)
+            if why == VECTORS_CLOSE and (read_as.get(new.memory_id) == "done" or new.memory_id in others):
+                # an event, or a turn where someone else speaks too ("well, mum and dad have"), is tied
+                # to the earlier statement by a word, not by vectors alone
+                return None
+            if why and old.memory_id in mentioned:
+                why += "; the earlier only mentions it"
+            if why and new.memory_id in read_as:
+                why += "; it tells of it as done" if read_as[new.memory_id] == "done" else "; it says it is so now"
+            return why
+
+        if r.on("asides_below") and not historical:
+            self._asides_below(trace, pool, read, claim, as_old, qv, facts_of)
+        eligible = [c for c in pool if c.memory_id in as_old]
+        others = set()  # turns with a clause of someone else's (a person subject: "well, mum and dad have")
+        if r.on("told_as_done") or r.on("said_now") or r.on("older_mentions"):
+            from ..statements import clauses
+
+            others = {c.memory_id for c in eligible if any(
+                x.subject == "person" and not x.question
+                for x in clauses(_body(c.meta["text"], c.meta["speaker"])))}
         if len(eligible) < 2:
             return
         group = partial(_answer_group, facts_of=facts_of)
@@ -1480,7 +1612,7 @@ class Recall:
         start = max(eligible, key=lambda c: max(m.score for m in group(c)))
         if historical:
             earlier = [(c, why) for c in eligible if c.meta["source_time"] < start.meta["source_time"]
-                       and (why := same_slot(c, start))]
+                       and (why := replaces(c, start))]
             if not earlier:
                 return
             prev, why = max(earlier, key=lambda x: (x[0].meta["source_time"], x[0].score))
@@ -1489,7 +1621,7 @@ class Recall:
                 lift(m, top)
             trace.params["history_first"] = {str(prev.memory_id): {  # where explain and the trace pane read it
                 "over": start.memory_id, "rule": "same_slot", "on": prev.meta["source_time"][:10],
-                "reason": f"asked about the past: '{claim[prev.memory_id][0]}' came before "
+                "reason": f"asked about the past: '{as_old[prev.memory_id][0]}' came before "
                           f"'{claim[start.memory_id][0]}' ({why})"}}
             return
         top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
@@ -1504,14 +1636,14 @@ class Recall:
                 marks[str(m.memory_id)] = {
                     "by": by.memory_id, "rule": "same_slot", "on": on, "text": by.meta["text"],
                     "reason": f"the same speaker later ({on}) states another value of it: "
-                              f"'{claim[by.memory_id][0]}' after '{claim[old.memory_id][0]}' ({why})"}
+                              f"'{claim[by.memory_id][0]}' after '{as_old[old.memory_id][0]}' ({why})"}
 
         # from the statement that would answer now, the latest later value of its slot (in the
         # top k) leads, link by link; the earlier values of that slot stay below it as history
         answer, chain = start, [start]
         while True:
             later = [(c, why) for c in eligible if c.memory_id in top_k and c not in chain
-                     and c.meta["source_time"] > answer.meta["source_time"] and (why := same_slot(answer, c))]
+                     and c.meta["source_time"] > answer.meta["source_time"] and (why := replaces(answer, c))]
             if not later:
                 break
             nxt, why = max(later, key=lambda x: (x[0].meta["source_time"], x[0].score))
@@ -1523,8 +1655,52 @@ class Recall:
             answer = nxt
         for c in sorted(eligible, key=lambda c: c.meta["source_time"], reverse=True):
             if (c not in chain and str(c.memory_id) not in marks
-                    and c.meta["source_time"] < answer.meta["source_time"] and (why := same_slot(c, answer))):
+                    and c.meta["source_time"] < answer.meta["source_time"] and (why := replaces(c, answer))):
                 replaced(c, answer, why)
+
+    def _asides_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
+                      claim: dict[int, tuple[str, np.ndarray]], as_old: dict[int, tuple[str, np.ndarray]],
+                      qv: np.ndarray, facts_of: dict[Any, list[CandidateTrace]]) -> None:
+        """asides_below: a later turn by the same speaker, in another conversation, that states no
+        value of the asked thing and speaks only in a form that asserts nothing of the speaker's
+        present (engine.statements.slot_claims' reading of the whole turn: a hope, a step or a time
+        still ahead, a stay or visit that ends, being somewhere, someone else's turn; or a
+        supposition anywhere in it: "hypothetically if i went vegetarian") goes below the earlier
+        turn that states or mentions it (the best-scored of `as_old`), however well it matches the
+        question: moving an aside down can hide no current value. Both in the top k (recall@k never
+        changes); the reason is in trace.params["asides"]."""
+        from ..statements import HOPE, NOT_ASSERTED, NOT_YET
+
+        def aside(c: CandidateTrace) -> str | None:
+            why = read[c.memory_id][1]
+            if why in NOT_ASSERTED or why.startswith("a stay or stand-in") or why in _ELSEWHERE:
+                return why  # a reading of the whole turn, not a clause's unsure one (not_plain)
+            if _MODAL_TURN.search(c.meta["text"]):
+                return "a supposition"
+            return None
+
+        if NOT_YET.search(trace.query) or HOPE.search(trace.query) or _MODAL_TURN.search(trace.query):
+            return  # the question asks for the plan or the supposition itself
+        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        asides = trace.params.setdefault("asides", {})
+        group = partial(_answer_group, facts_of=facts_of)
+        # the earlier turn states it (a claim of slot_claims', however near the question) or mentions it
+        stated = [c for c in pool if c.memory_id in top_k and (c.memory_id in as_old or read[c.memory_id][0])]
+        for later in pool:
+            if (later.memory_id in claim or later.memory_id not in top_k or str(later.memory_id) in asides
+                    or (why := aside(later)) is None):
+                continue
+            earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
+                       and c.meta.get("document_id") != later.meta.get("document_id")
+                       and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+            if not earlier:
+                continue
+            head = max(earlier, key=lambda c: max(m.score for m in group(c)))
+            said = as_old[head.memory_id][0] if head.memory_id in as_old else read[head.memory_id][0][0]
+            _put_below(asides, later, group(later), head, group(head), "asides_below",
+                       f"it asserts nothing of the speaker's present ({why}); m{head.memory_id} states it: '{said}'")
+        if not asides:
+            del trace.params["asides"]
 
     def _unasserted_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
                           texts: dict[int, list[str]], qv: np.ndarray,

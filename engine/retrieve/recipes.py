@@ -153,7 +153,16 @@ def _fitted(recipe: Recipe) -> Recipe:
 # held on data it was not tuned on: on the update scenarios' held-out half it now supersedes
 # nothing that stays (false supersessions 0, current-first@1 as without it), and on dev it orders the
 # changes said with no change word (0.907 -> 0.970).
-NOT_SHIPPED: tuple[str, ...] = ("claim_match", "learned_rerank")
+# told_as_done, said_now and asides_below (issue 15's mechanisms round, developed on half A of the
+# natural-talk dev scenarios: all of -w2 and the even-placed -w3) each put two more of half A's
+# current values first (63 -> 69 of 90 together) and none of half B's (22 of 30 with and without
+# them: `memlens bench updates --off NAME`, dev:half_a, dev:half_b): fitted to half A by the
+# round's own rule, so they stay off. asides_below also cost LongMemEval dev's ce6d2d27 (a turn
+# "looking for" cocktail ideas read as a search put the newest evidence below). older_mentions
+# ships: it took one false supersession off half B (3 -> 2 of 36) and moved nothing else. On the -w4
+# batch, written after the round and read by nobody tuning, the three together gave 0.533 -> 0.550
+# with one false supersession more. learned_rerank: see engine/retrieve/rerank.py.
+NOT_SHIPPED: tuple[str, ...] = ("claim_match", "told_as_done", "said_now", "asides_below", "learned_rerank")
 
 RECIPES: dict[str, Recipe] = {
     "default": _fitted(Recipe("default", off=NOT_SHIPPED)),

@@ -11,6 +11,7 @@ import pytest
 from engine.embed.local import LocalEmbedder
 from engine.ingest.formats.chat import parse_json
 from engine.memory import MemoryEngine
+from engine.retrieve.recipes import NOT_SHIPPED
 from engine.scope import Scope
 
 S = Scope.default("dana", "bot")
@@ -653,7 +654,7 @@ def test_a_plan_framed_without_a_modal_goes_below_the_state(engine):
     assert not res.trace.params.get("outdated")
     assert next(iter(res.trace.params["asides"].values()))["rule"] == "not_a_change"
     # unasserted_below reads the same turn as a search ("been viewing"): both off, it leads
-    off = engine.recall("Where do I live?", scope=S, off=("framed_plans", "unasserted_below"))
+    off = engine.recall("Where do I live?", scope=S, off=(*NOT_SHIPPED, "framed_plans", "unasserted_below"))
     assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
 
 
@@ -667,11 +668,11 @@ def test_two_long_turns_are_about_one_thing_when_two_of_their_clauses_are(engine
                                             "tax?", "Ask about speeds."])],
          extract=engine.extract_mode)
     # claim_match is built, not shipped (recipes.NOT_SHIPPED): `on` takes it back; an `off` list
-    # names every feature off, so ("claim_match", "unasserted_below") switches both off
+    # names every feature off, so (*NOT_SHIPPED, "unasserted_below") switches claim_match off too
     res = engine.recall("Where do I live?", scope=S, on=("claim_match",))
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
     assert "claim_match" in engine.recall("Where do I live?", scope=S).trace.params["not_shipped"]
-    off = engine.recall("Where do I live?", scope=S, off=("claim_match", "unasserted_below"))
+    off = engine.recall("Where do I live?", scope=S, off=(*NOT_SHIPPED, "unasserted_below"))
     assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
 
 
@@ -691,7 +692,7 @@ def test_a_later_turn_that_speaks_of_it_only_as_not_yet_so_goes_below(engine, la
     assert not res.trace.params.get("outdated")
     (aside,) = res.trace.params["asides"].values()
     assert aside["rule"] == "unasserted_below" and "not yet so" in aside["reason"]
-    off = engine.recall("Where do I live?", scope=S, off=("unasserted_below",))
+    off = engine.recall("Where do I live?", scope=S, off=(*NOT_SHIPPED, "unasserted_below"))
     assert first_of(turn_order(engine, off), "s1:0", "s2:0") == "s2:0"
 
 
