@@ -90,6 +90,8 @@ def test_runs_reuse_vectors_and_say_so_and_rank_as_without_them(tmp_path):
         assert cold["query_embed_ms"]["embedded"] == 4
         # each recall's CPU time beside its wall time: at most the wall time it took
         assert 0 < cold["recall_cpu_ms"]["p50"] <= cold["recall_cpu_ms"]["p99"] <= cold["latency_ms"]["p99"] * 1.01
+        # each container's vector index, read as it opened, is its own figure (not in a recall's)
+        assert cold["index_load_cpu_ms"]["containers"] == 4 and cold["index_load_cpu_ms"]["p50"] > 0
         warm = run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
         assert warm["containers"] == {"built": 0, "reused": 4} and warm["vectors"] == {"embedded": 0, "reused": 0}
         assert warm["query_embed_ms"] == {"embedded": 0}  # every question's vector came from the cache
