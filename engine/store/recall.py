@@ -447,7 +447,12 @@ class RecallReads:
         candidates = []
         if packed is not None:  # one array (schema v8): its rows numbered in the order they were written
             sp = (t["user_id"], t["agent_id"], t["scope_type"], t["scope_id"])
-            candidates = [TraceCandidate(n, *sp, trace_id, *c) for n, c in enumerate(json.loads(packed), start=1)]
+            rows = json.loads(packed)
+            if isinstance(rows, dict):  # the compact form: the components' names once, a row their values
+                names = rows["components"]
+                rows = [[r[0], r[1], dict(zip(names, r[2])) if isinstance(r[2], list) else r[2], *r[3:]]
+                        for r in rows["rows"]]
+            candidates = [TraceCandidate(n, *sp, trace_id, *c) for n, c in enumerate(rows, start=1)]
             candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, -c.score, c.id))
             return StoredTrace(**t, candidates=candidates)
         for c in self.conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM trace_candidates WHERE trace_id = ? ORDER BY"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import apsw
 import numpy as np
@@ -498,6 +499,7 @@ def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
         live = res.trace.candidates[c.memory_id]
         assert (c.channels, c.components, c.score, c.rank, c.tokens) == (live.channels, live.components, live.score,
                                                                          live.rank, live.tokens)
+        assert list(c.components) == list(live.components)  # in the order recall gave them
         assert (c.dropped_stage, c.drop_reason, c.drop_detail) == (
             (live.dropped["stage"], live.dropped["reason"], live.dropped["detail"]) if live.dropped else (None,) * 3)
     keys = [(c.rank is None, c.rank or 0, -c.score) for c in stored.candidates]
@@ -511,6 +513,41 @@ def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
     as_rows = engine.store.trace(ANA, res.trace.id)
     assert [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in as_rows.candidates] == \
         [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in stored.candidates]
+
+
+def test_a_trace_packed_either_way_reads_back_the_same(engine):
+    """candidate_rows is compact (the components' names once a trace, a row their values), or
+    holds a row's own dict where its names differ (a derived fact's factor, a candidate dropped
+    before scoring); traces written in the first v8 form (one array of rows, each its dict) read
+    the same."""
+    from engine.memory import _packed_candidates
+
+    res = engine.recall("Where does Ana live?", scope=ANA, k=2)
+    cands = list(res.trace.candidates.values())
+    assert len(cands) > 2
+    cands[0].components = {**cands[0].components, "derived_factor": 0.9}  # names of its own
+    cands[1].components = {}
+    cands[2].components = {"trust": -0.0, **{k: v for k, v in cands[2].components.items() if k != "trust"}}
+    packed = _packed_candidates(cands)
+    assert set(json.loads(packed)) == {"components", "rows"}
+    first_form = json.dumps([[c.memory_id, c.channels, c.components, c.score, c.rank,
+                              *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped
+                                else (None, None, None)), c.tokens] for c in cands])
+    read = []
+    for text in (packed, first_form):
+        with engine.store.writer(ANA):
+            engine.store.conn.execute("UPDATE retrieval_traces SET candidate_rows = ? WHERE id = ?", (text, res.trace.id))
+        stored = engine.store.trace(ANA, res.trace.id)
+        read.append([(c.memory_id, c.channels, list(c.components.items()), c.score, c.rank, c.dropped_stage,
+                      c.drop_reason, c.drop_detail, c.tokens) for c in stored.candidates])
+        for c in stored.candidates:
+            live = res.trace.candidates[c.memory_id]
+            assert list(c.components.items()) == list(live.components.items())
+            # -0.0 stays -0.0: a value is shown as recall computed it
+            assert [math.copysign(1, v) for v in c.components.values()] == \
+                [math.copysign(1, v) for v in live.components.values()]
+    assert read[0] == read[1]
+    assert any(math.copysign(1, v) < 0 for c in cands for v in c.components.values() if v == 0)
 
 
 def test_term_counts_are_counted_again_when_the_data_changes(engine):
