@@ -488,6 +488,34 @@ def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one
         assert reads == [2, pipeline.NAME_MENTIONS_READ]
 
 
+def test_the_name_check_is_kept_until_the_data_changes(tmp_path, monkeypatch):
+    """Each name's answer is kept while the data is unchanged: the same question again reads no
+    mention (a trace's commit changes no data); a new turn that names "Family" inside a sentence
+    makes it a name at the next recall, and a forgotten memory makes the check read again."""
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        for day, text in enumerate(["Rosa sent me her recipe.", "Family first.", "I had lunch with Rosa.",
+                                    "Family is everything."], start=1):
+            say(eng, ANA, day, text)
+        reads = []
+        contexts = eng.store.mention_contexts
+        monkeypatch.setattr(eng.store, "mention_contexts", lambda *a, **kw: reads.append(kw["each"]) or contexts(*a, **kw))
+        question = "what does my family bake with rosa"
+        assert eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z").trace.params["entities"] == ["rosa"]
+        assert reads
+        reads.clear()
+        assert eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z").trace.params["entities"] == ["rosa"]
+        assert reads == []  # kept
+        say(eng, ANA, 5, "We had dinner with Family today.")
+        res = eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z")
+        assert reads  # the data changed: read again
+        assert res.trace.params["entities"] == ["family", "rosa"]
+        mid = next(m for m, c in res.trace.candidates.items() if "dinner with Family" in c.meta.get("text", ""))
+        reads.clear()
+        eng.curator(ANA).forget(mid, reason="test")
+        eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z")
+        assert reads
+
+
 def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
     """Candidates are stored as one JSON array a trace (schema v8): every field reads back, in the
     order the trace_candidates rows gave (kept first, then by score); a trace stored as rows (before
