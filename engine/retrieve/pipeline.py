@@ -485,7 +485,8 @@ class Recall:
         for each in (NAME_MENTIONS_FIRST, NAME_MENTIONS_READ):
             if not check:
                 break
-            contexts = self.store.mention_contexts(scope, [e for ids in check.values() for e in ids], each=each)
+            contexts = self.store.mention_contexts(scope, [e for ids in check.values() for e in ids], each=each,
+                                                   context=False)
             named = [name for name, ids in check.items()
                      if any(not sentence_opener(m["offset"], m["before"], m["after"])
                             for eid in ids for m in contexts.get(eid, []))]

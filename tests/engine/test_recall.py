@@ -488,6 +488,18 @@ def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one
         assert reads == [2, pipeline.NAME_MENTIONS_READ]
 
 
+def test_mention_contexts_without_the_context_cut_reads_the_same_mentions(tmp_path):
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        for day, text in enumerate(["Rosa sent me her recipe.", "I had lunch with Rosa and Family."], start=1):
+            say(eng, ANA, day, text)
+        ids = [e for v in eng.store.entity_kinds(ANA, ["rosa", "family"]).values() for e, _kind in v]
+        for each in (None, 1):
+            full = eng.store.mention_contexts(ANA, ids, each=each)
+            bare = eng.store.mention_contexts(ANA, ids, each=each, context=False)
+            assert full and all("context" in m and m["context"] for ms in full.values() for m in ms)
+            assert bare == {e: [{k: v for k, v in m.items() if k != "context"} for m in ms] for e, ms in full.items()}
+
+
 def test_the_name_check_is_kept_until_the_data_changes(tmp_path, monkeypatch):
     """Each name's answer is kept while the data is unchanged: the same question again reads no
     mention (a trace's commit changes no data); a new turn that names "Family" inside a sentence
