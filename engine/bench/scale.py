@@ -30,8 +30,7 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -197,15 +196,6 @@ def run_data_perf(paths: list[str], memories: int | None = None, queries: int = 
 KEPT_KEY = "perf_data_build"
 
 
-@contextmanager
-def _thawed_after() -> Iterator[None]:
-    """What the timed loop froze (gc.freeze before each recall) goes back to the collector."""
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder, scope: Scope, seed: int,
              progress: Callable[[float, str], None] | None) -> dict[str, Any]:
     from ..memory import MemoryEngine
@@ -214,7 +204,7 @@ def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder
     picked = [questions[i] for i in rng.permutation(len(questions))[:queries]]
     qvecs = emb.embed([q for q, _ in picked], kind="query")
     # Measured as a store is used: reopened, the vector index loaded before the first question.
-    with MemoryEngine(path, embedder=emb, llm=False, background_reembed=False) as engine, _thawed_after():
+    with MemoryEngine(path, embedder=emb, llm=False, background_reembed=False) as engine:
         index = engine.vectors(scope)
         t1 = time.perf_counter()
         index.search(qvecs[0], 10)
@@ -224,7 +214,7 @@ def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder
         channel_counts: dict[str, list[int]] = {}
         found: list[np.ndarray] = []
         for n, ((text, now), qvec) in enumerate(zip(picked, qvecs)):
-            gc.freeze()  # as bench's run_container: no full collection walks the kept results in a recall
+            gc.freeze()  # as bench's run_container (see there): no full pass walks the kept results in a recall
             ts, tc = time.perf_counter(), time.thread_time()
             result = engine.recall(text, scope=scope, k=10, recipe="offline", origin="bench", now=now,
                                    query_vector=qvec)

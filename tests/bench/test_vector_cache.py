@@ -199,3 +199,19 @@ def test_workers_opening_a_new_cache_file_at_once_all_use_it(tmp_path):
                 results = pool.starmap(_open_and_put, [(path, start, n) for n in range(6)])
         assert results == ["ok"] * 6
         assert VectorCacheFile(path).count("x") == 6
+
+
+def test_a_run_in_this_process_keeps_what_was_frozen_before_it(tmp_path):
+    """bench freezes what is alive before each timed recall (no full collection walks the kept
+    results inside one) and never thaws: gc.unfreeze would hand the inspector's start-up objects
+    (app.gui.settle_gc) back to the full passes that stalled its window."""
+    import gc
+
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        gc.freeze()
+        before = gc.get_freeze_count()
+        try:
+            run_benchmark(engine, "longmemeval", DATA / "bench_longmemeval_s_tiny.json", embedder="hashing")
+            assert gc.get_freeze_count() >= before > 0
+        finally:
+            gc.unfreeze()
