@@ -275,6 +275,20 @@ def question_metrics(engine: MemoryEngine, scope: Scope, fmt: str, order: list[i
     return MEMLENS.score({"gold": gold}, turn_ranking(engine, scope, order) if ranking is None else ranking, ks)
 
 
+@contextmanager
+def _thawed_after() -> Iterator[None]:
+    """What run_container froze (gc.freeze before each timed recall) goes back to the collector
+    when the container is done, unless something was frozen before it began: gc.unfreeze would
+    also hand back what the inspector froze at start-up (app.gui.settle_gc), whose full passes
+    stalled its window, so there it stays frozen."""
+    frozen_before = gc.get_freeze_count()
+    try:
+        yield
+    finally:
+        if frozen_before == 0:
+            gc.unfreeze()
+
+
 def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Open one container (built, or reused from the cache) and answer its questions. Runs in a
     worker process."""
@@ -299,7 +313,7 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     # Recall embeds too (the current-truth stage's clauses): through the run's vector cache, so
     # a second run of the file reads the vectors the first computed, as it does the questions'.
     emb = _cached_embedder(spec)
-    with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine:
+    with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine, _thawed_after():
         if qa_client is not None:  # answer and judge calls go into the container's llm_calls
             qa_client.recorder = engine.store.llm_recorder(scope)
         # The vector index is read as the container opens, timed apart (index_load_cpu_ms), as
@@ -324,9 +338,7 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 # up to 48 ms, in whichever recall it fell in (LoCoMo dev: 15 passes, most of
                 # recall's p99; tests.perf.recall_split). The freeze is a constant-time splice, and
                 # frozen objects are still freed when their last reference goes; only cyclic
-                # garbage pending at a freeze stays (about 2 objects a question). Never thawed:
-                # gc.unfreeze would also hand back what the inspector froze at start-up
-                # (app.gui.settle_gc), whose full passes stalled its window.
+                # garbage pending at a freeze stays (about 2 objects a question) until the thaw.
                 gc.freeze()
                 t0, c0 = time.perf_counter(), time.thread_time()
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",

@@ -203,15 +203,20 @@ def test_workers_opening_a_new_cache_file_at_once_all_use_it(tmp_path):
 
 def test_a_run_in_this_process_keeps_what_was_frozen_before_it(tmp_path):
     """bench freezes what is alive before each timed recall (no full collection walks the kept
-    results inside one) and never thaws: gc.unfreeze would hand the inspector's start-up objects
-    (app.gui.settle_gc) back to the full passes that stalled its window."""
+    results inside one) and thaws when a container is done, unless something was frozen before
+    it began: gc.unfreeze would hand the inspector's start-up objects (app.gui.settle_gc) back to
+    the full passes that stalled its window."""
     import gc
 
+    path = DATA / "bench_longmemeval_s_tiny.json"
     with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        gc.unfreeze()
+        run_benchmark(engine, "longmemeval", path, embedder="hashing")
+        assert gc.get_freeze_count() == 0  # nothing was frozen before: all thawed
         gc.freeze()
         before = gc.get_freeze_count()
         try:
-            run_benchmark(engine, "longmemeval", DATA / "bench_longmemeval_s_tiny.json", embedder="hashing")
+            run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
             assert gc.get_freeze_count() >= before > 0
         finally:
             gc.unfreeze()
