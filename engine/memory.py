@@ -25,7 +25,6 @@ Call close() (or use `with`) once, when no other thread uses the engine any more
 
 from __future__ import annotations
 
-import _json
 import functools
 import json
 import os
@@ -71,15 +70,28 @@ ShouldStop = Callable[[], bool]
 
 REEMBED_BATCH = 256
 # A trace's candidate rows are plain dicts of numbers and names: json.dumps's text without its
-# cycle check and its per-call set-up (a quarter of encoding the 200-300 rows of a recall). The C
-# encoder json.JSONEncoder.encode builds for every call is built once here, with the same
-# settings (json.dumps's separators, ASCII, NaN allowed), so the text is the same.
-_encode_chunks = _json.make_encoder(None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None, ": ", ", ",
-                                   False, False, True)
+# cycle check (most of encoding the 200-300 rows of a recall beside the text itself), through the
+# public encoder with json.dumps's other settings (separators, ASCII, NaN allowed).
+_TRACE_ENCODER = json.JSONEncoder(check_circular=False)
 
 
 def _trace_json(value: Any) -> str:
-    return "".join(_encode_chunks(value, 0))
+    return _TRACE_ENCODER.encode(value)
+
+
+def _packed_candidates(cands: list[Any]) -> str:
+    """A trace's candidates as one JSON text (schema v8's candidate_rows), compact: every
+    candidate's score components have the same names in the same order but for a few (the derived
+    factor), so the names are written once and a row holds their values, or its own dict where
+    they differ. A third of the text, and of the time to encode it, was those names
+    (engine.store.recall.RecallReads.trace reads both forms)."""
+    names = next((list(c.components) for c in cands if c.components), [])
+    key = tuple(names)
+    rows = [[c.memory_id, c.channels, list(c.components.values()) if tuple(c.components) == key else c.components,
+             c.score, c.rank,
+             *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped else (None, None, None)),
+             c.tokens] for c in cands]
+    return _trace_json({"components": names, "rows": rows})
 
 
 @dataclass(slots=True)
@@ -498,9 +510,7 @@ class MemoryEngine(InspectorReads):
     def _persist_trace(self, scope: Scope, result: RecallResult, *, keep_query: bool) -> None:
         t = result.trace
         # every candidate in one JSON array (schema v8), in the order recall met them
-        packed = _trace_json([[c.memory_id, c.channels, c.components, c.score, c.rank,
-                               *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped
-                                 else (None, None, None)), c.tokens] for c in t.candidates.values()])
+        packed = _packed_candidates(list(t.candidates.values()))
         # A trace is not worth a disk sync per recall (Database.write); an agent's recall also counts
         # the usage of what it returned, which is data: that commit is synced as any other.
         # Only an agent's commit changes data (usage counts); a trace and parses are diagnostic.

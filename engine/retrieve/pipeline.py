@@ -531,10 +531,18 @@ class Recall:
         """The names that are names: a speaker, an address, several capitalised words, or a word
         capitalised inside a sentence at least once. A word only ever capitalised as a sentence's
         first word ("Family is everything", "Bake at 180") is an ordinary word, and matching the
-        question's words against it made the channel a noisy second keyword search."""
+        question's words against it made the channel a noisy second keyword search.
+        Each name's answer is the data's alone: it is kept while the data is unchanged
+        (RecallReads.kept_rows), where reading a common word's mentions out of long turns was a
+        tenth of a recall at 100k memories (issue 21)."""
         if not names:
             return []
-        kinds = self.store.entity_kinds(self.scope, names)
+        decided = self.store.kept_rows("names_in_sentence", self.scope, names, self._read_names_in_sentence)
+        return sorted(name for name in names if decided[name]["name"])
+
+    def _read_names_in_sentence(self, scope: Scope, names: list[str]) -> dict[str, dict[str, Any]]:
+        """name -> {"name": whether it is one} (see _names_in_sentence), read from the store."""
+        kinds = self.store.entity_kinds(scope, names)
         keep: list[str] = []
         check: dict[str, list[int]] = {}
         for name in names:
@@ -549,14 +557,16 @@ class Recall:
         for each in (NAME_MENTIONS_FIRST, NAME_MENTIONS_READ):
             if not check:
                 break
-            contexts = self.store.mention_contexts(self.scope, [e for ids in check.values() for e in ids], each=each)
+            contexts = self.store.mention_contexts(scope, [e for ids in check.values() for e in ids], each=each,
+                                                   context=False)
             named = [name for name, ids in check.items()
                      if any(not sentence_opener(m["offset"], m["before"], m["after"])
                             for eid in ids for m in contexts.get(eid, []))]
             keep += named
             check = {name: ids for name, ids in check.items()
                      if name not in named and any(len(contexts.get(eid, [])) == each for eid in ids)}
-        return sorted(keep)
+        kept = set(keep)
+        return {name: {"name": name in kept} for name in names}
 
     def _fts_terms(self, terms: list[str]) -> list[str]:
         """The query's rarest content words: common ones cost much and rank nothing (PERF.md)."""

@@ -229,17 +229,19 @@ class HealthReads:
         return {r[0] for r in self.conn.execute(
             f"SELECT DISTINCT speaker FROM chunks WHERE {scope_where('chunks')} AND speaker IS NOT NULL", scope.as_params())}
 
-    def mention_contexts(self, scope: Scope, entity_ids: list[int], *, before: int = 8, each: int | None = None
-                         ) -> dict[int, list[dict[str, Any]]]:
+    def mention_contexts(self, scope: Scope, entity_ids: list[int], *, before: int = 8, each: int | None = None,
+                         context: bool = True) -> dict[int, list[dict[str, Any]]]:
         """entity id -> its mentions with up to `before` characters before and one after, cut from the
-        chunk that holds each (offset 0 = the chunk starts with the mention); `each`: only an
-        entity's first that many mentions (by memory), read through the mentions index, so a name
-        mentioned 100,000 times costs what one mentioned `each` times does."""
+        chunk that holds each (offset 0 = the chunk starts with the mention), and `context`: the
+        text around it; `each`: only an entity's first that many mentions (by memory), read through
+        the mentions index, so a name mentioned 100,000 times costs what one mentioned `each` times
+        does. (Each cut reads the chunk's whole text again, which for a long turn is most of it.)"""
         out: dict[int, list[dict[str, Any]]] = {}
+        around = (', substr(c.text, max(1, em.start - c.start - 40 + 1), min(120, em."end" - c.start + 40)) AS context'
+                  if context else "")
         select = ("SELECT em.entity_id, em.memory_id, em.chunk_id, em.start - c.start AS offset,"
                   " substr(c.text, max(1, em.start - c.start - ? + 1), min(?, em.start - c.start)) AS before,"
-                  ' substr(c.text, em."end" - c.start + 1, 1) AS after,'
-                  ' substr(c.text, max(1, em.start - c.start - 40 + 1), min(120, em."end" - c.start + 40)) AS context'
+                  f' substr(c.text, em."end" - c.start + 1, 1) AS after{around}'
                   " FROM entity_mentions em JOIN chunks c ON c.id = em.chunk_id"
                   f" WHERE {scope_where('em')}")
         if each:

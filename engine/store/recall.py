@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 import apsw
 import numpy as np
@@ -34,6 +34,7 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
 # conversation's questions meet the same few hundred memories, and reading them again was a tenth
 # of a recall's CPU (LoCoMo dev). Emptied whole beyond this many.
 META_CACHE_ROWS = 20_000
+K = TypeVar("K", int, str)  # a kept row's key: a memory id, or a name
 _ABSENT: dict[str, Any] = {}  # a memory not in the scope (or deleted): remembered as absent
 
 
@@ -281,14 +282,20 @@ class RecallReads:
         change them."""
         return self._kept_rows("rows", scope, memory_ids, self._candidate_meta)
 
-    def _kept_rows(self, name: str, scope: Scope, memory_ids: list[int],
-                   read: Callable[[Scope, list[int]], dict[int, dict[str, Any]]]) -> dict[int, dict[str, Any]]:
+    def kept_rows(self, name: str, scope: Scope, keys: list[K],
+                  read: Callable[[Scope, list[K]], dict[K, dict[str, Any]]]) -> dict[K, dict[str, Any]]:
+        """key -> its row by `read` (what recall decides from the data alone), kept as
+        candidate_meta's rows are: while the scope and the data are unchanged."""
+        return self._kept_rows(f"kept:{name}", scope, keys, read)
+
+    def _kept_rows(self, name: str, scope: Scope, memory_ids: list[K],
+                   read: Callable[[Scope, list[K]], dict[K, dict[str, Any]]]) -> dict[K, dict[str, Any]]:
         """memory -> its row by `read`, from this thread's rows under `name` while the scope and the
         data are unchanged (Database.data_key); a memory `read` does not return is remembered as
         absent. Emptied whole beyond META_CACHE_ROWS."""
         local = self._meta_local
         state = (scope.as_params(), self.db.data_key())
-        kept: tuple[Any, dict[int, dict[str, Any]]] | None = getattr(local, name, None)
+        kept: tuple[Any, dict[K, dict[str, Any]]] | None = getattr(local, name, None)
         if kept is None or kept[0] != state or len(kept[1]) > META_CACHE_ROWS:
             kept = (state, {})
             setattr(local, name, kept)
@@ -447,7 +454,12 @@ class RecallReads:
         candidates = []
         if packed is not None:  # one array (schema v8): its rows numbered in the order they were written
             sp = (t["user_id"], t["agent_id"], t["scope_type"], t["scope_id"])
-            candidates = [TraceCandidate(n, *sp, trace_id, *c) for n, c in enumerate(json.loads(packed), start=1)]
+            rows = json.loads(packed)
+            if isinstance(rows, dict):  # the compact form: the components' names once, a row their values
+                names = rows["components"]
+                rows = [[r[0], r[1], dict(zip(names, r[2])) if isinstance(r[2], list) else r[2], *r[3:]]
+                        for r in rows["rows"]]
+            candidates = [TraceCandidate(n, *sp, trace_id, *c) for n, c in enumerate(rows, start=1)]
             candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, -c.score, c.id))
             return StoredTrace(**t, candidates=candidates)
         for c in self.conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM trace_candidates WHERE trace_id = ? ORDER BY"

@@ -90,6 +90,8 @@ def test_runs_reuse_vectors_and_say_so_and_rank_as_without_them(tmp_path):
         assert cold["query_embed_ms"]["embedded"] == 4
         # each recall's CPU time beside its wall time: at most the wall time it took
         assert 0 < cold["recall_cpu_ms"]["p50"] <= cold["recall_cpu_ms"]["p99"] <= cold["latency_ms"]["p99"] * 1.01
+        # each container's vector index, read as it opened, is its own figure (not in a recall's)
+        assert cold["index_load_cpu_ms"]["containers"] == 4 and cold["index_load_cpu_ms"]["p50"] > 0
         warm = run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
         assert warm["containers"] == {"built": 0, "reused": 4} and warm["vectors"] == {"embedded": 0, "reused": 0}
         assert warm["query_embed_ms"] == {"embedded": 0}  # every question's vector came from the cache
@@ -197,3 +199,24 @@ def test_workers_opening_a_new_cache_file_at_once_all_use_it(tmp_path):
                 results = pool.starmap(_open_and_put, [(path, start, n) for n in range(6)])
         assert results == ["ok"] * 6
         assert VectorCacheFile(path).count("x") == 6
+
+
+def test_a_run_in_this_process_keeps_what_was_frozen_before_it(tmp_path):
+    """bench freezes what is alive before each timed recall (no full collection walks the kept
+    results inside one) and thaws when a container is done, unless something was frozen before
+    it began: gc.unfreeze would hand the inspector's start-up objects (app.gui.settle_gc) back to
+    the full passes that stalled its window."""
+    import gc
+
+    path = DATA / "bench_longmemeval_s_tiny.json"
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        gc.unfreeze()
+        run_benchmark(engine, "longmemeval", path, embedder="hashing")
+        assert gc.get_freeze_count() == 0  # nothing was frozen before: all thawed
+        gc.freeze()
+        before = gc.get_freeze_count()
+        try:
+            run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
+            assert gc.get_freeze_count() >= before > 0
+        finally:
+            gc.unfreeze()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import apsw
 import numpy as np
@@ -487,6 +488,46 @@ def test_a_name_that_opens_its_first_sentences_is_still_found_inside_a_later_one
         assert reads == [2, pipeline.NAME_MENTIONS_READ]
 
 
+def test_mention_contexts_without_the_context_cut_reads_the_same_mentions(tmp_path):
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        for day, text in enumerate(["Rosa sent me her recipe.", "I had lunch with Rosa and Family."], start=1):
+            say(eng, ANA, day, text)
+        ids = [e for v in eng.store.entity_kinds(ANA, ["rosa", "family"]).values() for e, _kind in v]
+        for each in (None, 1):
+            full = eng.store.mention_contexts(ANA, ids, each=each)
+            bare = eng.store.mention_contexts(ANA, ids, each=each, context=False)
+            assert full and all("context" in m and m["context"] for ms in full.values() for m in ms)
+            assert bare == {e: [{k: v for k, v in m.items() if k != "context"} for m in ms] for e, ms in full.items()}
+
+
+def test_the_name_check_is_kept_until_the_data_changes(tmp_path, monkeypatch):
+    """Each name's answer is kept while the data is unchanged: the same question again reads no
+    mention (a trace's commit changes no data); a new turn that names "Family" inside a sentence
+    makes it a name at the next recall, and a forgotten memory makes the check read again."""
+    with MemoryEngine(tmp_path / "e.db", embedder=EMB, llm=False) as eng:
+        for day, text in enumerate(["Rosa sent me her recipe.", "Family first.", "I had lunch with Rosa.",
+                                    "Family is everything."], start=1):
+            say(eng, ANA, day, text)
+        reads = []
+        contexts = eng.store.mention_contexts
+        monkeypatch.setattr(eng.store, "mention_contexts", lambda *a, **kw: reads.append(kw["each"]) or contexts(*a, **kw))
+        question = "what does my family bake with rosa"
+        assert eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z").trace.params["entities"] == ["rosa"]
+        assert reads
+        reads.clear()
+        assert eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z").trace.params["entities"] == ["rosa"]
+        assert reads == []  # kept
+        say(eng, ANA, 5, "We had dinner with Family today.")
+        res = eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z")
+        assert reads  # the data changed: read again
+        assert res.trace.params["entities"] == ["family", "rosa"]
+        mid = next(m for m, c in res.trace.candidates.items() if "dinner with Family" in c.meta.get("text", ""))
+        reads.clear()
+        eng.curator(ANA).forget(mid, reason="test")
+        eng.recall(question, scope=ANA, now="2024-06-01T00:00:00Z")
+        assert reads
+
+
 def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
     """Candidates are stored as one JSON array a trace (schema v8): every field reads back, in the
     order the trace_candidates rows gave (kept first, then by score); a trace stored as rows (before
@@ -498,6 +539,7 @@ def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
         live = res.trace.candidates[c.memory_id]
         assert (c.channels, c.components, c.score, c.rank, c.tokens) == (live.channels, live.components, live.score,
                                                                          live.rank, live.tokens)
+        assert list(c.components) == list(live.components)  # in the order recall gave them
         assert (c.dropped_stage, c.drop_reason, c.drop_detail) == (
             (live.dropped["stage"], live.dropped["reason"], live.dropped["detail"]) if live.dropped else (None,) * 3)
     keys = [(c.rank is None, c.rank or 0, -c.score) for c in stored.candidates]
@@ -511,6 +553,41 @@ def test_a_stored_trace_reads_back_every_candidate_as_recall_left_it(engine):
     as_rows = engine.store.trace(ANA, res.trace.id)
     assert [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in as_rows.candidates] == \
         [(c.memory_id, c.channels, c.components, c.score, c.rank, c.drop_reason) for c in stored.candidates]
+
+
+def test_a_trace_packed_either_way_reads_back_the_same(engine):
+    """candidate_rows is compact (the components' names once a trace, a row their values), or
+    holds a row's own dict where its names differ (a derived fact's factor, a candidate dropped
+    before scoring); traces written in the first v8 form (one array of rows, each its dict) read
+    the same."""
+    from engine.memory import _packed_candidates
+
+    res = engine.recall("Where does Ana live?", scope=ANA, k=2)
+    cands = list(res.trace.candidates.values())
+    assert len(cands) > 2
+    cands[0].components = {**cands[0].components, "derived_factor": 0.9}  # names of its own
+    cands[1].components = {}
+    cands[2].components = {"trust": -0.0, **{k: v for k, v in cands[2].components.items() if k != "trust"}}
+    packed = _packed_candidates(cands)
+    assert set(json.loads(packed)) == {"components", "rows"}
+    first_form = json.dumps([[c.memory_id, c.channels, c.components, c.score, c.rank,
+                              *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped
+                                else (None, None, None)), c.tokens] for c in cands])
+    read = []
+    for text in (packed, first_form):
+        with engine.store.writer(ANA):
+            engine.store.conn.execute("UPDATE retrieval_traces SET candidate_rows = ? WHERE id = ?", (text, res.trace.id))
+        stored = engine.store.trace(ANA, res.trace.id)
+        read.append([(c.memory_id, c.channels, list(c.components.items()), c.score, c.rank, c.dropped_stage,
+                      c.drop_reason, c.drop_detail, c.tokens) for c in stored.candidates])
+        for c in stored.candidates:
+            live = res.trace.candidates[c.memory_id]
+            assert list(c.components.items()) == list(live.components.items())
+            # -0.0 stays -0.0: a value is shown as recall computed it
+            assert [math.copysign(1, v) for v in c.components.values()] == \
+                [math.copysign(1, v) for v in live.components.values()]
+    assert read[0] == read[1]
+    assert any(math.copysign(1, v) < 0 for c in cands for v in c.components.values() if v == 0)
 
 
 def test_term_counts_are_counted_again_when_the_data_changes(engine):
