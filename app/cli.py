@@ -762,13 +762,18 @@ def _bench_fit(args: argparse.Namespace) -> int:
     if args.write:
         out["written"] = str(write_weights(out, FITTED_WEIGHTS))
     if args.out:
-        from engine.files import private_dir, write_private
-
-        folder = private_dir(args.out)
-        write_private(folder / "fit.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
-        write_private(folder / "fit.md", markdown(out))
+        _write_report(args.out, "fit", out, markdown(out))
     _emit(args, out, markdown(out))
     return 0
+
+
+def _write_report(out_dir: str, stem: str, doc: dict, md: str) -> None:
+    """A bench report's JSON and Markdown, `<stem>.json` and `<stem>.md`, in the private folder `out_dir`."""
+    from engine.files import private_dir, write_private
+
+    folder = private_dir(out_dir)
+    write_private(folder / f"{stem}.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_private(folder / f"{stem}.md", md)
 
 
 def _bench_fit_rerank(args: argparse.Namespace) -> int:
@@ -784,11 +789,7 @@ def _bench_fit_rerank(args: argparse.Namespace) -> int:
     if args.write:
         out["written"] = str(write_model(out))
     if args.out:
-        from engine.files import private_dir, write_private
-
-        folder = private_dir(args.out)
-        write_private(folder / "rerank.json", json.dumps(out, indent=2, sort_keys=True) + "\n")
-        write_private(folder / "rerank.md", markdown(out))
+        _write_report(args.out, "rerank", out, markdown(out))
     _emit(args, out, markdown(out))
     return 0
 

@@ -29,7 +29,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +183,17 @@ def _score(items: list[dict[str, Any]], metric_of: dict[str, str]) -> dict[str, 
     return out
 
 
+
+def dataset_files(data_paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The --data files of a fit, each an existing file (BadInput otherwise, before any work)."""
+    if not data_paths:
+        raise BadInput("bench fit needs at least one --data FILE")
+    paths = [Path(p) for p in data_paths]
+    for p in paths:
+        if not p.is_file():
+            raise BadInput(f"{p}: no such dataset file")
+    return paths
+
 def run_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str = "offline", folds: str | None = None, workers: int = 1,
             embedder: str | None = None, extract: str = "none", rounds: int = 2, limit: int | None = None,
             cross_validate: bool = True, progress: Callable[[float, str], None] | None = None,
@@ -191,12 +202,7 @@ def run_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str = "offli
     from ..retrieve.recipes import get_recipe
     from .containers import cache_dir_for
 
-    if not data_paths:
-        raise BadInput("bench fit needs at least one --data FILE")
-    paths = [Path(p) for p in data_paths]
-    for p in paths:
-        if not p.is_file():
-            raise BadInput(f"{p}: no such dataset file")
+    paths = dataset_files(data_paths)
     if rounds < 1:
         raise BadInput("--rounds must be at least 1")
     recipe_obj = get_recipe(recipe)

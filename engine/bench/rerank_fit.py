@@ -34,6 +34,7 @@ from ..errors import BadInput
 from ..retrieve.rerank import FEATURE_NAMES, MODEL_PATH
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, _fold_of
+from .fit import dataset_files
 from .runner import container_engine, containers_for, execute, git_commit, limit_questions, tuned_on, turn_ranking
 from .scoring import score_question, summarise_run
 
@@ -190,12 +191,7 @@ def run_rerank_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str =
     from ..retrieve.recipes import get_recipe
     from .containers import cache_dir_for
 
-    if not data_paths:
-        raise BadInput("bench fit needs at least one --data FILE")
-    paths = [Path(p) for p in data_paths]
-    for p in paths:
-        if not p.is_file():
-            raise BadInput(f"{p}: no such dataset file")
+    paths = dataset_files(data_paths)
     if "learned_rerank" not in get_recipe(recipe).off:
         raise BadInput(f"recipe {recipe!r} runs learned_rerank: the fit needs the ranking without it")
     emb = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"

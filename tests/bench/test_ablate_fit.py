@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -256,3 +257,19 @@ def test_misses_keep_off_what_the_recipe_leaves_off(engine, monkeypatch):
     seen.clear()
     misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", on=["session_context"])
     assert seen and all(off == [] for off in seen)
+
+
+@pytest.mark.parametrize("model, stem", [("weights", "fit"), ("rerank", "rerank")])
+def test_bench_fit_writes_its_report_as_json_and_markdown(tmp_path, capsys, model, stem):
+    from app.cli import main
+
+    out = tmp_path / "rep"
+    code = main(["bench", "fit", "--db", str(tmp_path / "m.db"), "--data", str(DATA / "bench_locomo_tiny.json"),
+                 "--embedder", "hashing", "--model", model, "--out", str(out), "--json"])
+    assert code == 0
+    doc = json.loads((out / f"{stem}.json").read_text(encoding="utf-8"))
+    assert doc == json.loads(capsys.readouterr().out)
+    assert (out / f"{stem}.md").read_text(encoding="utf-8").strip()
+    code = main(["bench", "fit", "--db", str(tmp_path / "m.db"), "--data", str(tmp_path / "none.json"),
+                 "--model", model, "--json"])
+    assert code == 2  # a missing file: one line, nothing run
