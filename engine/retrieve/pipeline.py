@@ -139,6 +139,38 @@ class _VectorMemo:
 
 
 CLAUSE_VECTORS = _VectorMemo()
+# The content terms of the clauses and claims the current-truth stage compares, by rule and text:
+# same_slot read every clause of every pooled turn through the FTS tokenizer question after
+# question (LoCoMo dev: ~10% of that stage's CPU, issue 21). Exact: a text's terms are a function
+# of the text alone, since the tokenizer is the FTS index's (FTS_TOKENIZER, SQLite's own
+# porter/unicode61, one for every store) and the word lists are constants. Frozen, so no caller
+# changes what the next one reads.
+_TERMS: LRU[tuple[str, str | bytes], frozenset[str]] = LRU(16384)
+TERMS_TEXT_CHARS = 1024
+
+
+def _slot_terms(store: Store, text: str) -> frozenset[str]:
+    """same_slot's terms of a text: index terms of its words longer than two letters, not digits,
+    not SLOT_FUNCTION words (memoised, see _TERMS)."""
+    key = ("slot", text_key(text, TERMS_TEXT_CHARS))
+    hit = _TERMS.get(key)
+    if hit is None:
+        from ..statements import SLOT_FUNCTION
+
+        hit = frozenset(term for surface, term in store.fts_tokens(text) if len(term) > 2 and not term.isdigit()
+                        and surface.casefold() not in SLOT_FUNCTION)
+        _TERMS.put(key, hit)
+    return hit
+
+
+def _content_terms(store: Store, text: str) -> frozenset[str]:
+    """content_terms of a text as a set (restated_later's words; memoised, see _TERMS)."""
+    key = ("content", text_key(text, TERMS_TEXT_CHARS))
+    hit = _TERMS.get(key)
+    if hit is None:
+        hit = frozenset(content_terms(text, store.fts_tokens))
+        _TERMS.put(key, hit)
+    return hit
 # A text's duplicate key (case and spacing aside), by the text's own key: normalising the long
 # turns a recall meets again (LongMemEval's assistant answers run to thousands of characters) was
 # up to 10 ms of the score stage; a digest of the text is a fraction of that.
@@ -1074,11 +1106,11 @@ class Recall:
         # live now?" asks for a place, not for "my name is Dana Okafor"
         mask = partial(_mask_people, people=question.people)
         masked = mask(trace.query)
-        def words(text: str) -> set[str]:
-            return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
+        def words(text: str) -> frozenset[str]:
+            return _content_terms(self.store, text)  # stemmed: "studying" meets "studies"
 
         q_terms = words(masked)
-        who_terms = words(" ".join(question.people)) if question.people else set()
+        who_terms = words(" ".join(question.people)) if question.people else frozenset()
         masked_vec: list[np.ndarray] = []
 
         def claim_query() -> np.ndarray:
@@ -1087,13 +1119,13 @@ class Recall:
                                   else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked])
             return masked_vec[0]
 
-        def closest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int | None:
+        def closest(vec: np.ndarray, terms: frozenset[str], claims: list[str], vs: list[np.ndarray]) -> int | None:
             """The claim nearest a text (cosine, plus shared content words), None when not clearly one."""
             scores = [float(np.dot(v, vec)) + 0.15 * len(terms & words(c)) for c, v in zip(claims, vs)]
             order = sorted(range(len(scores)), key=lambda i: -scores[i])
             return order[0] if scores[order[0]] - scores[order[1]] >= CLAIM_MARGIN else None
 
-        def nearest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int:
+        def nearest(vec: np.ndarray, terms: frozenset[str], claims: list[str], vs: list[np.ndarray]) -> int:
             """The claim nearest a text, however close the next one (closest's score)."""
             return max(range(len(claims)), key=lambda i: float(np.dot(vs[i], vec)) + 0.15 * len(terms & words(claims[i])))
 
@@ -1426,7 +1458,7 @@ class Recall:
         question, or their vectors are at least recipe.slot_similarity apart; their
         values differ when each holds a content word the other and the question do not. Only turns
         of the top k move, and only along one chain: recall@k never changes."""
-        from ..statements import SLOT_FUNCTION, asked, asks_about_asides, one_slip_apart, slot_claims
+        from ..statements import asked, asks_about_asides, one_slip_apart, slot_claims
 
         r = self.recipe
         if asks_about_asides(trace.query):
@@ -1464,9 +1496,8 @@ class Recall:
                 return _body(opener["text"], opener.get("speaker")) + " " + asked_text
             return asked_text
 
-        def terms(text: str) -> set[str]:
-            return {term for surface, term in self.store.fts_tokens(text) if len(term) > 2 and not term.isdigit()
-                    and surface.casefold() not in SLOT_FUNCTION}
+        def terms(text: str) -> frozenset[str]:
+            return _slot_terms(self.store, text)
 
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
@@ -1536,7 +1567,7 @@ class Recall:
         in_slot = {mid for mid, q in answered.items() if float(np.dot(asked_vecs[q], qv)) >= r.slot_question_similarity}
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
         read_as: dict[int, str] = {}  # turn -> "done" / "now" when that claim is one of _later_claims
-        claim_terms: dict[int, set[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
+        claim_terms: dict[int, frozenset[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
         for mid, ts in texts.items():
             at = 0 if mid in in_slot else max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
             if mid in in_slot or float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
@@ -1559,7 +1590,7 @@ class Recall:
                 mentioned.add(mid)
         q_terms = terms(masked)
 
-        def shared(a: set[str], b: set[str]) -> bool:
+        def shared(a: frozenset[str], b: frozenset[str]) -> bool:
             return bool(a & b) or any(one_slip_apart(x, y) for x in a for y in b)
 
         def same_slot(a: CandidateTrace, b: CandidateTrace) -> str | None:

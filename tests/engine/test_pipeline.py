@@ -369,3 +369,27 @@ def test_a_name_never_runs_across_a_sentence_break():
     assert [m.name for m in find_mentions("We saw Rex. He barked.")] == ["Rex"]
     assert [m.name for m in find_mentions("Dr. Ana Lima works at the Museum of Art.")] == ["Dr. Ana Lima",
                                                                                           "Museum of Art"]
+
+
+def test_memoised_clause_terms_are_the_tokenizers_for_every_store_and_text(tmp_path):
+    # same_slot's and restated_later's terms are kept by text across recalls (pipeline._TERMS):
+    # what a memo serves must be what the store's FTS tokenizer reads, from any store, a long
+    # text kept under a digest included, and frozen so no caller can change it for the next
+    from engine.retrieve import pipeline
+    from engine.retrieve.query import content_terms
+    from engine.statements import SLOT_FUNCTION
+
+    texts = ["I'm studying Portuguese at the uni now", "My phne is a Pixel 8, it's great",
+             "also the 2024 rent is £950", "x " * 700 + "Lisbon", "x " * 700 + "Porto", ""]
+    with MemoryEngine(tmp_path / "a.db", embedder=HashingEmbedder()) as a, \
+            MemoryEngine(tmp_path / "b.db", embedder=HashingEmbedder()) as b:
+        for store in (a.store, b.store, a.store):
+            for text in texts:
+                slot = {t for s, t in store.fts_tokens(text) if len(t) > 2 and not t.isdigit()
+                        and s.casefold() not in SLOT_FUNCTION}
+                got = pipeline._slot_terms(store, text)
+                assert got == slot and isinstance(got, frozenset)
+                got = pipeline._content_terms(store, text)
+                assert got == set(content_terms(text, store.fts_tokens)) and isinstance(got, frozenset)
+    assert pipeline._slot_terms(a.store, texts[3]) != pipeline._slot_terms(a.store, texts[4])
+    assert "studi" in pipeline._slot_terms(a.store, texts[0]) and "now" not in pipeline._slot_terms(a.store, texts[0])
