@@ -692,6 +692,23 @@ class Recall:
         except ValueError:
             return None
 
+    def _neighbours(self, seeds: list[int], window: int) -> list[tuple[int, int, int]]:
+        """store.neighbour_memories(scope, seeds, window), each seed's rows kept while the scope and
+        the data are unchanged (store.kept_rows): the same best-scored turns are seeds question after
+        question, and the join was ~5% of recall's CPU (LoCoMo dev, issue 21). A seed's neighbours
+        are the same read alone or with others (the join is per seed), and the rows come in the
+        order the store's query gives them, seed by seed in ascending id (its IN list's order), so
+        ties in the neighbour channel resolve as before (tests/engine/test_pipeline.py compares
+        the two on a store; tests.perf.same_rankings on the benchmarks)."""
+        def read(scope: Scope, missing: list[int]) -> dict[int, dict[str, Any]]:
+            found: dict[int, dict[str, Any]] = {}
+            for seed, nb, offset in self.store.neighbour_memories(scope, missing, window):
+                found.setdefault(seed, {"rows": []})["rows"].append((seed, nb, offset))
+            return found
+
+        kept = self.store.kept_rows(f"neighbours:{window}", self.scope, seeds, read)
+        return [row for seed in sorted(kept) for row in kept[seed]["rows"]]
+
     def _score(self, trace: Trace, as_of: str | None) -> None:
         r = self.recipe
         t0 = time.perf_counter()
@@ -705,7 +722,7 @@ class Recall:
             seeds = [c.memory_id for c in ranked[: r.neighbour_seeds] if base[c.memory_id] > 0]
             added = []
             texts = {c.memory_id: c.meta.get("text") or "" for c in alive}
-            for seed, nb, offset in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
+            for seed, nb, offset in self._neighbours(seeds, r.neighbour_window):
                 dist = abs(offset)
                 value = base[seed] / (1.0 + dist)
                 if r.on("answer_turn") and r.answer_factor > 0 and offset == 1 and _asks(texts.get(seed, "")):
@@ -1510,7 +1527,7 @@ class Recall:
         # a turn with no claim of its own may answer the other speaker's question: only those look back
         bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
         if bare:
-            for seed, nb, offset in self.store.neighbour_memories(self.scope, bare, 2):
+            for seed, nb, offset in self._neighbours(bare, 2):
                 if offset < 0:
                     before.setdefault(seed, {})[offset] = nb
             metas.update(self.store.candidate_meta(self.scope, sorted({m for d in before.values() for m in d.values()})))

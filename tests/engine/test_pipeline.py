@@ -393,3 +393,30 @@ def test_memoised_clause_terms_are_the_tokenizers_for_every_store_and_text(tmp_p
                 assert got == set(content_terms(text, store.fts_tokens)) and isinstance(got, frozenset)
     assert pipeline._slot_terms(a.store, texts[3]) != pipeline._slot_terms(a.store, texts[4])
     assert "studi" in pipeline._slot_terms(a.store, texts[0]) and "now" not in pipeline._slot_terms(a.store, texts[0])
+
+
+def test_kept_neighbours_are_the_stores_in_its_order_and_follow_new_data(engine):
+    # Recall._neighbours keeps each seed's neighbour rows while the data is unchanged: what it
+    # returns must be store.neighbour_memories' rows, in its order, for any seed list, and a new
+    # turn in a seed's conversation must show up at once
+    import random
+
+    from engine.retrieve.pipeline import Recall
+    from engine.retrieve.recipes import get_recipe
+
+    msgs = [("Ana" if i % 2 else "Ben", f"message number {i} about topic {i % 3}") for i in range(8)]
+    engine.ingest_documents([chat_doc(msgs, uri="a"), chat_doc(msgs[:5], uri="b", external_id="b")], scope=ALICE)
+    ids = sorted(m["id"] for m in engine.export(ALICE)["memories"])
+    rec = Recall(engine.store, ALICE, engine.embedder, None, get_recipe(None))
+    rng = random.Random(3)
+    for window in (1, 2):
+        for _ in range(12):
+            seeds = rng.sample(ids, rng.randint(1, len(ids)))
+            seeds += seeds[:2]  # a seed twice
+            assert rec._neighbours(seeds, window) == engine.store.neighbour_memories(ALICE, seeds, window)
+    before = rec._neighbours(ids, 1)
+    engine.ingest_documents([chat_doc(msgs[:3] + [("Ana", "a new last turn")], uri="c", external_id="c")],
+                            scope=ALICE)
+    ids = sorted(m["id"] for m in engine.export(ALICE)["memories"])
+    after = rec._neighbours(ids, 1)
+    assert after == engine.store.neighbour_memories(ALICE, ids, 1) and len(after) > len(before)
