@@ -139,6 +139,38 @@ class _VectorMemo:
 
 
 CLAUSE_VECTORS = _VectorMemo()
+# The content terms of the clauses and claims the current-truth stage compares, by rule and text:
+# same_slot read every clause of every pooled turn through the FTS tokenizer question after
+# question (LoCoMo dev: ~10% of that stage's CPU, issue 21). Exact: a text's terms are a function
+# of the text alone, since the tokenizer is the FTS index's (FTS_TOKENIZER, SQLite's own
+# porter/unicode61, one for every store) and the word lists are constants. Frozen, so no caller
+# changes what the next one reads.
+_TERMS: LRU[tuple[str, str | bytes], frozenset[str]] = LRU(16384)
+TERMS_TEXT_CHARS = 1024
+
+
+def _slot_terms(store: Store, text: str) -> frozenset[str]:
+    """same_slot's terms of a text: index terms of its words longer than two letters, not digits,
+    not SLOT_FUNCTION words (memoised, see _TERMS)."""
+    key = ("slot", text_key(text, TERMS_TEXT_CHARS))
+    hit = _TERMS.get(key)
+    if hit is None:
+        from ..statements import SLOT_FUNCTION
+
+        hit = frozenset(term for surface, term in store.fts_tokens(text) if len(term) > 2 and not term.isdigit()
+                        and surface.casefold() not in SLOT_FUNCTION)
+        _TERMS.put(key, hit)
+    return hit
+
+
+def _content_terms(store: Store, text: str) -> frozenset[str]:
+    """content_terms of a text as a set (restated_later's words; memoised, see _TERMS)."""
+    key = ("content", text_key(text, TERMS_TEXT_CHARS))
+    hit = _TERMS.get(key)
+    if hit is None:
+        hit = frozenset(content_terms(text, store.fts_tokens))
+        _TERMS.put(key, hit)
+    return hit
 # A text's duplicate key (case and spacing aside), by the text's own key: normalising the long
 # turns a recall meets again (LongMemEval's assistant answers run to thousands of characters) was
 # up to 10 ms of the score stage; a digest of the text is a fraction of that.
@@ -660,6 +692,23 @@ class Recall:
         except ValueError:
             return None
 
+    def _neighbours(self, seeds: list[int], window: int) -> list[tuple[int, int, int]]:
+        """store.neighbour_memories(scope, seeds, window), each seed's rows kept while the scope and
+        the data are unchanged (store.kept_rows): the same best-scored turns are seeds question after
+        question, and the join was ~5% of recall's CPU (LoCoMo dev, issue 21). A seed's neighbours
+        are the same read alone or with others (the join is per seed), and the rows come in the
+        order the store's query gives them, seed by seed in ascending id (its IN list's order), so
+        ties in the neighbour channel resolve as before (tests/engine/test_pipeline.py compares
+        the two on a store; tests.perf.same_rankings on the benchmarks)."""
+        def read(scope: Scope, missing: list[int]) -> dict[int, dict[str, Any]]:
+            found: dict[int, dict[str, Any]] = {}
+            for seed, nb, offset in self.store.neighbour_memories(scope, missing, window):
+                found.setdefault(seed, {"rows": []})["rows"].append((seed, nb, offset))
+            return found
+
+        kept = self.store.kept_rows(f"neighbours:{window}", self.scope, seeds, read)
+        return [row for seed in sorted(kept) for row in kept[seed]["rows"]]
+
     def _score(self, trace: Trace, as_of: str | None) -> None:
         r = self.recipe
         t0 = time.perf_counter()
@@ -673,7 +722,7 @@ class Recall:
             seeds = [c.memory_id for c in ranked[: r.neighbour_seeds] if base[c.memory_id] > 0]
             added = []
             texts = {c.memory_id: c.meta.get("text") or "" for c in alive}
-            for seed, nb, offset in self.store.neighbour_memories(self.scope, seeds, r.neighbour_window):
+            for seed, nb, offset in self._neighbours(seeds, r.neighbour_window):
                 dist = abs(offset)
                 value = base[seed] / (1.0 + dist)
                 if r.on("answer_turn") and r.answer_factor > 0 and offset == 1 and _asks(texts.get(seed, "")):
@@ -1074,11 +1123,11 @@ class Recall:
         # live now?" asks for a place, not for "my name is Dana Okafor"
         mask = partial(_mask_people, people=question.people)
         masked = mask(trace.query)
-        def words(text: str) -> set[str]:
-            return set(content_terms(text, self.store.fts_tokens))  # stemmed: "studying" meets "studies"
+        def words(text: str) -> frozenset[str]:
+            return _content_terms(self.store, text)  # stemmed: "studying" meets "studies"
 
         q_terms = words(masked)
-        who_terms = words(" ".join(question.people)) if question.people else set()
+        who_terms = words(" ".join(question.people)) if question.people else frozenset()
         masked_vec: list[np.ndarray] = []
 
         def claim_query() -> np.ndarray:
@@ -1087,13 +1136,13 @@ class Recall:
                                   else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked])
             return masked_vec[0]
 
-        def closest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int | None:
+        def closest(vec: np.ndarray, terms: frozenset[str], claims: list[str], vs: list[np.ndarray]) -> int | None:
             """The claim nearest a text (cosine, plus shared content words), None when not clearly one."""
             scores = [float(np.dot(v, vec)) + 0.15 * len(terms & words(c)) for c, v in zip(claims, vs)]
             order = sorted(range(len(scores)), key=lambda i: -scores[i])
             return order[0] if scores[order[0]] - scores[order[1]] >= CLAIM_MARGIN else None
 
-        def nearest(vec: np.ndarray, terms: set[str], claims: list[str], vs: list[np.ndarray]) -> int:
+        def nearest(vec: np.ndarray, terms: frozenset[str], claims: list[str], vs: list[np.ndarray]) -> int:
             """The claim nearest a text, however close the next one (closest's score)."""
             return max(range(len(claims)), key=lambda i: float(np.dot(vs[i], vec)) + 0.15 * len(terms & words(claims[i])))
 
@@ -1426,7 +1475,7 @@ class Recall:
         question, or their vectors are at least recipe.slot_similarity apart; their
         values differ when each holds a content word the other and the question do not. Only turns
         of the top k move, and only along one chain: recall@k never changes."""
-        from ..statements import SLOT_FUNCTION, asked, asks_about_asides, one_slip_apart, slot_claims
+        from ..statements import asked, asks_about_asides, one_slip_apart, slot_claims
 
         r = self.recipe
         if asks_about_asides(trace.query):
@@ -1464,9 +1513,8 @@ class Recall:
                 return _body(opener["text"], opener.get("speaker")) + " " + asked_text
             return asked_text
 
-        def terms(text: str) -> set[str]:
-            return {term for surface, term in self.store.fts_tokens(text) if len(term) > 2 and not term.isdigit()
-                    and surface.casefold() not in SLOT_FUNCTION}
+        def terms(text: str) -> frozenset[str]:
+            return _slot_terms(self.store, text)
 
         said: dict[int, list[str]] = {}  # turn -> its claims
         texts: dict[int, list[str]] = {}  # turn -> the texts its claims are judged by (with the question answered)
@@ -1479,7 +1527,7 @@ class Recall:
         # a turn with no claim of its own may answer the other speaker's question: only those look back
         bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
         if bare:
-            for seed, nb, offset in self.store.neighbour_memories(self.scope, bare, 2):
+            for seed, nb, offset in self._neighbours(bare, 2):
                 if offset < 0:
                     before.setdefault(seed, {})[offset] = nb
             metas.update(self.store.candidate_meta(self.scope, sorted({m for d in before.values() for m in d.values()})))
@@ -1536,7 +1584,7 @@ class Recall:
         in_slot = {mid for mid, q in answered.items() if float(np.dot(asked_vecs[q], qv)) >= r.slot_question_similarity}
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
         read_as: dict[int, str] = {}  # turn -> "done" / "now" when that claim is one of _later_claims
-        claim_terms: dict[int, set[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
+        claim_terms: dict[int, frozenset[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
         for mid, ts in texts.items():
             at = 0 if mid in in_slot else max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
             if mid in in_slot or float(np.dot(vecs[ts[at]], qv)) >= r.slot_answer_similarity:
@@ -1559,7 +1607,7 @@ class Recall:
                 mentioned.add(mid)
         q_terms = terms(masked)
 
-        def shared(a: set[str], b: set[str]) -> bool:
+        def shared(a: frozenset[str], b: frozenset[str]) -> bool:
             return bool(a & b) or any(one_slip_apart(x, y) for x in a for y in b)
 
         def same_slot(a: CandidateTrace, b: CandidateTrace) -> str | None:

@@ -131,6 +131,20 @@ def test_the_cache_survives_a_reopen_and_a_second_writer(tmp_path, dims):
     assert VectorCacheFile(tmp_path / "v.db").count(ident) == 2
 
 
+def test_a_mapped_reader_sees_what_another_connection_writes_after_its_reads(tmp_path):
+    # reads map the file (MMAP_BYTES): rows written later by another worker, in the WAL or
+    # checkpointed into the file past what was mapped, are still read, and are the bytes written
+    reader = VectorCacheFile(tmp_path / "v.db")
+    writer = VectorCacheFile(tmp_path / "v.db")
+    assert reader.conn.pragma("mmap_size") > 0
+    assert reader.get("x", [b"k0"]) == {}
+    rows = [(f"k{i}".encode(), np.full(384, i, dtype="<f4").tobytes()) for i in range(2000)]
+    writer.put("x", rows)
+    writer.conn.pragma("wal_checkpoint(TRUNCATE)")
+    got = reader.get("x", [k for k, _ in rows])
+    assert got == dict(rows)
+
+
 def test_a_container_that_cannot_be_built_fails_its_questions_not_the_run(tmp_path, monkeypatch):
     from engine.bench import runner
 

@@ -369,3 +369,54 @@ def test_a_name_never_runs_across_a_sentence_break():
     assert [m.name for m in find_mentions("We saw Rex. He barked.")] == ["Rex"]
     assert [m.name for m in find_mentions("Dr. Ana Lima works at the Museum of Art.")] == ["Dr. Ana Lima",
                                                                                           "Museum of Art"]
+
+
+def test_memoised_clause_terms_are_the_tokenizers_for_every_store_and_text(tmp_path):
+    # same_slot's and restated_later's terms are kept by text across recalls (pipeline._TERMS):
+    # what a memo serves must be what the store's FTS tokenizer reads, from any store, a long
+    # text kept under a digest included, and frozen so no caller can change it for the next
+    from engine.retrieve import pipeline
+    from engine.retrieve.query import content_terms
+    from engine.statements import SLOT_FUNCTION
+
+    texts = ["I'm studying Portuguese at the uni now", "My phne is a Pixel 8, it's great",
+             "also the 2024 rent is £950", "x " * 700 + "Lisbon", "x " * 700 + "Porto", ""]
+    with MemoryEngine(tmp_path / "a.db", embedder=HashingEmbedder()) as a, \
+            MemoryEngine(tmp_path / "b.db", embedder=HashingEmbedder()) as b:
+        for store in (a.store, b.store, a.store):
+            for text in texts:
+                slot = {t for s, t in store.fts_tokens(text) if len(t) > 2 and not t.isdigit()
+                        and s.casefold() not in SLOT_FUNCTION}
+                got = pipeline._slot_terms(store, text)
+                assert got == slot and isinstance(got, frozenset)
+                got = pipeline._content_terms(store, text)
+                assert got == set(content_terms(text, store.fts_tokens)) and isinstance(got, frozenset)
+    assert pipeline._slot_terms(a.store, texts[3]) != pipeline._slot_terms(a.store, texts[4])
+    assert "studi" in pipeline._slot_terms(a.store, texts[0]) and "now" not in pipeline._slot_terms(a.store, texts[0])
+
+
+def test_kept_neighbours_are_the_stores_in_its_order_and_follow_new_data(engine):
+    # Recall._neighbours keeps each seed's neighbour rows while the data is unchanged: what it
+    # returns must be store.neighbour_memories' rows, in its order, for any seed list, and a new
+    # turn in a seed's conversation must show up at once
+    import random
+
+    from engine.retrieve.pipeline import Recall
+    from engine.retrieve.recipes import get_recipe
+
+    msgs = [("Ana" if i % 2 else "Ben", f"message number {i} about topic {i % 3}") for i in range(8)]
+    engine.ingest_documents([chat_doc(msgs, uri="a"), chat_doc(msgs[:5], uri="b", external_id="b")], scope=ALICE)
+    ids = sorted(m["id"] for m in engine.export(ALICE)["memories"])
+    rec = Recall(engine.store, ALICE, engine.embedder, None, get_recipe(None))
+    rng = random.Random(3)
+    for window in (1, 2):
+        for _ in range(12):
+            seeds = rng.sample(ids, rng.randint(1, len(ids)))
+            seeds += seeds[:2]  # a seed twice
+            assert rec._neighbours(seeds, window) == engine.store.neighbour_memories(ALICE, seeds, window)
+    before = rec._neighbours(ids, 1)
+    engine.ingest_documents([chat_doc(msgs[:3] + [("Ana", "a new last turn")], uri="c", external_id="c")],
+                            scope=ALICE)
+    ids = sorted(m["id"] for m in engine.export(ALICE)["memories"])
+    after = rec._neighbours(ids, 1)
+    assert after == engine.store.neighbour_memories(ALICE, ids, 1) and len(after) > len(before)
