@@ -64,6 +64,13 @@ FTS_COMMON_SHARE = 0.002
 FTS_MAX_TERMS = 8  # the rarest ones
 
 
+def _said_before(stated: list[CandidateTrace], later: CandidateTrace) -> list[CandidateTrace]:
+    """The statements an aside may go below: said earlier, in another conversation, by the same speaker."""
+    return [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
+            and c.meta.get("document_id") != later.meta.get("document_id")
+            and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+
+
 @dataclass(slots=True)
 class RecallResult:
     trace: Trace
@@ -1748,9 +1755,7 @@ class Recall:
             if (later.memory_id in claim or later.memory_id not in top_k or str(later.memory_id) in asides
                     or (why := aside(later)) is None):
                 continue
-            earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
-                       and c.meta.get("document_id") != later.meta.get("document_id")
-                       and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+            earlier = _said_before(stated, later)
             if not earlier:
                 continue
             head = max(earlier, key=lambda c: max(m.score for m in group(c)))
@@ -1792,9 +1797,7 @@ class Recall:
         for later in framed:
             if later.memory_id not in top_k or not answers(own[later.memory_id]):
                 continue
-            earlier = [c for c in stated if c.meta["source_time"] < later.meta["source_time"]
-                       and c.meta.get("document_id") != later.meta.get("document_id")
-                       and name_key(c.meta["speaker"]) == name_key(later.meta["speaker"])]
+            earlier = _said_before(stated, later)
             if not earlier:
                 continue
             head = max(earlier, key=lambda c: max(m.score for m in group(c)))
