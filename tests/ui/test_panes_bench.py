@@ -396,6 +396,14 @@ def test_natural_style_batches_are_drawn_apart_from_the_tidy_dev_scenarios(panes
     assert dev_whole is None or len(dev_whole.opts["height"]) == 0
     assert [label for label, _ in b.truth_keys] == ["dev tidy", "dev w2", "dev w3", "heldout", "blind"]
     assert "dev w3" in b.truth_plot.getPlotItem().titleLabel.text  # the parts are named in the title
+    # a later run without dev:w2: dev:w3 takes the first batch colour, in the title and on its bars alike
+    later = store_run(seeded.engine, recipe="offline", metrics={"turn_recall_any@5": 1.0, **truth},
+                      by_category={k: v for k, v in cats.items() if k != "dev:w2"}, items=[])
+    b.refresh()
+    b.select_run(later)
+    colour = dict(b.truth_keys)["dev w3"]
+    before = {key: c for key, _, c in truth_parts(cats)}["dev:w3"]  # its colour while dev:w2 was there
+    assert b.truth_bars["dev:w3"].opts["brush"] == colour != before
 
 
 def test_current_truth_is_drawn_per_half(panes, seeded):

@@ -608,9 +608,10 @@ class BenchPane(PaneBase):
             heights = [float(source.get(m) or 0.0) for m in names]
             bars = self.truth_bars.get(group)
             if bars is None:
-                bars = self.truth_bars[group] = pg.BarGraphItem(x=x, height=np.zeros(0), width=0.38, brush=color)
+                bars = self.truth_bars[group] = pg.BarGraphItem(x=x, height=np.zeros(0), width=0.38)
                 self.truth_plot.addItem(bars)
-            bars.setOpts(x=x, height=np.array(heights), width=width * 0.95)
+            # the colour each draw: a batch's place (and so its colour in the title) depends on the run
+            bars.setOpts(x=x, height=np.array(heights), width=width * 0.95, brush=color)
             self.truth_keys.append((label_text, color))
             _bg, fg = plot_colors()
             for xi, h in zip(x, heights):  # the value on each bar: a zero (no false supersession) shows too
