@@ -276,17 +276,21 @@ def question_metrics(engine: MemoryEngine, scope: Scope, fmt: str, order: list[i
 
 
 @contextmanager
-def _thawed_after() -> Iterator[None]:
-    """What run_container froze (gc.freeze before each timed recall) goes back to the collector
-    when the container is done, unless something was frozen before it began: gc.unfreeze would
-    also hand back what the inspector froze at start-up (app.gui.settle_gc), whose full passes
-    stalled its window, so there it stays frozen."""
-    frozen_before = gc.get_freeze_count()
+def timed_recalls() -> Iterator[Callable[[], None]]:
+    """What a harness calls before each timed recall (`settle()`): gc.freeze, so that no full
+    collection walks the results kept so far inside a recall (such a pass landed, up to 48 ms, in
+    whichever recall it fell in: LoCoMo dev, 15 passes; tests.perf.recall_split). Everything goes
+    back to the collector when the block ends, however it ends. In a process where something was
+    frozen before (the inspector's start-up objects, app.gui.settle_gc), `settle()` does nothing:
+    a thaw would hand those back to the full passes that stalled its window, and a freeze without
+    a thaw would keep the cyclic garbage pending at each question for the life of the process."""
+    if gc.get_freeze_count() > 0:
+        yield lambda: None
+        return
     try:
-        yield
+        yield gc.freeze
     finally:
-        if frozen_before == 0:
-            gc.unfreeze()
+        gc.unfreeze()
 
 
 def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -313,7 +317,7 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     # Recall embeds too (the current-truth stage's clauses): through the run's vector cache, so
     # a second run of the file reads the vectors the first computed, as it does the questions'.
     emb = _cached_embedder(spec)
-    with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine, _thawed_after():
+    with MemoryEngine(db, embedder=emb, llm=False, background_reembed=False) as engine, timed_recalls() as settle:
         if qa_client is not None:  # answer and judge calls go into the container's llm_calls
             qa_client.recorder = engine.store.llm_recorder(scope)
         # The vector index is read as the container opens, timed apart (index_load_cpu_ms), as
@@ -333,13 +337,7 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 embed_ms: float | None = (time.perf_counter() - t0) * 1000.0
                 if emb.stats.embedded == before:
                     embed_ms = None  # served by the cache: no embedding was measured
-                # What is alive now (the results kept so far, the engine's loaded state) leaves
-                # the collector's full passes: such a pass walked the growing results and landed,
-                # up to 48 ms, in whichever recall it fell in (LoCoMo dev: 15 passes, most of
-                # recall's p99; tests.perf.recall_split). The freeze is a constant-time splice, and
-                # frozen objects are still freed when their last reference goes; only cyclic
-                # garbage pending at a freeze stays (about 2 objects a question) until the thaw.
-                gc.freeze()
+                settle()  # no full collection inside the timed recall (timed_recalls)
                 t0, c0 = time.perf_counter(), time.thread_time()
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
                                     now=q["now"], as_of=q.get("as_of"), query_vector=qvec,

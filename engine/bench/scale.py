@@ -24,7 +24,6 @@ shared with other work, wall time measures the queue for the cores as much as th
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import resource
@@ -38,6 +37,7 @@ import numpy as np
 
 from ..errors import BadInput
 from ..scope import Scope
+from .runner import timed_recalls
 
 if TYPE_CHECKING:
     from ..embed.cache import CachedEmbedder
@@ -213,27 +213,25 @@ def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder
         totals, cpu = [], []
         channel_counts: dict[str, list[int]] = {}
         found: list[np.ndarray] = []
-        frozen_before = gc.get_freeze_count()
-        for n, ((text, now), qvec) in enumerate(zip(picked, qvecs)):
-            gc.freeze()  # as bench's run_container (see there): no full pass walks the kept results in a recall
-            ts, tc = time.perf_counter(), time.thread_time()
-            result = engine.recall(text, scope=scope, k=10, recipe="offline", origin="bench", now=now,
-                                   query_vector=qvec)
-            cpu.append((time.thread_time() - tc) * 1000.0)
-            totals.append((time.perf_counter() - ts) * 1000.0)
-            top = 0.0
-            for name, ms in result.trace.timings.items():
-                stage_ms.setdefault(name, []).append(ms)
-            for st in result.trace.stages:
-                top += st["ms"]
-                for ch, c in st.get("channels", {}).items():
-                    channel_counts.setdefault(ch, []).append(c)
-            stage_ms.setdefault("trace_write", []).append(totals[-1] - top)  # persisting the trace, and glue
-            found.append(index.search(qvec, 10)[0])
-            if progress is not None and n % 20 == 0:
-                progress(0.8 + 0.2 * n / len(picked), f"question {n}/{len(picked)}")
-        if frozen_before == 0:  # as bench's run_container: thawed unless something was frozen before
-            gc.unfreeze()
+        with timed_recalls() as settle:
+            for n, ((text, now), qvec) in enumerate(zip(picked, qvecs)):
+                settle()  # as bench's run_container: no full pass walks the kept results in a recall
+                ts, tc = time.perf_counter(), time.thread_time()
+                result = engine.recall(text, scope=scope, k=10, recipe="offline", origin="bench", now=now,
+                                       query_vector=qvec)
+                cpu.append((time.thread_time() - tc) * 1000.0)
+                totals.append((time.perf_counter() - ts) * 1000.0)
+                top = 0.0
+                for name, ms in result.trace.timings.items():
+                    stage_ms.setdefault(name, []).append(ms)
+                for st in result.trace.stages:
+                    top += st["ms"]
+                    for ch, c in st.get("channels", {}).items():
+                        channel_counts.setdefault(ch, []).append(c)
+                stage_ms.setdefault("trace_write", []).append(totals[-1] - top)  # persisting the trace, and glue
+                found.append(index.search(qvec, 10)[0])
+                if progress is not None and n % 20 == 0:
+                    progress(0.8 + 0.2 * n / len(picked), f"question {n}/{len(picked)}")
         # Ground truth after the timed loop, so the brute force does not disturb the timings.
         recall_at_10 = _vector_recall(index, index._mat[: index._n], qvecs, found)
         count = len(index)

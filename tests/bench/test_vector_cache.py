@@ -218,8 +218,9 @@ def test_workers_opening_a_new_cache_file_at_once_all_use_it(tmp_path):
 def test_a_run_in_this_process_keeps_what_was_frozen_before_it(tmp_path):
     """bench freezes what is alive before each timed recall (no full collection walks the kept
     results inside one) and thaws when a container is done, unless something was frozen before
-    it began: gc.unfreeze would hand the inspector's start-up objects (app.gui.settle_gc) back to
-    the full passes that stalled its window."""
+    it began: then it freezes nothing (runner.timed_recalls), since gc.unfreeze would hand the
+    inspector's start-up objects (app.gui.settle_gc) back to the full passes that stalled its
+    window, and a freeze without a thaw would keep each question's pending garbage for good."""
     import gc
 
     path = DATA / "bench_longmemeval_s_tiny.json"
@@ -232,5 +233,6 @@ def test_a_run_in_this_process_keeps_what_was_frozen_before_it(tmp_path):
         try:
             run_benchmark(engine, "longmemeval", path, embedder="hashing", recipe="lexical")
             assert gc.get_freeze_count() >= before > 0
+            assert gc.get_freeze_count() == before  # and nothing more: no question's pending garbage kept for good
         finally:
             gc.unfreeze()
