@@ -103,7 +103,9 @@ def score(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> dict[str, Any] | None:
+def _load(path: str, _stamp: tuple[int, int]) -> dict[str, Any] | None:
+    """The model at `path` as it was when it had `_stamp` (mtime, size): a rewritten file (bench fit
+    --model rerank writes its fold models to the same paths run after run) is read again."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -115,7 +117,12 @@ def _load(path: str) -> dict[str, Any] | None:
 
 def load_model(path: str | Path | None = None) -> dict[str, Any] | None:
     """The shipped model (None: no model, or one fitted on other features)."""
-    return _load(str(path or MODEL_PATH))
+    p = Path(path or MODEL_PATH)
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return _load(str(p), (st.st_mtime_ns, st.st_size))
 
 
 def apply(trace: Trace, model: dict[str, Any] | None) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +68,17 @@ def test_a_model_fitted_on_other_features_is_not_read(tmp_path):
     bad.write_text(json.dumps({**_model(10, LENGTH), "features": ["length"]}))
     assert rerank.load_model(good) is not None and rerank.load_model(bad) is None
     assert rerank.load_model(tmp_path / "missing.json") is None
+
+
+def test_a_rewritten_model_file_is_read_again(tmp_path):
+    # bench fit --model rerank writes its fold models to the same paths run after run, in-process
+    # with one worker: the stage must answer with the weights on disk, not those read before
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_model(10, LENGTH)))
+    assert rerank.load_model(path)["depth"] == 10
+    path.write_text(json.dumps(_model(30, LENGTH)))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))  # a new mtime even on a coarse clock
+    assert rerank.load_model(path)["depth"] == 30
 
 
 def _item(gold_rows: list[int], n: int, rng: np.random.Generator, fold: str) -> dict:
