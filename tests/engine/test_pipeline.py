@@ -420,3 +420,12 @@ def test_kept_neighbours_are_the_stores_in_its_order_and_follow_new_data(engine)
     ids = sorted(m["id"] for m in engine.export(ALICE)["memories"])
     after = rec._neighbours(ids, 1)
     assert after == engine.store.neighbour_memories(ALICE, ids, 1) and len(after) > len(before)
+    # the new conversation leaves the old seeds' rows as they were; a change inside a seed's own
+    # conversation must reach them too: conversation b gains a turn after its last one
+    old = ids[:]
+    kept = rec._neighbours(old, 1)
+    engine.ingest_documents([chat_doc(msgs[:5] + [("Ana", "one more turn in b")], uri="b", external_id="b")],
+                            scope=ALICE)
+    fresh = engine.store.neighbour_memories(ALICE, old, 1)
+    assert fresh != kept  # the store's rows moved (the test's premise)
+    assert rec._neighbours(old, 1) == fresh
