@@ -39,7 +39,8 @@ def build_demo_then_open(window, path: Path) -> None:
 def settle_gc() -> None:
     """Move everything start-up made (modules, Qt wrappers, the open DB's caches) out of the
     collector's reach: a full collection otherwise walks it all while holding the GIL, and the
-    worker thread's collections stalled the GUI thread by 40-60 ms each (app.latency_probe).
+    worker thread's collections stalled the GUI thread by 40-60 ms each (app.latency_probe). The
+    MCP server calls it too once its model has loaded (such a pass otherwise lands in a tool call).
     Only the young generations are collected first: a full pass here is itself such a stall
     (25 ms of CPU with the window up, for a few dozen unreachable objects left over)."""
     import gc

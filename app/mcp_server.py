@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import json
 import logging
 import sys
@@ -39,6 +38,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.gui import settle_gc
 from engine import __version__
 from engine.errors import BadInput, DatabaseBusy, MemlensError
 from engine.ingest.formats.chat import Role
@@ -338,12 +338,7 @@ def serve(db_path: Path, scope: Scope, *, extract: str = "auto", embedder: str |
     try:
         _ = engine.embedder  # load the model before the first call (and fail here if it is missing)
         pool = open_workers(engine)
-        # What start-up made (modules, the model's session and tokenizer, the DB's caches) leaves the
-        # collector's full passes, as the inspector does after its first window (app.gui.settle_gc):
-        # such a pass walks all of it and lands in whichever call it falls in (in bench's containers
-        # 15 of LoCoMo dev's 999 recalls, up to 48 ms each: tests.perf.recall_split).
-        gc.collect(1)
-        gc.freeze()
+        settle_gc()  # what start-up made leaves the collector's full passes, as in the inspector
         try:
             server = build_server(MemoryTools(engine, scope, extract=extract), pool)
             log.info("serving %s for %s over stdio", engine.path, scope.as_dict())

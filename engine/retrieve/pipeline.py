@@ -1655,7 +1655,7 @@ class Recall:
             return why
 
         if r.on("asides_below") and not historical:
-            self._asides_below(trace, pool, read, claim, as_old, qv, facts_of)
+            self._asides_below(trace, pool, read, claim, as_old, facts_of)
         eligible = [c for c in pool if c.memory_id in as_old]
         others = set()  # turns with a clause of someone else's (a person subject: "well, mum and dad have")
         if r.on("told_as_done") or r.on("said_now") or r.on("older_mentions"):
@@ -1725,7 +1725,7 @@ class Recall:
 
     def _asides_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
                       claim: dict[int, tuple[str, np.ndarray]], as_old: dict[int, tuple[str, np.ndarray]],
-                      qv: np.ndarray, facts_of: dict[Any, list[CandidateTrace]]) -> None:
+                      facts_of: dict[Any, list[CandidateTrace]]) -> None:
         """asides_below: a later turn by the same speaker, in another conversation, that states no
         value of the asked thing and speaks only in a form that asserts nothing of the speaker's
         present (engine.statements.slot_claims' reading of the whole turn: a hope, a step or a time
