@@ -35,7 +35,16 @@ from ..retrieve.rerank import FEATURE_NAMES, MODEL_PATH
 from . import datasets as ds
 from .ablate import DEFAULT_FOLDS, _fold_of
 from .fit import dataset_files
-from .runner import container_engine, containers_for, execute, git_commit, limit_questions, tuned_on, turn_ranking
+from .runner import (
+    container_engine,
+    containers_for,
+    excluded,
+    execute,
+    git_commit,
+    limit_questions,
+    tuned_on,
+    turn_ranking,
+)
 from .scoring import score_question, summarise_run
 
 if TYPE_CHECKING:
@@ -131,8 +140,7 @@ def _summary(items: list[dict[str, Any]]) -> dict[str, Any]:
     """Per file: every scheme's turn recall@K overall and per category, as `bench <dataset>` reports."""
     out: dict[str, Any] = {}
     for f in sorted({it["file"] for it in items}):
-        mine = [{**it, "excluded": it["excluded"] or it["category"] == "adversarial"
-                 or str(it["question_id"]).endswith("_abs")} for it in items if it["file"] == f]
+        mine = [{**it, "excluded": excluded(it)} for it in items if it["file"] == f]
         summ = summarise_run(mine[0]["dataset"], mine, [K])
         key = f"turn_evidence_recall@{K}"
         per: dict[str, Any] = {}

@@ -551,7 +551,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
 def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
                loaded: ds.Dataset | None = None) -> dict[str, Any]:
     """Every scheme's summary of the done questions, the default scheme's name, latency and tokens."""
-    done = [{**it, "excluded": _excluded(it)} for it in items if it["status"] == "done"]
+    done = [{**it, "excluded": excluded(it)} for it in items if it["status"] == "done"]
     scores = summarise_run(dataset, done, ks)
     _add_current_truth(scores, done, loaded)
     judged = [it for it in done if "qa_correct" in (it["metrics"] or {})]
@@ -605,9 +605,10 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loade
             summary["by_category"].setdefault(group, {}).update(vals)
 
 
-def _excluded(item: dict[str, Any]) -> bool:
-    # Stored items do not carry the flag; the category says it (LoCoMo adversarial, LongMemEval _abs ids).
-    return item.get("excluded") or item.get("category") == "adversarial" or str(item["question_id"]).endswith("_abs")
+def excluded(item: dict[str, Any]) -> bool:
+    """Whether our scheme leaves the question out of its means. Stored items do not carry the flag;
+    the category says it (LoCoMo adversarial, LongMemEval _abs ids)."""
+    return bool(item.get("excluded") or item.get("category") == "adversarial" or str(item["question_id"]).endswith("_abs"))
 
 
 def tuned_on(item: dict[str, Any]) -> bool:
@@ -616,7 +617,7 @@ def tuned_on(item: dict[str, Any]) -> bool:
     the wrong person; their evidence says who it was), so weights fitted without them traded the
     whole category away (official recall@10 0.831 -> 0.751 while ours stayed 0.810); LongMemEval's
     abstention questions have no evidence to find."""
-    return not _excluded(item) or item.get("category") == "adversarial"
+    return not excluded(item) or item.get("category") == "adversarial"
 
 
 def execute(specs: list[dict[str, Any]], workers: int, executor: str | None, should_stop: ShouldStop | None,

@@ -366,7 +366,7 @@ def test_pure_helpers(qtmodeltester):
     assert np.isclose(float(m.index(0, 4).data()), 0.25)
 
 
-def test_the_blind_part_is_drawn_beside_the_halves_with_its_legend_in_one_row(panes, seeded):
+def test_the_blind_part_is_drawn_beside_the_halves_named_in_the_title(panes, seeded):
     b, _ = panes
     truth = {"current_first@1": 0.9, "false_supersession": 0.0}
     run = store_run(seeded.engine, recipe="offline", metrics={"turn_recall_any@5": 1.0, **truth},
