@@ -72,19 +72,15 @@ REEMBED_BATCH = 256
 # A trace's candidate rows are plain dicts of numbers and names: json.dumps's text without its
 # cycle check (most of encoding the 200-300 rows of a recall beside the text itself), through the
 # public encoder with json.dumps's other settings (separators, ASCII, NaN allowed).
-_TRACE_ENCODER = json.JSONEncoder(check_circular=False)
-
-
-def _trace_json(value: Any) -> str:
-    return _TRACE_ENCODER.encode(value)
+_trace_json = json.JSONEncoder(check_circular=False).encode
 
 
 def _packed_candidates(cands: list[Any]) -> str:
     """A trace's candidates as one JSON text (schema v8's candidate_rows), compact: every
     candidate's score components have the same names in the same order but for a few (the derived
     factor), so the names are written once and a row holds their values, or its own dict where
-    they differ. A third of the text, and of the time to encode it, was those names
-    (engine.store.recall.RecallReads.trace reads both forms)."""
+    they differ: repeated, the names were much of the text (engine.store.recall.RecallReads.trace
+    reads this form and the plain array the first v8 code wrote)."""
     names = next((list(c.components) for c in cands if c.components), [])
     key = tuple(names)
     rows = [[c.memory_id, c.channels, list(c.components.values()) if tuple(c.components) == key else c.components,

@@ -452,7 +452,8 @@ class RecallReads:
             if t.get(key):
                 t[key] = json.loads(t[key])
         candidates = []
-        if packed is not None:  # one array (schema v8): its rows numbered in the order they were written
+        if packed is not None:  # one JSON text (schema v8): its rows numbered in the order they were written;
+            # a plain array is what the first v8 code wrote, still in databases written then
             sp = (t["user_id"], t["agent_id"], t["scope_type"], t["scope_id"])
             rows = json.loads(packed)
             if isinstance(rows, dict):  # the compact form: the components' names once, a row their values
@@ -485,8 +486,8 @@ class RecallWrites:
                      timings: dict[str, Any],
                      context_text: str, context_tokens: int, result_count: int,
                      candidate_rows: str | None = None) -> int:
-        """candidate_rows: the candidates as one JSON array (see schema v8), or None when they are
-        written as trace_candidates rows."""
+        """candidate_rows: the candidates as one JSON text (engine.memory._packed_candidates; see schema
+        v8), or None when they are written as trace_candidates rows."""
         self.conn.execute(
             "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
             " recipe, k, as_of, params, plan, rerank, stages, timings, context_text, context_tokens, result_count,"

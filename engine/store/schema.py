@@ -495,6 +495,8 @@ def _v8_recall_cpu(conn: apsw.Connection) -> None:
     # dropped stage, drop reason, drop detail, tokens] each in the order recall met them, instead of
     # a trace_candidates row each (issue 21): a JSON text and a 14-column insert per candidate were
     # a sixth of a recall's CPU. Traces written before (and by the NeoAgent import) keep their rows.
+    # Since, the column holds {"components": names, "rows": [...]} (a row's components as values in
+    # the names' order, or its own dict); RecallReads.trace reads both forms.
     conn.execute("ALTER TABLE retrieval_traces ADD COLUMN candidate_rows TEXT")
 
 
