@@ -594,7 +594,22 @@ def test_term_counts_are_counted_again_when_the_data_changes(engine):
     """fts_term_frequencies(at_most=...) is kept while the data is unchanged (a recall's trace
     commit changes nothing), and counts a new memory's words."""
     assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+    from engine.retrieve import pipeline
+
     engine.recall("Where is the canal?", scope=ANA, origin="operator")
-    assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+    counted: list[str] = []
+    conn = engine.store.conn
+    conn.exec_trace = lambda _cursor, sql, _bindings: (counted.append(sql) if "memories_fts" in sql else None) or True
+    try:
+        assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 1}
+        assert len(counted) == 1  # another limit than the recall's: counted again (the counts are per limit)
+        # at the recall's own limit the count it made is kept across its trace commit
+        limit = int(max(pipeline.FTS_COMMON_DF, pipeline.FTS_COMMON_SHARE * engine.store.memory_count_estimate()))
+        engine.recall("Where is the canal?", scope=ANA, origin="operator")
+        counted.clear()
+        assert engine.store.fts_term_frequencies(["canal"], at_most=limit) == {"canal": 1}
+    finally:
+        conn.exec_trace = None
+    assert counted == []  # kept: the full-text index was not read again
     say(engine, ANA, 6, "We walked along the canal again.")
     assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 2}
