@@ -172,3 +172,19 @@ def test_no_database_shows_nothing(qtbot):
     qtbot.addWidget(pane)
     pane.set_context(None)
     assert pane.summary.text() == "No database open." and not pane.run_button.isEnabled()
+
+
+def test_an_unrecorded_rerun_shows_a_new_point_only_when_its_count_moved(qtbot, engine):
+    # a run the trend does not record appears as the newest point only when its count moved: a
+    # rerun with nothing new (a change announced twice under load) left a duplicate point behind
+    import dataclasses
+
+    pane, _ctx = _pane(qtbot, engine)
+    first = [p["count"] for p in _row(pane, "external_instructions")["trend_points"]]
+    later = dataclasses.replace(pane.report, taken_at="2099-01-01T00:00:00Z")  # not the recorded run
+    pane._loaded(pane._run_id, (later, pane.trend, 1.0))
+    assert [p["count"] for p in _row(pane, "external_instructions")["trend_points"]] == first
+    moved = dataclasses.replace(later, checks={**later.checks, "external_instructions": dataclasses.replace(
+        later.checks["external_instructions"], count=first[-1] + 1)})
+    pane._loaded(pane._run_id, (moved, pane.trend, 1.0))
+    assert [p["count"] for p in _row(pane, "external_instructions")["trend_points"]] == [*first, first[-1] + 1]

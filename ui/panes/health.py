@@ -375,7 +375,9 @@ class HealthPane(PaneBase):
             r = report.checks.get(name)
             points = [{"taken_at": t["taken_at"], "trigger": t["trigger"], "count": t["counts"].get(name, 0)}
                       for t in trend if name in t["counts"]]
-            if r is not None and not recorded:  # this run was not recorded: show it as the newest point
+            # this run was not recorded: show it as the newest point, unless it only repeats the last
+            # recorded count (a rerun with nothing new, say after a change announced twice under load)
+            if r is not None and not recorded and not (points and points[-1]["count"] == r.count):
                 points.append({"taken_at": report.taken_at, "trigger": "now", "count": r.count})
             rows.append({"name": name, "title": TITLES[name], "count": r.count if r else None,
                          "seconds": r.seconds if r else None, "note": r.note if r else None, "trend_points": points})
