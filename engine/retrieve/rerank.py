@@ -21,7 +21,6 @@ brings anything new into the top), its learned score is recorded in the trace
 from __future__ import annotations
 
 import json
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,16 +35,21 @@ MODEL_PATH = resources_dir() / "recipes" / "rerank.json"
 FEATURE_NAMES = (
     "score_gap", "log_position", "fusion", "vector", "fts", "neighbour", "entity", "relation",
     "vector_rank", "fts_rank", "vector_and_fts", "neighbour_only", "neighbour_near", "session", "speaker", "side",
-    "timeframe", "when_time", "fact", "length", "asks", "document_share", "document_position", "document_gap",
+    "timeframe", "when_time", "fact", "chars", "asks", "document_share", "document_position", "document_gap",
     "residual", "rank_agreement", "beside_top",
 )
 _CHANNELS = ("vector", "fts", "neighbour", "entity", "relation")
 _PRIORS = ("session", "speaker", "side", "timeframe", "when_time")
 
 
-def _rr(rank: float | None) -> float:
-    """A channel rank's worth: 1 at rank 1, falling as 1/log2(1 + rank); 0 when absent."""
-    return 1.0 / math.log2(1.0 + rank) if rank is not None and rank >= 1 else 0.0
+# What the stage reads from each candidate, one row a candidate (raw); features() derives
+# FEATURE_NAMES from these rows in numpy, so the fit (engine/bench/rerank_fit.py) can derive them
+# again for a pool of any depth from the rows the trace recorded at the deepest one.
+RAW_NAMES = (
+    "score", "fusion", *_CHANNELS, "vector_rank", "fts_rank", "neighbour_rank", *_PRIORS, "fact", "chars", "asks",
+    "residual", "document", "chunk",
+)
+_NAN = float("nan")
 
 
 def pool(cands: list[CandidateTrace], depth: int) -> list[CandidateTrace]:
@@ -53,44 +57,89 @@ def pool(cands: list[CandidateTrace], depth: int) -> list[CandidateTrace]:
     return sorted(cands, key=lambda c: (-c.score, c.memory_id))[:depth]
 
 
-def features(top: list[CandidateTrace]) -> np.ndarray:
-    """One row of FEATURE_NAMES per candidate of `top` (in score order)."""
-    n = len(top)
-    out = np.zeros((n, len(FEATURE_NAMES)), dtype=float)
+def raw(top: list[CandidateTrace]) -> np.ndarray:
+    """One row of RAW_NAMES per candidate of `top` (in score order): the only per-candidate pass
+    (a missing rank, document or chunk is NaN)."""
+    flat: list[float] = []
+    put = flat.extend
+    nan = _NAN
+    for c in top:
+        m = c.meta
+        cx = m.get("channel_x") or _EMPTY
+        x = m.get("x") or _EMPTY
+        ch = c.channels
+        comp = c.components
+        text = m.get("text") or ""
+        doc = m.get("document_id")
+        chunk = m.get("chunk_id")
+        put((
+            c.score, comp.get("fusion", 0.0), cx.get("vector", 0.0), cx.get("fts", 0.0),
+            cx.get("neighbour", 0.0), cx.get("entity", 0.0), cx.get("relation", 0.0),
+            ch["vector"]["rank"] if "vector" in ch else nan, ch["fts"]["rank"] if "fts" in ch else nan,
+            ch["neighbour"]["rank"] if "neighbour" in ch else nan,
+            x.get("session", 0.0), x.get("speaker", 0.0), x.get("side", 0.0), x.get("timeframe", 0.0),
+            x.get("when_time", 0.0), 0.0 if m.get("fact_id") is None else 1.0, len(text),
+            1.0 if "?" in text else 0.0, c.score - sum(comp.values()),
+            nan if doc is None else doc, nan if chunk is None else chunk,
+        ))
+    return np.fromiter(flat, dtype=float, count=len(flat)).reshape(len(top), len(RAW_NAMES))
+
+
+_EMPTY: dict[str, Any] = {}
+_R = {n: i for i, n in enumerate(RAW_NAMES)}
+
+
+_F = {n: i for i, n in enumerate(FEATURE_NAMES)}
+# Features that are a raw column as it is, as (feature, raw) column slices of equal width.
+_SAME = ((slice(_F["fusion"], _F["relation"] + 1), slice(_R["fusion"], _R["relation"] + 1)),
+         (slice(_F["session"], _F["fact"] + 1), slice(_R["session"], _R["fact"] + 1)),
+         (slice(_F["asks"], _F["asks"] + 1), slice(_R["asks"], _R["asks"] + 1)),
+         (slice(_F["residual"], _F["residual"] + 1), slice(_R["residual"], _R["residual"] + 1)))
+_RANKS = slice(_R["vector_rank"], _R["neighbour_rank"] + 1)
+
+
+def features(top: list[CandidateTrace] | np.ndarray) -> np.ndarray:
+    """One row of FEATURE_NAMES per candidate of `top` (in score order), or per row of raw(top):
+    numpy over the raw rows, no per-candidate step."""
+    r = raw(top) if isinstance(top, list) else np.asarray(top, dtype=float)
+    n = len(r)
+    out = np.empty((n, len(FEATURE_NAMES)))
     if not n:
         return out
-    best = top[0].score
-    docs: dict[Any, list[int]] = {}
-    for i, c in enumerate(top):
-        docs.setdefault(c.meta.get("document_id"), []).append(i)
-    near_top = {(c.meta.get("document_id"), c.meta.get("chunk_id")) for c in top[:10] if c.meta.get("chunk_id") is not None}
-    for i, c in enumerate(top):
-        m = c.meta
-        cx = m.get("channel_x") or {}
-        x = m.get("x") or {}
-        ranks = {ch: float(c.channels[ch]["rank"]) for ch in ("vector", "fts") if ch in c.channels}
-        doc = m.get("document_id")
-        mates = docs[doc]
-        chunk = m.get("chunk_id")
-        nb = c.channels.get("neighbour")
-        words = len((m.get("text") or "").split())
-        row = [
-            c.score - best, math.log(i + 1.0), float(c.components.get("fusion", 0.0)),
-            *(float(cx.get(ch, 0.0)) for ch in _CHANNELS),
-            _rr(ranks.get("vector")), _rr(ranks.get("fts")), 1.0 if len(ranks) == 2 else 0.0,
-            1.0 if nb is not None and not ranks else 0.0,
-            1.0 / (1.0 + float(nb["rank"])) if nb is not None else 0.0,
-            *(float(x.get(p, 0.0)) for p in _PRIORS),
-            1.0 if m.get("fact_id") is not None else 0.0, math.log1p(words),
-            1.0 if "?" in (m.get("text") or "") else 0.0,
-            len(mates) / n if doc is not None else 0.0,
-            1.0 / (1.0 + mates.index(i)) if doc is not None else 1.0,
-            top[mates[0]].score - best if doc is not None else c.score - best,
-            c.score - sum(c.components.values()),
-            min(_rr(ranks.get("vector")), _rr(ranks.get("fts"))),
-            1.0 if chunk is not None and ((doc, chunk - 1) in near_top or (doc, chunk + 1) in near_top) else 0.0,
-        ]
-        out[i] = row
+    for f, c in _SAME:
+        out[:, f] = r[:, c]
+    score = r[:, _R["score"]]
+    out[:, _F["score_gap"]] = score - score[0]
+    out[:, _F["log_position"]] = np.log(np.arange(1.0, n + 1.0))
+    ranks = r[:, _RANKS]  # vector, fts, neighbour; NaN where the channel did not propose it
+    has = ~np.isnan(ranks)
+    with np.errstate(invalid="ignore"):
+        worth = np.nan_to_num(1.0 / np.log2(1.0 + ranks[:, :2]))  # 1 at rank 1, 1/log2(1 + rank); 0 absent
+    out[:, _F["vector_rank"]:_F["fts_rank"] + 1] = worth
+    out[:, _F["vector_and_fts"]] = has[:, 0] & has[:, 1]
+    out[:, _F["neighbour_only"]] = has[:, 2] & ~has[:, 0] & ~has[:, 1]
+    out[:, _F["neighbour_near"]] = np.nan_to_num(1.0 / (1.0 + ranks[:, 2]))
+    out[:, _F["rank_agreement"]] = worth.min(axis=1)
+    out[:, _F["chars"]] = np.log1p(r[:, _R["chars"]])
+    doc, chunk = r[:, _R["document"]], r[:, _R["chunk"]]
+    alone = np.isnan(doc)  # a candidate without a document has no mates
+    order = np.argsort(doc, kind="stable")  # each document's candidates together, in pool order (NaN last)
+    d = doc[order]
+    opens = np.empty(n, dtype=bool)
+    opens[0] = True
+    np.not_equal(d[1:], d[:-1], out=opens[1:])  # NaN differs from everything: a group of its own
+    starts = np.flatnonzero(opens)
+    where = starts[np.cumsum(opens) - 1]  # each sorted candidate's group start
+    size = np.diff(np.append(starts, n))[np.cumsum(opens) - 1]
+    share, above, first = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
+    share[order] = size / n
+    above[order] = np.arange(n) - where  # its mates above it
+    first[order] = order[where]  # its document's best candidate
+    out[:, _F["document_share"]] = np.where(alone, 0.0, share)
+    out[:, _F["document_position"]] = 1.0 / (1.0 + above)
+    out[:, _F["document_gap"]] = score[first] - score[0]
+    m = min(10, n)
+    out[:, _F["beside_top"]] = ((doc[:, None] == doc[None, :m]) & (np.abs(chunk[:, None] - chunk[None, :m]) == 1)).any(axis=1)
     return out
 
 
@@ -133,14 +182,17 @@ def apply(trace: Trace, model: dict[str, Any] | None) -> None:
     top = pool(trace.alive(), int(model["depth"]))
     if len(top) < 2:
         return
-    x = features(top)
-    s = score(model, x)
+    r = raw(top)
+    s = score(model, features(r))
+    keep = float(model.get("keep") or 0.0)  # the fused first k keep their places unless beaten by this margin
+    if keep:
+        s[: trace.k] += keep
     floor = top[-1].score
     new = floor + 1e-6 + (s - float(s.min()))
-    learned: dict[str, float] = {}
-    for i, (c, v, ls) in enumerate(zip(top, new, s)):
-        c.meta["rerank_row"] = (i, x[i])  # its place in the pool and its features (bench fit --model rerank)
-        c.components["learned_rerank"] = round(float(v) - c.score, 6)
-        c.score = float(v)
-        learned[str(c.memory_id)] = round(float(ls), 4)
-    trace.params["learned_rerank"] = {"depth": int(model["depth"]), "scores": learned}
+    change = np.round(new - r[:, _R["score"]], 6).tolist()
+    for i, (c, v, d) in enumerate(zip(top, new.tolist(), change)):
+        c.meta["rerank_row"] = (i, r[i])  # its place in the pool and its raw row (bench fit --model rerank)
+        c.components["learned_rerank"] = d
+        c.score = v
+    trace.params["learned_rerank"] = {"depth": int(model["depth"]), "keep": keep,
+                                      "scores": dict(zip((str(c.memory_id) for c in top), np.round(s, 4).tolist()))}

@@ -17,7 +17,7 @@ from engine.retrieve import rerank
 from engine.retrieve.trace import Trace
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "data"
-LENGTH = rerank.FEATURE_NAMES.index("length")
+LENGTH = rerank.FEATURE_NAMES.index("chars")
 
 
 def _trace(n: int) -> Trace:
@@ -82,19 +82,22 @@ def test_a_rewritten_model_file_is_read_again(tmp_path):
 
 
 def _item(gold_rows: list[int], n: int, rng: np.random.Generator, fold: str) -> dict:
-    x = rng.normal(size=(n, len(rerank.FEATURE_NAMES)))
-    x[:, LENGTH] = rng.normal(size=n)
-    for i in gold_rows:
-        x[i, LENGTH] += 3.0  # the gold turns are the long ones
-    return {"file": "f.json", "dataset": "locomo", "fold": fold, "question_id": f"{fold}-{len(gold_rows)}-{n}",
+    raw = rng.normal(size=(n, len(rerank.RAW_NAMES)))
+    col = {name: i for i, name in enumerate(rerank.RAW_NAMES)}
+    raw[:, col["score"]] = np.linspace(1.0, 0.0, n)
+    raw[:, col["chars"]] = rng.integers(20, 60, size=n)
+    raw[gold_rows, col["chars"]] = 2000  # the gold turns are the long ones
+    raw[:, col["document"]] = rng.integers(0, 5, size=n)
+    raw[:, col["chunk"]] = np.arange(n)
+    return {"file": f"{fold}.json", "dataset": "locomo", "fold": fold, "question_id": f"{fold}-{len(gold_rows)}-{n}-{rng.integers(1 << 30)}",
             "category": "multi-hop", "excluded": False, "gold": {"turn": [f"t{i}" for i in gold_rows]},
-            "msgs": [[f"t{i}"] for i in range(n)], "x": x.tolist()}
+            "msgs": [[f"t{i}"] for i in range(n)], "raw": raw.tolist()}
 
 
 def _top10_recall(items: list[dict], model: dict | None) -> float:
     got = []
     for it in items:
-        x = np.asarray(it["x"])
+        x = rerank.features(np.asarray(it["raw"]))
         order = np.argsort(-rerank.score(model, x), kind="stable") if model else np.arange(len(x))
         top = {m for i in order[:10] for m in it["msgs"][i]}
         got.append(len(top & set(it["gold"]["turn"])) / len(it["gold"]["turn"]))
@@ -104,16 +107,16 @@ def _top10_recall(items: list[dict], model: dict | None) -> float:
 def test_the_pairwise_fit_learns_what_ranks_the_gold_first():
     rng = np.random.default_rng(7)
     items = [_item([25, 40], 60, rng, f"f{i % 3}") for i in range(30)]
-    model = rerank_fit.train(items, 50)
+    model = rerank_fit.train(items, 60)
     w = dict(zip(rerank.FEATURE_NAMES, model["weights"]))
-    assert w["length"] == max(w.values()) > 0
+    assert w["chars"] == max(w.values()) > 0
     assert _top10_recall(items, None) == 0.0 and _top10_recall(items, model) > 0.9
     # the identity model scores by the fused score: the stage runs and keeps the order
     t = _trace(6)
     rerank.apply(t, rerank_fit.identity_model(6))
     assert [c.memory_id for c in sorted(t.alive(), key=lambda c: -c.score)] == [1, 2, 3, 4, 5, 6]
     with pytest.raises(BadInput, match="no question with gold"):
-        rerank_fit.train([{**items[0], "gold": {"turn": []}}], 50)
+        rerank_fit.train([{**items[0], "gold": {"turn": []}}], 60)
 
 
 def test_fit_end_to_end_reports_dev_held_out_folds_and_writes_a_model_the_stage_reads(tmp_path, monkeypatch):
@@ -131,7 +134,7 @@ def test_fit_end_to_end_reports_dev_held_out_folds_and_writes_a_model_the_stage_
         assert out["cross_validated"]["by_file"][name]["official"]["overall"] is not None
         assert "| locomo:conv-x1 |" in rerank_fit.markdown(out)
         path = rerank_fit.write_model(out, tmp_path / "rerank.json")
-        assert rerank.load_model(path)["depth"] == rerank_fit.DEPTH
+        assert rerank.load_model(path)["depth"] == out["depth"] in rerank_fit.DEPTHS
     from dataclasses import replace
 
     from engine.retrieve import recipes
