@@ -327,16 +327,36 @@ def run_rerank_fit(engine: MemoryEngine, data_paths: list[str], *, recipe: str =
                        "dev_fitted": _pooled([it for it in dev if it["fold"] == fold])} for fold in folds}
     for r in per_fold.values():  # the held-out change in questions (every question weighing 1)
         r["held_out_questions"] = round((r["held_out"] - r["without"]) * r["questions"], 3)
+    changed = _changed(items, held, dev)
     return {
         "files": [p.name for p in paths], "recipe": recipe, "embedder": emb, "extract": extract, "k": K,
         "objective": f"pairwise logistic regression (numpy), every question the benchmarks' own scoring counts, "
                      f"weighing: each {setting['weighing']} the same", **setting, "folds": per_fold,
-        "chosen": chosen, "grid": grid, "git_commit": git_commit(), "model": full,
+        "chosen": chosen, "grid": grid, "changed": changed, "git_commit": git_commit(), "model": full,
         "weights": dict(zip(FEATURE_NAMES, full["weights"])),
         "without": {"by_file": _summary(items), "pooled": _pooled(items)},
         "dev_fitted": {"by_file": _summary(dev), "pooled": _pooled(dev)},
         "cross_validated": {"by_file": _summary(held), "pooled": _pooled(held)},
         "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _changed(items: list[dict[str, Any]], held: list[dict[str, Any]], dev: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every usable question whose ours moved, held out or dev-fitted: where the stage wins and loses."""
+    def ours(it: dict[str, Any]) -> float:
+        return float(it["scores"]["memlens"].get(f"turn_evidence_recall@{K}", float("nan")))
+
+    def key(it: dict[str, Any]) -> tuple[str, str]:
+        return (it["file"], str(it["question_id"]))
+
+    h = {key(it): ours(it) for it in held if _usable(it)}
+    d = {key(it): ours(it) for it in dev if _usable(it)}
+    out = []
+    for it in items:
+        if _usable(it) and (h.get(key(it)) != ours(it) or d.get(key(it)) != ours(it)):
+            out.append({"file": Path(it["file"]).name, "question_id": it["question_id"], "fold": it["fold"],
+                        "category": it["category"], "without": round(ours(it), 4),
+                        "held_out": round(h.get(key(it), float("nan")), 4), "dev_fitted": round(d.get(key(it), float("nan")), 4)})
+    return out
 
 
 def write_model(report: dict[str, Any], path: str | os.PathLike[str] = MODEL_PATH) -> Path:
