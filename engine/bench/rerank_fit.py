@@ -401,8 +401,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {fold} | {r['questions']} | {fmt(r['without'])} | {fmt(r['held_out'])} | "
                      f"{r['held_out_questions']:+.2f} | {fmt(r['dev_fitted'])} |")
     lines += ["", "## The grid, held out without the pipeline (the stage's order, before the current-truth rules)", "",
-              f"Fused order: {fmt(report['chosen']['without'])}. Chosen: the best pooled figure among the settings whose "
-              "every fold loses at most one question, else the best.", "",
+              f"Fused order: {fmt(report['chosen']['without'])}. Chosen: the best pooled figure among the settings under "
+              "which no fold loses, else those whose every fold loses at most one question, else the best.", "",
               "| depth | L2 | weighing | keep | held out | folds losing | worst fold (questions) |",
               "|---:|---:|---|---:|---:|---:|---|"]
     for r in sorted(report["grid"], key=lambda r: -r["held_out"]):
