@@ -189,10 +189,13 @@ def apply(trace: Trace, model: dict[str, Any] | None) -> None:
         s[: trace.k] += keep
     floor = top[-1].score
     new = floor + 1e-6 + (s - float(s.min()))
+    if model.get("hold"):  # the model picks the first k; among them the fused order stands
+        first = np.argsort(-s, kind="stable")[: trace.k]
+        new[np.sort(first)] = np.sort(new[first])[::-1]
     change = np.round(new - r[:, _R["score"]], 6).tolist()
     for i, (c, v, d) in enumerate(zip(top, new.tolist(), change)):
         c.meta["rerank_row"] = (i, r[i])  # its place in the pool and its raw row (bench fit --model rerank)
         c.components["learned_rerank"] = d
         c.score = v
-    trace.params["learned_rerank"] = {"depth": int(model["depth"]), "keep": keep,
+    trace.params["learned_rerank"] = {"depth": int(model["depth"]), "keep": keep, "hold": bool(model.get("hold")),
                                       "scores": dict(zip((str(c.memory_id) for c in top), np.round(s, 4).tolist()))}

@@ -187,7 +187,8 @@ def test_the_features_are_derived_from_the_raw_rows_as_each_candidate_reads():
     assert f["document_position"][:6] == [1.0, 1.0, 1.0, 0.5, 0.5, 1 / 3]
     assert f["document_gap"][4] == pytest.approx(top[0].score - top[0].score)  # document 0: its best is the first
     assert f["document_gap"][3] == pytest.approx(top[1].score - top[0].score)
-    assert f["vector_and_fts"][4] == 1.0 and f["rank_agreement"][4] == pytest.approx(1.0 / np.log2(6.0))  # vector rank 5, fts rank 2
+    # candidate 5: vector rank 5, fts rank 2
+    assert f["vector_and_fts"][4] == 1.0 and f["rank_agreement"][4] == pytest.approx(1.0 / np.log2(6.0))
     assert f["neighbour_only"][11] == 1.0 and f["neighbour_near"][11] == 0.25 and f["vector_rank"][11] == 0.0
     assert f["asks"][6] == 1.0 and f["chars"][6] == pytest.approx(np.log1p(len("is it?")))
     # beside_top: chunk i +- 1 of the same document among the first 10 (documents alternate: none here)
@@ -210,6 +211,14 @@ def test_keep_leaves_the_fused_first_k_unless_the_model_beats_them_by_the_margin
     # first two keep their places, with 1 turn 6 beats both and turn 5 beats turn 1 only
     assert order(2.0) == [2, 1, 6, 5, 4, 3]
     assert order(1.0) == [6, 2, 5, 4, 3, 1]
+
+
+def test_hold_lets_the_model_choose_the_first_k_and_keeps_the_fused_order_among_them():
+    t = _trace(6)
+    t.k = 3
+    rerank.apply(t, {**_model(6, LENGTH), "hold": True})  # learned: 6, 5, 4 first; fused among them: 4, 5, 6
+    assert [c.memory_id for c in sorted(t.alive(), key=lambda c: -c.score)] == [4, 5, 6, 3, 2, 1]
+    assert t.params["learned_rerank"]["hold"] is True
 
 
 def test_weighing_by_file_or_fold_gives_each_the_same_total():
