@@ -54,7 +54,15 @@ _NAN = float("nan")
 
 def pool(cands: list[CandidateTrace], depth: int) -> list[CandidateTrace]:
     """The candidates the stage re-orders: the first `depth` by score (ties by id, as _rank)."""
-    return sorted(cands, key=lambda c: (-c.score, c.memory_id))[:depth]
+    if len(cands) <= 2 * depth:
+        return sorted(cands, key=lambda c: (-c.score, c.memory_id))[:depth]
+    n = len(cands)
+    score = np.fromiter((c.score for c in cands), dtype=float, count=n)
+    ids = np.fromiter((c.memory_id for c in cands), dtype=np.int64, count=n)
+    best = np.argpartition(-score, depth - 1)[:depth]  # the first `depth` scores, and any tied with the last
+    tied = np.flatnonzero(score >= score[best].min())
+    order = tied[np.lexsort((ids[tied], -score[tied]))][:depth]
+    return [cands[i] for i in order.tolist()]
 
 
 def raw(top: list[CandidateTrace]) -> np.ndarray:
@@ -89,57 +97,96 @@ _EMPTY: dict[str, Any] = {}
 _R = {n: i for i, n in enumerate(RAW_NAMES)}
 
 
-_F = {n: i for i, n in enumerate(FEATURE_NAMES)}
-# Features that are a raw column as it is, as (feature, raw) column slices of equal width.
-_SAME = ((slice(_F["fusion"], _F["relation"] + 1), slice(_R["fusion"], _R["relation"] + 1)),
-         (slice(_F["session"], _F["fact"] + 1), slice(_R["session"], _R["fact"] + 1)),
-         (slice(_F["asks"], _F["asks"] + 1), slice(_R["asks"], _R["asks"] + 1)),
-         (slice(_F["residual"], _F["residual"] + 1), slice(_R["residual"], _R["residual"] + 1)))
-_RANKS = slice(_R["vector_rank"], _R["neighbour_rank"] + 1)
+
+def _documents(top: list[CandidateTrace]) -> np.ndarray:
+    """Per candidate of `top`: its document's share of the pool, 1 / (1 + its mates above it), the
+    place of its document's first candidate and whether it is beside (chunk +- 1 of the same
+    document) one of the first 10 (a candidate without a document has no mates)."""
+    n = len(top)
+    first: dict[Any, int] = {}
+    count: dict[Any, int] = {}
+    rows: list[float] = []
+    near = {(c.meta.get("document_id"), c.meta.get("chunk_id")) for c in top[:10]}
+    for i, c in enumerate(top):
+        doc = c.meta.get("document_id")
+        if doc is None:
+            rows += (0.0, 1.0, i, 0.0)
+            continue
+        seen = count.get(doc, 0)
+        count[doc] = seen + 1
+        at = first.setdefault(doc, i)
+        chunk = c.meta.get("chunk_id")
+        beside = chunk is not None and ((doc, chunk - 1) in near or (doc, chunk + 1) in near)
+        rows += (doc, 1.0 / (1.0 + seen), at, 1.0 if beside else 0.0)
+    out = np.fromiter(rows, dtype=float, count=len(rows)).reshape(n, 4)
+    for i, c in enumerate(top):  # the share, once every count is known
+        doc = c.meta.get("document_id")
+        if doc is not None:
+            out[i, 0] = count[doc] / n
+    return out
 
 
-def features(top: list[CandidateTrace] | np.ndarray) -> np.ndarray:
-    """One row of FEATURE_NAMES per candidate of `top` (in score order), or per row of raw(top):
-    numpy over the raw rows, no per-candidate step."""
-    r = raw(top) if isinstance(top, list) else np.asarray(top, dtype=float)
+def _documents_of(r: np.ndarray) -> np.ndarray:
+    """_documents from the raw rows alone (numpy; the fit derives a shallower pool's features)."""
     n = len(r)
-    out = np.empty((n, len(FEATURE_NAMES)))
-    if not n:
-        return out
-    for f, c in _SAME:
-        out[:, f] = r[:, c]
-    score = r[:, _R["score"]]
-    out[:, _F["score_gap"]] = score - score[0]
-    out[:, _F["log_position"]] = np.log(np.arange(1.0, n + 1.0))
-    ranks = r[:, _RANKS]  # vector, fts, neighbour; NaN where the channel did not propose it
-    has = ~np.isnan(ranks)
-    with np.errstate(invalid="ignore"):
-        worth = np.nan_to_num(1.0 / np.log2(1.0 + ranks[:, :2]))  # 1 at rank 1, 1/log2(1 + rank); 0 absent
-    out[:, _F["vector_rank"]:_F["fts_rank"] + 1] = worth
-    out[:, _F["vector_and_fts"]] = has[:, 0] & has[:, 1]
-    out[:, _F["neighbour_only"]] = has[:, 2] & ~has[:, 0] & ~has[:, 1]
-    out[:, _F["neighbour_near"]] = np.nan_to_num(1.0 / (1.0 + ranks[:, 2]))
-    out[:, _F["rank_agreement"]] = worth.min(axis=1)
-    out[:, _F["chars"]] = np.log1p(r[:, _R["chars"]])
     doc, chunk = r[:, _R["document"]], r[:, _R["chunk"]]
-    alone = np.isnan(doc)  # a candidate without a document has no mates
     order = np.argsort(doc, kind="stable")  # each document's candidates together, in pool order (NaN last)
     d = doc[order]
     opens = np.empty(n, dtype=bool)
     opens[0] = True
     np.not_equal(d[1:], d[:-1], out=opens[1:])  # NaN differs from everything: a group of its own
     starts = np.flatnonzero(opens)
-    where = starts[np.cumsum(opens) - 1]  # each sorted candidate's group start
-    size = np.diff(np.append(starts, n))[np.cumsum(opens) - 1]
-    share, above, first = np.empty(n), np.empty(n), np.empty(n, dtype=np.intp)
-    share[order] = size / n
-    above[order] = np.arange(n) - where  # its mates above it
-    first[order] = order[where]  # its document's best candidate
-    out[:, _F["document_share"]] = np.where(alone, 0.0, share)
-    out[:, _F["document_position"]] = 1.0 / (1.0 + above)
-    out[:, _F["document_gap"]] = score[first] - score[0]
+    group = np.cumsum(opens) - 1
+    size = np.diff(np.append(starts, n))[group]
+    out = np.empty((n, 4))
+    alone = np.isnan(doc)
+    out[order, 0] = size / n
+    out[alone, 0] = 0.0
+    out[order, 1] = 1.0 / (1.0 + np.arange(n) - starts[group])  # 1 / (1 + its mates above it)
+    out[order, 2] = order[starts[group]]  # its document's first candidate
     m = min(10, n)
-    out[:, _F["beside_top"]] = ((doc[:, None] == doc[None, :m]) & (np.abs(chunk[:, None] - chunk[None, :m]) == 1)).any(axis=1)
+    out[:, 3] = ((doc[:, None] == doc[None, :m]) & (np.abs(chunk[:, None] - chunk[None, :m]) == 1)).any(axis=1)
+    return out
+
+
+_F = {n: i for i, n in enumerate(FEATURE_NAMES)}
+# Features that are a raw column as it is: (feature columns, raw columns).
+_SAME = ("fusion", *_CHANNELS, *_PRIORS, "fact", "asks", "residual")
+_SAME_F, _SAME_R = np.asarray([_F[n] for n in _SAME]), np.asarray([_R[n] for n in _SAME])
+_LOG_PLACE = np.log(np.arange(1.0, 1001.0))
+
+
+def features(top: list[CandidateTrace] | np.ndarray) -> np.ndarray:
+    """One row of FEATURE_NAMES per candidate of `top` (in score order), or per row of raw(top):
+    numpy over the raw rows, no per-candidate step but raw()'s and _documents()'."""
+    if isinstance(top, list):
+        r = raw(top)
+        docs = _documents(top) if top else np.empty((0, 4))
+    else:
+        r = np.asarray(top, dtype=float)
+        docs = _documents_of(r) if len(r) else np.empty((0, 4))
+    n = len(r)
+    out = np.empty((n, len(FEATURE_NAMES)))
+    if not n:
+        return out
+    out[:, _SAME_F] = r[:, _SAME_R]
+    score = r[:, _R["score"]]
+    out[:, _F["score_gap"]] = score - score[0]
+    out[:, _F["log_position"]] = _LOG_PLACE[:n] if n <= len(_LOG_PLACE) else np.log(np.arange(1.0, n + 1.0))
+    ranks = r[:, _R["vector_rank"]:_R["neighbour_rank"] + 1]  # vector, fts, neighbour; NaN: not proposed by it
+    has = ranks == ranks
+    ranked = np.where(ranks[:, :2] >= 1.0, ranks[:, :2], np.nan)
+    worth = np.nan_to_num(1.0 / np.log2(1.0 + ranked))  # 1 at rank 1, 1/log2(1 + rank); 0 absent
+    out[:, _F["vector_rank"]:_F["fts_rank"] + 1] = worth
+    out[:, _F["vector_and_fts"]] = has[:, 0] & has[:, 1]
+    out[:, _F["neighbour_only"]] = has[:, 2] & ~(has[:, 0] | has[:, 1])
+    out[:, _F["neighbour_near"]] = np.nan_to_num(1.0 / (1.0 + ranks[:, 2]))
+    out[:, _F["rank_agreement"]] = worth.min(axis=1)
+    out[:, _F["chars"]] = np.log1p(r[:, _R["chars"]])
+    out[:, _F["document_share"]] = docs[:, 0]
+    out[:, _F["document_position"]] = docs[:, 1]
+    out[:, _F["document_gap"]] = score[docs[:, 2].astype(np.intp)] - score[0]
+    out[:, _F["beside_top"]] = docs[:, 3]
     return out
 
 

@@ -243,3 +243,13 @@ def test_the_grid_is_judged_on_held_out_folds_and_a_setting_that_helps_is_chosen
     # the proxy of the fused order reads the pool as it stands; a model the held-out figure of its order
     assert rerank_fit._proxy(pools, 0, None) == 0.0
     assert rerank_fit._proxy(pools, 0, rerank_fit.train(pools, 60, 1.0)) == 1.0
+
+
+def test_the_pool_is_the_first_by_score_ties_by_id_however_many_candidates():
+    t = _trace(40)
+    for c in t.alive():
+        c.score = round(c.score, 1)  # ties across ids
+    cands = list(reversed(t.alive()))
+    for depth in (3, 7, 19, 40):
+        assert [c.memory_id for c in rerank.pool(cands, depth)] == [
+            c.memory_id for c in sorted(cands, key=lambda c: (-c.score, c.memory_id))[:depth]]
