@@ -2,13 +2,15 @@
 
 Every question of the files is answered once with the stage on and a model that keeps the fused
 order (its score is the fused score: the ranking is the one without the stage), and the stage's
-pool is read back from the trace: each of the first `depth` candidates' feature rows, computed by
-the stage itself (engine/retrieve/rerank.py), and the message ids they cite.
+pool is read back from the trace: each of the first DEPTH_MAX candidates' raw rows, read by the
+stage itself (engine/retrieve/rerank.py; a shallower pool's features are derived from its first
+rows), and the message ids they cite.
 
 The model is pairwise logistic regression (RankNet's loss on a linear scorer) fitted by Newton's
 method in numpy: within one question, every candidate that cites a gold turn against every one
-that does not, each question weighing the same whichever file it is in (as bench fit weighs
-them), L2-regularised towards zero on standardised features.
+that does not, each question (or each file, or each fold) weighing the same, L2-regularised
+towards zero on standardised features. Depth, L2, weighing and keep are chosen on the held-out
+folds without the pipeline (_choose), hold through it (run_rerank_fit).
 
 Held-out folds are bench ablate's pooled ones: a LoCoMo conversation each, a LongMemEval question
 type each (oracle and S questions of one type share a fold). A model fitted without a fold answers

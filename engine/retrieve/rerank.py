@@ -6,12 +6,15 @@ restated_later, ...), which then order its result as they order the fused one, s
 never put an outdated statement back above the one that replaced it. The learned score is a
 weighted sum of features the pipeline has already computed for each candidate (each channel's
 normalised score and rank, the priors' raw values, the neighbour and session signals, the turn's
-length, its document's share and best score among the first `depth`, whether both lexical and
-vector channels proposed it, ...). The weights
-are fitted by `memlens bench fit --model rerank` (engine/bench/rerank_fit.py: pairwise logistic
-regression in numpy over the development files, judged on held-out folds) and ship as data in
-resources/recipes/rerank.json (Recipe.rerank_model names another file); evaluating them needs
-numpy only.
+length in characters, its document's share, its place among its document's candidates and their
+best score among the first `depth`, whether both lexical and vector channels proposed it, ...):
+one pass over the pool reads a raw row per candidate (RAW_NAMES) and its document's signals, and
+every feature is derived from those in numpy. The model's `keep` is a margin the fused first k
+keep their places by; with `hold` the model only chooses which candidates reach the first k, and
+among them the fused order stands. The weights are fitted by `memlens bench fit --model rerank`
+(engine/bench/rerank_fit.py: pairwise logistic regression in numpy over the development files,
+its settings chosen on held-out folds) and ship as data in resources/recipes/rerank.json
+(Recipe.rerank_model names another file); evaluating them needs numpy only.
 
 Every re-ordered candidate keeps its place above the candidates past `depth` (the stage never
 brings anything new into the top), its learned score is recorded in the trace
