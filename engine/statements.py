@@ -930,6 +930,7 @@ _PAST_FRAME = re.compile(
 _PAST_FORMS = _PAST_IRREGULAR | frozenset("""drank ate swam wore knew thought taught spoke sang slept stood sat saw
     felt heard held told said lived worked owned studied""".split())
 _PRESENT_AUX = frozenset("""am is are 'm ’m 's ’s 're ’re have has 've ’ve do does""".split())
+_CONTRACTED = ("'m", "'re", "'ve", "'s")  # "I'm", "it's" (’ already folded to ')
 _SKIP_ADVERBS = frozenset("""still also just really mostly usually always only all both even currently basically
     honestly fully pretty""".split())
 # a time named with a statement: "in August", "next spring", "for the next three weeks", "from
@@ -988,7 +989,7 @@ def _tense(c: Clause) -> str:
         return "past"
     words = [w.casefold().replace("’", "'") for w in _WORD.findall(c.text)]
     for w in words:
-        if w in _PRESENT_AUX or re.search(r"'(?:m|re|ve|s)$", w):
+        if w in _PRESENT_AUX or w.endswith(_CONTRACTED):  # a word of _WORD holds no line end
             return "present"  # "I'm", "it's", "has", "do"
         if _SELF.match(w) or w in _FUNCTION or w in _LEAD or w in _SKIP_ADVERBS:
             continue
@@ -1015,6 +1016,11 @@ def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> 
         return "a question"
     if c.modal or _FRAME.search(c.text) or HEDGE.search(c.text):
         return "a plan, wish or intention governs it"  # before the open of a question: "What I want is ..."
+    return _not_plain_unframed(c, said_on, reply)
+
+
+def _not_plain_unframed(c: Clause, said_on: str | None, reply: bool) -> str | None:
+    """not_plain of a clause already known to be no question and to have no modal, frame or hedge."""
     if _QUESTION_OPEN.match(c.text.strip()):
         return "a question"  # chat drops the question mark: "should I take the Deloitte job"
     if _NEGATION.search(c.text):
@@ -1167,11 +1173,14 @@ def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool)
     for c in parts:
         if c.sentence in framed or c.sentence in anchored:
             continue
-        if c.modal or _FRAME.search(c.text):
+        frame = c.modal or _FRAME.search(c.text) is not None
+        if frame:
             framed.add(c.sentence)
         if c.question or c.modal or c.visit or HEDGE.search(c.text):
             continue
-        if (why := not_plain(c, said_on, reply=reply)) is not None:
+        # not_plain, without the question, frame and hedge it has just been read for
+        why = "a plan, wish or intention governs it" if frame else _not_plain_unframed(c, said_on, reply)
+        if why is not None:
             if c.subject in ("self", "thing") or reply:
                 unsure.append(why)
             continue

@@ -30,9 +30,10 @@ def _chunks(ids: list[int]) -> Iterator[list[int]]:
 
 
 
-# candidate_meta's rows kept per thread while the data is unchanged (Database.data_key): a
-# conversation's questions meet the same few hundred memories, and reading them again was a tenth
-# of a recall's CPU (LoCoMo dev). Emptied whole beyond this many.
+# What recall reads of the data alone, kept per thread while the data is unchanged
+# (Database.data_key; RecallReads._kept): a conversation's questions meet the same few hundred
+# memories, and reading them again was a tenth of a recall's CPU (LoCoMo dev). Each kept dict is
+# emptied whole beyond this many.
 META_CACHE_ROWS = 20_000
 K = TypeVar("K", int, str)  # a kept row's key: a memory id, or a name
 _ABSENT: dict[str, Any] = {}  # a memory not in the scope (or deleted): remembered as absent
@@ -42,6 +43,19 @@ class RecallReads:
     conn: Any
     db: Any
     _meta_local: Any  # threading.local of Store
+
+    def _kept(self, name: str, *key: Any) -> dict[Any, Any]:
+        """This thread's dict under `name`, kept while the data is unchanged (Database.data_key) and
+        `key` (a scope, a limit) is the same: the one mechanism behind every answer recall keeps
+        across calls (candidate_meta's rows, kept_rows, term counts, what the store holds). A new
+        key or new data starts it empty, and so does growing beyond META_CACHE_ROWS."""
+        local = self._meta_local
+        state = (key, self.db.data_key())
+        kept: tuple[Any, dict[Any, Any]] | None = getattr(local, name, None)
+        if kept is None or kept[0] != state or len(kept[1]) > META_CACHE_ROWS:
+            kept = (state, {})
+            setattr(local, name, kept)
+        return kept[1]
 
     # vectors ----------------------------------------------------------------------------------
     # embeddings.stale: 0 current, 1 unusable (another model wrote it), 2 outdated (this model, an
@@ -123,12 +137,7 @@ class RecallReads:
             # counted once while the data is unchanged (Database.data_key): a conversation's
             # questions ask about the same names and things, and these counts were a twentieth of
             # a recall's CPU (LoCoMo dev)
-            local = self._meta_local
-            state = (self.db.data_key(), at_most)
-            counted: dict[str, int] | None = getattr(local, "df", None)
-            if counted is None or local.df_state != state or len(counted) > META_CACHE_ROWS:
-                counted = local.df = {}
-                local.df_state = state
+            counted: dict[str, int] = self._kept("df", at_most)
             df = {}
             for t, w in surfaces.items():
                 n = counted.get(t)
@@ -225,12 +234,7 @@ class RecallReads:
         the data is unchanged (Database.data_key): a store without them (a benchmark container
         ingested without extraction) need not look relations and a turn's claims up at every
         recall, two queries over a hundred or more candidates each."""
-        local = self._meta_local
-        state = self.db.data_key()
-        held: dict[str, bool] | None = getattr(local, "held", None)
-        if held is None or local.held_state != state:
-            held = local.held = {}
-            local.held_state = state
+        held: dict[str, bool] = self._kept("held")
         hit = held.get(what)
         if hit is None:
             sql = {"relations": "SELECT EXISTS (SELECT 1 FROM memory_relations WHERE removed_at IS NULL)",
@@ -293,13 +297,7 @@ class RecallReads:
         """memory -> its row by `read`, from this thread's rows under `name` while the scope and the
         data are unchanged (Database.data_key); a memory `read` does not return is remembered as
         absent. Emptied whole beyond META_CACHE_ROWS."""
-        local = self._meta_local
-        state = (scope.as_params(), self.db.data_key())
-        kept: tuple[Any, dict[K, dict[str, Any]]] | None = getattr(local, name, None)
-        if kept is None or kept[0] != state or len(kept[1]) > META_CACHE_ROWS:
-            kept = (state, {})
-            setattr(local, name, kept)
-        rows = kept[1]
+        rows: dict[K, dict[str, Any]] = self._kept(name, scope.as_params())
         out = {mid: row for mid in memory_ids if (row := rows.get(mid)) is not None and row is not _ABSENT}
         missing = [mid for mid in dict.fromkeys(memory_ids) if mid not in rows]
         if missing:

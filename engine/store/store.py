@@ -257,7 +257,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False) -> None:
         self.db = Database(path, create=create, readonly=readonly)
         self.path = self.db.path
-        self._meta_local = threading.local()  # RecallReads.candidate_meta's rows, per thread
+        self._meta_local = threading.local()  # what recall keeps per thread (RecallReads._kept)
 
     def close(self) -> None:
         self.db.close()

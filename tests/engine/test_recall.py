@@ -333,6 +333,21 @@ def test_memory_rows_recall_read_are_reused_until_the_data_changes(engine):
         "SELECT id FROM memories WHERE user_id = 'bob'")}  # another scope's rows are not served
 
 
+def test_kept_answers_are_emptied_beyond_their_bound_and_read_again(engine, monkeypatch):
+    """Every answer recall keeps (RecallReads._kept) is emptied whole once it holds more than
+    META_CACHE_ROWS entries, and what it held is read again, the same."""
+    from engine.store import recall as recall_sql
+
+    ids = [r[0] for r in engine.store.conn.execute("SELECT id FROM memories WHERE user_id = 'ana'")]
+    assert len(ids) >= 3
+    monkeypatch.setattr(recall_sql, "META_CACHE_ROWS", 1)
+    first = engine.store.candidate_meta(ANA, ids[:1])
+    assert engine.store.candidate_meta(ANA, ids[:1])[ids[0]] is first[ids[0]]  # kept: one row, within the bound
+    engine.store.candidate_meta(ANA, ids[1:3])  # two more: beyond the bound, the next call starts anew
+    again = engine.store.candidate_meta(ANA, ids[:1])
+    assert again[ids[0]] is not first[ids[0]] and again[ids[0]] == first[ids[0]]
+
+
 def test_relation_and_claim_lookups_answer_as_the_tables_do_while_the_data_changes(tmp_path):
     """A store with no live relation and no fact gives recall none without asking per candidate;
     the answer is asked again after any change of the data (a write, another connection's commit)."""

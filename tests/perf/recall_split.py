@@ -61,6 +61,9 @@ def _install(freeze: bool) -> None:
     store.Store.fts_memories = _timed(store.Store.fts_memories, "fts_memories")  # type: ignore[method-assign]
     for name in ("candidate_meta", "neighbour_memories", "entity_names", "fts_term_frequencies", "fts_tokens"):
         setattr(recall_sql.RecallReads, name, _timed(getattr(recall_sql.RecallReads, name), name))
+    from engine import statements
+    for name in ("slot_claims", "_read_slots", "_clauses"):  # module functions, called by their global names
+        setattr(statements, name, _timed(getattr(statements, name), name))
     recall = memory.MemoryEngine.recall
 
     if not freeze:  # the harness's gc.freeze calls do nothing: every pass walks what it did before
