@@ -223,6 +223,8 @@ def _add_commands(sub) -> None:
                    help="with --data: the embedder (hashing: tests only)")
     p.add_argument("--keep", default=None, metavar="PATH",
                    help="with --data: keep the store at PATH, and measure it again next time instead of rebuilding")
+    p.add_argument("--origin", default="bench", choices=("bench", "agent"),
+                   help="with --data: whose recalls (agent: a real client's, each counting the usage of its results)")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--dims", type=int, default=384)
     p.add_argument("--workdir", default=None, help="where the temporary DB goes (default: the system temp dir)")
@@ -661,7 +663,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
 
         out = run_data_perf(args.data, args.memories, args.queries, workdir=args.workdir, embedder=args.embedder,
                             vector_cache=args.vector_cache or cache_dir() / "vectors.db", keep=args.keep,
-                            progress=progress)
+                            progress=progress, origin=args.origin)
     else:
         out = run_perf(args.memories or 100_000, args.queries, dims=args.dims, workdir=args.workdir, progress=progress)
     if not args.json:

@@ -508,9 +508,10 @@ class MemoryEngine(InspectorReads):
         # every candidate in one JSON array (schema v8), in the order recall met them
         packed = _packed_candidates(list(t.candidates.values()))
         # A trace is not worth a disk sync per recall (Database.write); an agent's recall also counts
-        # the usage of what it returned, which is data: that commit is synced as any other.
-        # Only an agent's commit changes data (usage counts); a trace and parses are diagnostic.
-        with self.store.writer(scope, durable=t.origin == "agent", diagnostic=t.origin != "agent") as w:
+        # the usage of what it returned, which is data: that commit is synced as any other. It is
+        # diagnostic all the same: the store puts the new counts into the rows it keeps
+        # (Store.writer), so a real client's recalls keep the caches.
+        with self.store.writer(scope, durable=t.origin == "agent", diagnostic=True) as w:
             t.id = w.insert_trace(origin=t.origin, query_text=t.query if keep_query else None, query_hash=t.query_hash,
                                   recipe=t.recipe, k=t.k, as_of=t.as_of, params=t.params | {"intent": t.intent},
                                   plan=t.plan, rerank=t.rerank, stages=t.stages, timings=t.timings,

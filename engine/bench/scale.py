@@ -144,9 +144,10 @@ def _build(path: Path, docs: list[Any], memories: int | None, emb: CachedEmbedde
 def run_data_perf(paths: list[str], memories: int | None = None, queries: int = 200, *,
                   vector_cache: str | os.PathLike[str] | None = None, embedder: str = "local",
                   workdir: str | None = None, keep: str | os.PathLike[str] | None = None, seed: int = 7,
-                  progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
+                  progress: Callable[[float, str], None] | None = None, origin: str = "bench") -> dict[str, Any]:
     """The module doc's measurement. keep: build the store at this path and keep it, or, when a
-    store built there from the same files, N and embedder exists, measure it again as it is."""
+    store built there from the same files, N and embedder exists, measure it again as it is.
+    origin: whose recalls ("agent": a real client's, each counting the usage of what it returned)."""
     from ..embed import make_embedder
     from ..embed.cache import CachedEmbedder
     from ..memory import MemoryEngine
@@ -160,6 +161,8 @@ def run_data_perf(paths: list[str], memories: int | None = None, queries: int = 
         raise BadInput("--memories must be positive")
     if queries < 1:
         raise BadInput("--queries must be positive")
+    if origin not in ("bench", "agent"):
+        raise BadInput(f"--origin {origin!r}: bench or agent")
     docs, questions, file_info = load_sources(files)
     if not docs or not questions:
         raise BadInput("perf --data: the files hold no sessions or no questions")
@@ -181,11 +184,12 @@ def run_data_perf(paths: list[str], memories: int | None = None, queries: int = 
             built = _build(path, docs, memories, emb, scope, progress)
             with MemoryEngine(path, embedder=emb, llm=False, background_reembed=False) as engine:
                 engine.store.set_meta(KEPT_KEY, json.dumps({"recipe": recipe, "build": built}))
-        out = _measure(path, questions, queries, emb, scope, seed, progress)
+        out = _measure(path, questions, queries, emb, scope, seed, progress, origin)
         out["db_bytes"] = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
     if cache is not None:
         cache.close()
-    return {"memories": out.pop("memories"), "queries": out.pop("queries"), "recipe": "offline", "files": file_info,
+    return {"memories": out.pop("memories"), "queries": out.pop("queries"), "recipe": "offline", "origin": origin,
+            "files": file_info,
             **built, **out, "embedder": emb.model,
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "note": ("real sessions and questions; query embedding excluded (query vectors are given); "
@@ -197,7 +201,7 @@ KEPT_KEY = "perf_data_build"
 
 
 def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder, scope: Scope, seed: int,
-             progress: Callable[[float, str], None] | None) -> dict[str, Any]:
+             progress: Callable[[float, str], None] | None, origin: str = "bench") -> dict[str, Any]:
     from ..memory import MemoryEngine
 
     rng = np.random.default_rng(seed)
@@ -217,7 +221,7 @@ def _measure(path: Path, questions: list[Any], queries: int, emb: CachedEmbedder
             for n, ((text, now), qvec) in enumerate(zip(picked, qvecs)):
                 settle()  # as bench's run_container: no full pass walks the kept results in a recall
                 ts, tc = time.perf_counter(), time.thread_time()
-                result = engine.recall(text, scope=scope, k=10, recipe="offline", origin="bench", now=now,
+                result = engine.recall(text, scope=scope, k=10, recipe="offline", origin=origin, now=now,
                                        query_vector=qvec)
                 cpu.append((time.thread_time() - tc) * 1000.0)
                 totals.append((time.perf_counter() - ts) * 1000.0)

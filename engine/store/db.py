@@ -211,8 +211,9 @@ class Database:
         the rest of a recall.
 
         diagnostic=True: the transaction writes only records about the data (a trace, a cache of a
-        memory's parse), never a memory, fact, source or anything recall reads as data, so
-        data_key() stays as it was (caches of memory rows survive a recall's trace commit)."""
+        memory's parse, an agent's usage counts, which Store.writer puts into the kept rows), never
+        a memory, fact, source or anything else recall reads as data, so data_key() stays as it was
+        (caches of memory rows survive a recall's trace commit)."""
         if self.readonly:
             raise RuntimeError("database opened read-only")
         conn = self.connection()
@@ -255,6 +256,11 @@ class Database:
             self.generation += 1  # committed: caches keyed on (data_version, generation) are stale
         if time.monotonic() - self._optimized_at > OPTIMIZE_EVERY_S:
             self.optimize()
+
+    def count_as_data(self) -> None:
+        """The open transaction of this thread writes data after all (data_key moves at its commit),
+        though begun as diagnostic."""
+        self._local.data_written = True
 
     def optimize(self) -> bool:
         """`pragma optimize` if the write lock is free right now (it may ANALYZE, which writes);

@@ -286,6 +286,19 @@ class RecallReads:
         change them."""
         return self._kept_rows("rows", scope, memory_ids, self._candidate_meta)
 
+    def note_usage(self, scope: Scope, counts: dict[int, int]) -> None:
+        """After a committed reinforce_usage: the kept rows of these memories take their new
+        access_count (the usage prior reads it), each replaced by a copy, so a row already handed
+        out stays as it was. Rows kept under another scope or older data are left to be emptied."""
+        kept = getattr(self._meta_local, "rows", None)
+        if kept is None or kept[0] != (scope.as_params(), self.db.data_key()):
+            return
+        rows = kept[1]
+        for mid, count in counts.items():
+            row = rows.get(mid)
+            if row is not None and row is not _ABSENT:
+                rows[mid] = {**row, "access_count": count}
+
     def kept_rows(self, name: str, scope: Scope, keys: list[K],
                   read: Callable[[Scope, list[K]], dict[K, dict[str, Any]]]) -> dict[K, dict[str, Any]]:
         """key -> its row by `read` (what recall decides from the data alone), kept as
@@ -478,6 +491,7 @@ class RecallWrites:
     conn: Any
     _sp: tuple[str, str, str, str]
     now: str
+    usage: dict[int, int]  # memory -> its access_count after this writer's reinforce_usage
 
     def insert_trace(self, *, origin: str, query_text: str | None, query_hash: str, recipe: str, k: int,
                      as_of: str | None, params: dict[str, Any], plan: Any, rerank: Any, stages: list[Any],
@@ -509,9 +523,14 @@ class RecallWrites:
                               " VALUES (?,?,?,?)", rows)
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
-        self.conn.executemany(
-            f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ? AND {scope_where()}",
-            [(self.now, mid, *self._sp) for mid in memory_ids])
+        """Count a use of each memory (an agent's recall returned it). The new counts are left in
+        self.usage: once committed, Store.writer hands them to the kept rows (RecallReads.note_usage),
+        so a usage count is no change of the data recall's caches are kept on (Database.data_key)."""
+        for mid, count in self.conn.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
+                f" WHERE id = ? AND {scope_where()} RETURNING id, access_count",
+                [(self.now, mid, *self._sp) for mid in memory_ids]):
+            self.usage[mid] = count
 
 
 class BulkWrites:

@@ -54,6 +54,7 @@ class Writer(FactWrites, RecallWrites, BulkWrites, HealthWrites):
         self.scope = scope
         self._sp = scope.as_params()
         self.now = now_iso()
+        self.usage: dict[int, int] = {}
 
     # documents -----------------------------------------------------------------------------
     def insert_document(
@@ -277,8 +278,14 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
         if not isinstance(scope, Scope):
             raise TypeError("writer() needs a Scope")
         # durable=False, diagnostic=True: see Database.write
+        nested = self.db.connection().in_transaction
         with self.db.write(durable=durable, diagnostic=diagnostic) as conn:
-            yield Writer(conn, scope)
+            w = Writer(conn, scope)
+            yield w
+            if w.usage and nested:  # the caller's transaction may yet roll back: a change of the data
+                self.db.count_as_data()
+        if w.usage and not nested:  # committed: the kept rows take the new counts
+            self.note_usage(scope, w.usage)
 
     def llm_recorder(self, scope: Scope, *, redact: bool = False) -> Callable[[Any], None]:
         """A recorder for LLMClient: each model request becomes a row of llm_calls in `scope`.

@@ -309,8 +309,8 @@ def test_a_trace_is_committed_without_a_sync_but_an_agents_usage_counts_are_sync
 
     monkeypatch.setattr(engine.store, "writer", spy)
     engine.recall("Where does Ana live?", scope=ANA, origin="operator")
-    engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # reinforces usage: data
-    assert seen == [(False, True), (True, False)]
+    engine.recall("Where does Ana live?", scope=ANA, origin="agent")  # reinforces usage: synced
+    assert seen == [(False, True), (True, True)]  # usage counts keep the caches (Store.writer)
 
 
 def test_memory_rows_recall_read_are_reused_until_the_data_changes(engine):
@@ -628,3 +628,40 @@ def test_term_counts_are_counted_again_when_the_data_changes(engine):
     assert counted == []  # kept: the full-text index was not read again
     say(engine, ANA, 6, "We walked along the canal again.")
     assert engine.store.fts_term_frequencies(["canal"], at_most=100) == {"canal": 2}
+
+
+def test_an_agents_recalls_keep_the_caches_and_count_usage_exactly(engine, tmp_path):
+    """An agent's recall counts the usage of what it returned without emptying the kept rows (a
+    real client's second recall reads no memory row again), and the next recall ranks by the new
+    counts exactly as a fresh engine on the same file does."""
+    q, now = "Where does Ana live?", "2024-06-01T00:00:00Z"
+    fresh = MemoryEngine(engine.store.path, embedder=EMB, llm=False)  # opened first: opening may write too
+    first = engine.recall(q, scope=ANA, origin="agent", now=now)
+    reads = []
+    meta, sources = engine.store._candidate_meta, engine.store._first_sources
+    engine.store._candidate_meta = lambda scope, ids: reads.append(("meta", ids)) or meta(scope, ids)
+    engine.store._first_sources = lambda scope, ids: reads.append(("sources", ids)) or sources(scope, ids)
+    expected = fresh.recall(q, scope=ANA, origin="operator", now=now, persist=False)
+    second = engine.recall(q, scope=ANA, origin="agent", now=now)
+    fresh.close()  # after: its close may write (pragma optimize), which is another connection's commit
+    assert reads == []  # every row the second recall met was kept
+    assert [r["memory_id"] for r in second.results] == [r["memory_id"] for r in expected.results]
+    got = {m: (c.components, c.score, c.rank) for m, c in second.trace.candidates.items()}
+    want = {m: (c.components, c.score, c.rank) for m, c in expected.trace.candidates.items()}
+    assert got == want
+    used = {m for m, c in second.trace.candidates.items() if c.components.get("usage")}
+    assert used == {r["memory_id"] for r in first.results}  # the first recall's results, counted once
+    counts = dict(engine.store.conn.execute("SELECT id, access_count FROM memories WHERE access_count > 0"))
+    assert counts == {m: 2 if m in used else 1 for m in counts} and used <= counts.keys()
+
+
+def test_usage_counted_inside_a_callers_transaction_is_a_change_of_the_data(engine):
+    """A usage count in a nested writer may yet roll back with its caller: it moves data_key
+    (the kept rows are read again) rather than being put into them."""
+    ids = [r[0] for r in engine.store.conn.execute("SELECT id FROM memories WHERE user_id = 'ana'")]
+    engine.store.candidate_meta(ANA, ids)
+    before = engine.store.db.data_key()
+    with engine.store.writer(ANA, diagnostic=True), engine.store.writer(ANA, diagnostic=True) as inner:
+        inner.reinforce_usage(ids[:1])
+    assert engine.store.db.data_key() != before
+    assert engine.store.candidate_meta(ANA, ids)[ids[0]]["access_count"] == 1
