@@ -57,6 +57,12 @@ class RecallReads:
             setattr(local, name, kept)
         return kept[1]
 
+    def _kept_now(self, name: str, *key: Any) -> dict[Any, Any] | None:
+        """This thread's dict under `name` if it is kept for `key` and the data as it is now (as
+        _kept would serve it), else None: nothing is started."""
+        kept: tuple[Any, dict[Any, Any]] | None = getattr(self._meta_local, name, None)
+        return kept[1] if kept is not None and kept[0] == (key, self.db.data_key()) else None
+
     # vectors ----------------------------------------------------------------------------------
     # embeddings.stale: 0 current, 1 unusable (another model wrote it), 2 outdated (this model, an
     # older definition of the text it embeds: searchable until the background re-embed redoes it)
@@ -290,10 +296,9 @@ class RecallReads:
         """After a committed reinforce_usage: the kept rows of these memories take their new
         access_count (the usage prior reads it), each replaced by a copy, so a row already handed
         out stays as it was. Rows kept under another scope or older data are left to be emptied."""
-        kept = getattr(self._meta_local, "rows", None)
-        if kept is None or kept[0] != (scope.as_params(), self.db.data_key()):
+        rows = self._kept_now("rows", scope.as_params())
+        if rows is None:
             return
-        rows = kept[1]
         for mid, count in counts.items():
             row = rows.get(mid)
             if row is not None and row is not _ABSENT:
