@@ -807,7 +807,7 @@ def _bench_fit_order(args: argparse.Namespace) -> int:
         raise BadInput("--model order is fitted on one updates file")
     with MemoryEngine(_db_path(args), llm=False) as engine:
         out = run_order_fit(engine, data[0], recipe=args.recipe, workers=args.workers, embedder=args.embedder,
-                            progress=None if args.json else _progress)
+                            extract=args.extract, progress=None if args.json else _progress)
     if not args.json:
         sys.stderr.write("\n")
     if args.write:

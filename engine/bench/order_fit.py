@@ -44,7 +44,12 @@ if TYPE_CHECKING:
 
 DEPTH = 10  # the pairs read: turns among the first DEPTH candidates (k, the reader's view)
 L2 = 3.0
-THRESHOLD = 0.6
+# A pair whose earlier turn still holds (gold) and whose later one does not weighs HARM times a
+# plain negative: firing on it is a false supersession, hiding a value that holds. The threshold is
+# then the one of THRESHOLDS that fires on most replacements less HARM times the harmful pairs, on
+# the training pairs themselves (each fold's own).
+HARM = 4.0
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 K = 10
 METRICS = ("current_first@1", "history@3", "false_supersession")
 
@@ -80,6 +85,12 @@ def collect_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def harmful(it: dict[str, Any]) -> list[bool]:
+    """The pairs whose earlier turn still holds and whose later one does not (see HARM)."""
+    gold = set(it["gold"])
+    return [bool(gold & set(e)) and not gold & set(ll) for e, ll in it["pairs"]]
+
+
 def labels(it: dict[str, Any]) -> list[float]:
     """1 for (earlier stale, later gold) of a current question, else 0 (see the module doc)."""
     gold, stale = set(it["gold"]), set(it["stale"])
@@ -92,14 +103,16 @@ def _usable(it: dict[str, Any]) -> bool:
     return it["type"] in ("current", "keep") and bool(it["x"]) and it["fold"].startswith("dev:")
 
 
-def train(items: list[dict[str, Any]], depth: int = DEPTH, l2: float = L2, threshold: float = THRESHOLD) -> dict[str, Any]:
+def train(items: list[dict[str, Any]], depth: int = DEPTH, l2: float = L2, threshold: float | None = None
+          ) -> dict[str, Any]:
     """Logistic regression on the items' pairs, each question weighing the same."""
     used = [it for it in items if _usable(it)]
     if not used:
         raise BadInput("no current or keep question with a pair of statements to fit on")
     x = np.vstack([np.asarray(it["x"], dtype=float) for it in used])
     y = np.concatenate([np.asarray(labels(it)) for it in used])
-    wt = np.concatenate([np.full(len(it["x"]), 1.0 / len(it["x"])) for it in used])
+    harm = np.concatenate([np.asarray(harmful(it), dtype=bool) for it in used])
+    wt = np.concatenate([np.full(len(it["x"]), 1.0 / len(it["x"])) for it in used]) * np.where(harm, HARM, 1.0)
     mu = x.mean(axis=0)
     sd = x.std(axis=0)
     sd[sd < 1e-6] = 1.0
@@ -116,9 +129,13 @@ def train(items: list[dict[str, Any]], depth: int = DEPTH, l2: float = L2, thres
         w = w - step
         if float(np.abs(step).max()) < 1e-7:
             break
+    if threshold is None:
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -30, 30)))
+        threshold = max(THRESHOLDS, key=lambda t: (float(((p >= t) & (y > 0)).sum() - HARM * ((p >= t) & harm).sum()), t))
     return {"features": list(FEATURE_NAMES), "depth": depth, "mean": mu.round(6).tolist(),
             "scale": sd.round(6).tolist(), "weights": w[:-1].round(6).tolist(), "bias": round(float(w[-1]), 6),
-            "threshold": threshold, "l2": l2, "questions": len(used), "pairs": int(len(y)), "positives": int(y.sum())}
+            "threshold": threshold, "harm": HARM, "l2": l2, "questions": len(used), "pairs": int(len(y)),
+            "positives": int(y.sum())}
 
 
 def _means(items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,7 +146,7 @@ def _means(items: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _specs(path: Path, recipe: str, emb: str, cache: Path, work: Path) -> list[dict[str, Any]]:
+def _specs(path: Path, recipe: str, emb: str, extract: str, cache: Path, work: Path) -> list[dict[str, Any]]:
     loaded, raw = ds.read_dataset(path)
     if not isinstance(loaded, ds.UpdatesDataset):
         raise BadInput(f"{path}: learned_order is fitted on the updates benchmark's file")
@@ -147,7 +164,7 @@ def _specs(path: Path, recipe: str, emb: str, cache: Path, work: Path) -> list[d
             continue  # never the blind part
         for q in s["questions"]:
             q["fold"] = fold
-        s.update({"file": str(path), "dataset": "updates", "recipe": recipe, "embedder": emb, "extract": "none",
+        s.update({"file": str(path), "dataset": "updates", "recipe": recipe, "embedder": emb, "extract": extract,
                   "cache": str(cache), "db": str(work / f"c{len(specs)}.db"), "fold": fold})
         specs.append(s)
     return specs
@@ -166,7 +183,8 @@ def _save(model: dict[str, Any], path: Path) -> Path:
 
 
 def run_order_fit(engine: MemoryEngine, data_path: str, *, recipe: str = "offline", workers: int = 1,
-                  embedder: str | None = None, progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
+                  embedder: str | None = None, extract: str | None = None,
+                  progress: Callable[[float, str], None] | None = None) -> dict[str, Any]:
     """Fit learned_order on the dev scenarios, judge it on leave-one-batch-out folds; the report."""
     from ..retrieve.recipes import get_recipe
     from .containers import cache_dir_for
@@ -175,7 +193,8 @@ def run_order_fit(engine: MemoryEngine, data_path: str, *, recipe: str = "offlin
         raise BadInput(f"recipe {recipe!r} runs learned_order: the fit needs the ranking without it")
     emb = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     work = Path(str(engine.path) + ".bench") / "order"
-    specs = _specs(Path(data_path), recipe, emb, cache_dir_for(engine.path), work)
+    extract = extract or ds.default_extract("updates")  # as `bench updates` ingests: offline facts
+    specs = _specs(Path(data_path), recipe, emb, extract, cache_dir_for(engine.path), work)
     t0 = time.perf_counter()
 
     def note(share: float, what: str) -> None:
@@ -199,7 +218,8 @@ def run_order_fit(engine: MemoryEngine, data_path: str, *, recipe: str = "offlin
               "with": _means([it for it in held if it["fold"] in natural])}
     return {"file": Path(data_path).name, "recipe": recipe, "embedder": emb, "git_commit": git_commit(),
             "objective": "logistic regression (numpy Newton), pairs of current and keep dev questions, each question "
-                         "weighing the same", "l2": L2, "threshold": THRESHOLD, "depth": DEPTH,
+                         "weighing the same", "l2": L2, "harm": HARM, "threshold": full["threshold"],
+            "depth": DEPTH, "extract": extract,
             "folds": folds, "natural_pooled": pooled, "model": full,
             "weights": dict(zip(FEATURE_NAMES, full["weights"])), "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -221,7 +241,8 @@ def markdown(report: dict[str, Any]) -> str:
     lines = ["# learned_order: leave-one-dev-batch-out folds", "",
              f"- recipe `{report['recipe']}`, embedder `{report['embedder']}`, commit "
              f"`{(report.get('git_commit') or 'unknown')[:12]}`; file {report['file']}",
-             f"- {report['objective']}; L2 {report['l2']}; threshold {report['threshold']}; depth {report['depth']}; "
+             f"- extract `{report['extract']}`; {report['objective']}; L2 {report['l2']}; harm {report['harm']}; "
+             f"threshold {report['threshold']}; depth {report['depth']}; "
              f"{report['model']['pairs']} pairs, {report['model']['positives']} positive", "",
              "| fold | questions | current_first@1 without | with | history@3 without | with | "
              "false_supersession without | with |", "|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -78,8 +78,8 @@ def readings(text: str, said_on: str | None) -> list[float]:
 def pairs_of(trace: Trace, depth: int) -> list[tuple[CandidateTrace, CandidateTrace]]:
     """(earlier, later) turns among the first `depth` alive candidates by one speaker at different
     times that no current-truth rule already ordered."""
-    decided = set((trace.params.get("outdated") or {})) | set((trace.params.get("asides") or {})) \
-        | set((trace.params.get("history_first") or {}))
+    decided = set(trace.params.get("outdated") or {}) | set(trace.params.get("asides") or {}) \
+        | set(trace.params.get("history_first") or {})
     top = sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))[:depth]
     turns = [c for c in top if c.meta.get("kind") == "episode" and c.meta.get("speaker") and c.meta.get("source_time")
              and c.meta.get("trust") in ("user", "external") and str(c.memory_id) not in decided]

@@ -43,11 +43,11 @@ from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
 from . import timeframe
 from .intent import read_intent, speaker_matches
+from .order import apply as learned_order
+from .order import load_model as load_order_model
 from .query import content_terms, match_expression
 from .recipes import NOT_SHIPPED, Recipe
 from .rerank import apply as learned_rerank
-from .order import apply as learned_order
-from .order import load_model as load_order_model
 from .rerank import load_model
 from .trace import CandidateTrace, DropReason, Trace
 
