@@ -48,8 +48,8 @@ L2 = 3.0
 # plain negative: firing on it is a false supersession, hiding a value that holds. The threshold is
 # then the one of THRESHOLDS that fires on most replacements less HARM times the harmful pairs, on
 # the training pairs themselves (each fold's own).
-HARM = 4.0
-THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
+HARM = 10.0
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 K = 10
 METRICS = ("current_first@1", "history@3", "false_supersession")
 
