@@ -267,9 +267,10 @@ def _add_commands(sub) -> None:
                                                   "current_first@1 for updates)")
     p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
     p.add_argument("--no-cv", action="store_true", help="for fit: skip the leave-one-fold-out figures")
-    p.add_argument("--model", default="weights", choices=("weights", "rerank"),
-                   help="for fit: the fusion weights and prior strengths (default), or the learned re-ranker "
-                        "(learned_rerank: resources/recipes/rerank.json)")
+    p.add_argument("--model", default="weights", choices=("weights", "rerank", "order"),
+                   help="for fit: the fusion weights and prior strengths (default), the learned re-ranker "
+                        "(learned_rerank: resources/recipes/rerank.json), or the learned order of a speaker's "
+                        "statements (learned_order: resources/recipes/order.json, on an updates file)")
     p.add_argument("--write", action="store_true",
                    help="for fit: store the weights fitted on all the files where the recipes load them")
 
@@ -751,6 +752,8 @@ def _features(text: str) -> list[str]:
 def _bench_fit(args: argparse.Namespace) -> int:
     if args.model == "rerank":
         return _bench_fit_rerank(args)
+    if args.model == "order":
+        return _bench_fit_order(args)
     from engine.bench.fit import markdown, run_fit, write_weights
     from engine.memory import MemoryEngine
     from engine.retrieve.recipes import FITTED_WEIGHTS
@@ -792,6 +795,27 @@ def _bench_fit_rerank(args: argparse.Namespace) -> int:
         out["written"] = str(write_model(out))
     if args.out:
         _write_report(args.out, "rerank", out, markdown(out))
+    _emit(args, out, markdown(out))
+    return 0
+
+
+def _bench_fit_order(args: argparse.Namespace) -> int:
+    from engine.bench.datasets import updates_default_path
+    from engine.bench.order_fit import markdown, run_order_fit, write_model
+    from engine.memory import MemoryEngine
+
+    data = args.data or [str(updates_default_path())]
+    if len(data) != 1:
+        raise BadInput("--model order is fitted on one updates file")
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_order_fit(engine, data[0], recipe=args.recipe, workers=args.workers, embedder=args.embedder,
+                            extract=args.extract, progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.write:
+        out["written"] = str(write_model(out))
+    if args.out:
+        _write_report(args.out, "order", out, markdown(out))
     _emit(args, out, markdown(out))
     return 0
 

@@ -119,6 +119,10 @@ _F = [
     Feature("learned_rerank", "rank", "a linear model fitted on the development files (bench fit --model rerank, "
             "resources/recipes/rerank.json) re-orders the first candidates after fusion from their channels' scores "
             "and ranks, the priors and neighbour/session signals"),
+    Feature("learned_order", "rank", "under current intent, a logistic model fitted on the dev scenarios (bench fit "
+            "--model order, resources/recipes/order.json) reads two statements by one speaker at different times that no "
+            "rule ordered (vector similarities, ranks, time gap, shared words, the clauses' readings) and, when it is sure "
+            "the later replaces the earlier for the asked claim, puts the later first and the earlier below it as history"),
     Feature("dedupe", "rank", "memories with the same text keep only the best"),
     Feature("shared_places", "rank", "k counts sources: a fact and the turn it was read from share one place"),
 ]

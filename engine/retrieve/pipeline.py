@@ -29,6 +29,7 @@ from ..statements import (
     RULES_VERSION,
     asks_state,
     clauses,
+    content_words,
     decode_clauses,
     encode_clauses,
     parsed,
@@ -42,6 +43,8 @@ from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
 from . import timeframe
 from .intent import read_intent, speaker_matches
+from .order import apply as learned_order
+from .order import load_model as load_order_model
 from .query import content_terms, match_expression
 from .recipes import NOT_SHIPPED, Recipe
 from .rerank import apply as learned_rerank
@@ -869,6 +872,11 @@ class Recall:
         if r.on("version_cap"):
             self._order_versions(trace)
         self._current_truth(trace, as_of)
+        if r.on("learned_order") and not as_of and trace.intent == "current" and asks_state(trace.query):
+            # engine/retrieve/order.py: after the rules, on the pairs they left undecided
+            learned_order(trace, load_order_model(r.order_model or None), self._qvec,
+                          self.vectors.vectors_of if self.vectors is not None else (lambda ids: {}),
+                          content_words(trace.query), partial(_answer_group, facts_of=_facts_by_chunk(trace)))
         if r.on("dedupe"):
             self._dedupe(trace)
         trace.stage("score", len(alive), len(trace.alive()), _ms(t0))
