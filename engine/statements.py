@@ -610,7 +610,8 @@ def _cached_clauses(text: str) -> tuple[Clause, ...]:
 
 
 # The version of the clause rules: a stored parse made by other rules is never read. The rules
-# are this file's (every regex and word list _clauses reads is defined here).
+# are this file's (every regex and word list _clauses reads is defined here; of what it imports,
+# memo only caches and timeutil.month_number serves ahead_of, a reading made at recall, never stored).
 RULES_VERSION = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
