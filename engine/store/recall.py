@@ -292,7 +292,7 @@ class RecallReads:
         change them."""
         return self._kept_rows("rows", scope, memory_ids, self._candidate_meta)
 
-    def note_usage(self, scope: Scope, counts: dict[int, int]) -> None:
+    def _note_usage(self, scope: Scope, counts: dict[int, int]) -> None:
         """After a committed reinforce_usage: the kept rows of these memories take their new
         access_count (the usage prior reads it), each replaced by a copy, so a row already handed
         out stays as it was. Rows kept under another scope or older data are left to be emptied."""
@@ -529,7 +529,7 @@ class RecallWrites:
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         """Count a use of each memory (an agent's recall returned it). The new counts are left in
-        self.usage: once committed, Store.writer hands them to the kept rows (RecallReads.note_usage),
+        self.usage: once committed, Store.writer hands them to the kept rows (RecallReads._note_usage),
         so a usage count is no change of the data recall's caches are kept on (Database.data_key)."""
         for mid, count in self.conn.executemany(
                 "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"

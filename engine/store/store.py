@@ -285,7 +285,7 @@ class Store(FactReads, RecallReads, GraphReads, BrowseReads, HealthReads):
             if w.usage and nested:  # the caller's transaction may yet roll back: a change of the data
                 self.db.count_as_data()
         if w.usage and not nested:  # committed: the kept rows take the new counts
-            self.note_usage(scope, w.usage)
+            self._note_usage(scope, w.usage)
 
     def llm_recorder(self, scope: Scope, *, redact: bool = False) -> Callable[[Any], None]:
         """A recorder for LLMClient: each model request becomes a row of llm_calls in `scope`.
