@@ -260,8 +260,8 @@ def _add_commands(sub) -> None:
                    help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--folds", default=None, choices=("conversation", "type", "half", "batch"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
-                        "the dev, heldout and blind parts for updates; batch: updates' dev batches dev:tidy, "
-                        "dev:w2a, dev:w2b beside heldout and blind)")
+                        "the dev, heldout and blind parts for updates; batch: updates' dev batches dev:tidy and "
+                        "each dev:w<N>'s halves dev:w<N>a, dev:w<N>b beside heldout and blind)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
                                                   "current_first@1 for updates)")
