@@ -737,12 +737,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _switches(args: argparse.Namespace) -> dict[str, list[str]]:
     """recall's --off (besides what the recipe leaves off) and --on (what it leaves off, taken back)."""
-    from engine.retrieve.recipes import get_recipe
+    from engine.retrieve.recipes import switched_off
 
     if not (args.off or args.on):
         return {}
-    off = {*get_recipe(args.recipe).off, *(_features(args.off) if args.off else [])}
-    return {"off": sorted(off), "on": _features(args.on) if args.on else []}
+    return {"off": switched_off(args.recipe, _features(args.off) if args.off else (),
+                                _features(args.on) if args.on else ())}
 
 
 def _features(text: str) -> list[str]:

@@ -424,7 +424,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   on: tuple[str, ...] | list[str] = (), progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
-    from ..retrieve.recipes import get_recipe
+    from ..retrieve.recipes import switched_off
     from ..store import bench as bench_sql
 
     path = Path(data_path)
@@ -437,7 +437,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
         raise BadInput("--workers must be at least 1")
     # `off`: features off besides those the recipe leaves off; `on`: ones it leaves off, taken back.
     # The run records, and every recall gets, the whole list (unknown recipe or feature -> BadInput first).
-    off = sorted(get_recipe(recipe, off=sorted({*get_recipe(recipe).off, *off}), on=on).off)
+    off = switched_off(recipe, off, on)
     loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
