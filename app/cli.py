@@ -260,8 +260,8 @@ def _add_commands(sub) -> None:
                    help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--folds", default=None, choices=("conversation", "type", "half", "batch"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
-                        "the dev, heldout and blind parts for updates; batch: updates' dev batches dev:tidy, "
-                        "dev:w2a, dev:w2b beside heldout and blind)")
+                        "the dev, heldout and blind parts for updates; batch: updates' dev batches dev:tidy and "
+                        "each dev:w<N>'s halves dev:w<N>a, dev:w<N>b beside heldout and blind)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
                                                   "current_first@1 for updates)")
@@ -737,12 +737,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _switches(args: argparse.Namespace) -> dict[str, list[str]]:
     """recall's --off (besides what the recipe leaves off) and --on (what it leaves off, taken back)."""
-    from engine.retrieve.recipes import get_recipe
+    from engine.retrieve.recipes import switched_off
 
     if not (args.off or args.on):
         return {}
-    off = {*get_recipe(args.recipe).off, *(_features(args.off) if args.off else [])}
-    return {"off": sorted(off), "on": _features(args.on) if args.on else []}
+    return {"off": switched_off(args.recipe, _features(args.off) if args.off else (),
+                                _features(args.on) if args.on else ())}
 
 
 def _features(text: str) -> list[str]:

@@ -117,6 +117,7 @@ class HealthReport:
     checks: dict[str, CheckResult]
     cancelled: bool = False
     seconds: float = 0.0
+    recorded: int | None = None  # the trend row (health_trend's "id") this run was kept as; None if not kept
 
     def counts(self) -> dict[str, int]:
         return {name: r.count for name, r in self.checks.items()}

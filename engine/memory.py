@@ -638,11 +638,12 @@ class MemoryEngine(InspectorReads):
                             progress=progress, should_stop=should_stop)
         if record and not report.cancelled and checks is None and not self.store.db.readonly:
             with self.store.writer(scope) as w:
-                w.record_health_counts(record, report.counts())
+                report.recorded = w.record_health_counts(record, report.counts())
         return report
 
     def health_trend(self, scope: Scope, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The recorded health runs of this scope, oldest first: {taken_at, trigger, counts}."""
+        """The recorded health runs of this scope, oldest first: {id, taken_at, trigger, counts} (id:
+        HealthReport.recorded of the run that was kept)."""
         return self.store.health_trend(scope, limit=limit)
 
     def rebuild_fts(self) -> None:

@@ -1037,24 +1037,19 @@ class UpdatesDataset:
         return tuple(q for s in self.scenarios for q in s.questions)
 
     def dev_batches(self) -> dict[str, str]:
-        """Scenario id -> its dev batch: "dev:w2a" / "dev:w2b" for the natural-style dev scenarios
-        (ids "-w2"), split before any of their failures were read (sorted by id, alternating: the
-        first, third, ... are half A, tuned on; half B is looked at only when a rule is done), and
-        "dev:w3a" / "dev:w3b" for the next natural-style batch (ids "-w3", written after the round
-        that tuned on half A, first run on it, split the same way; a later "-w<N>" batch is one
-        group, "dev:w<N>"), "dev:tidy" for the
-        other dev scenarios. Only the dev part is grouped this way."""
-        natural = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w2"))
-        out = {sid: "dev:w2a" if i % 2 == 0 else "dev:w2b" for i, sid in enumerate(natural)}
-        # the "-w3" batch, tuned on since the natural-talk round's choice, is split the same way
-        # before any of its failures were read (issue 15's mechanisms round): "dev:w3a" (even
-        # positions, tuned on with all of "-w2": half A) and "dev:w3b" (half B, read only as figures)
-        third = sorted(s.scenario_id for s in self.scenarios if s.split == "dev" and s.scenario_id.endswith("-w3"))
-        out.update({sid: "dev:w3a" if i % 2 == 0 else "dev:w3b" for i, sid in enumerate(third)})
-        for s in self.scenarios:  # each later batch ("-w4", ...) is a group of its own
-            batch = re.search(r"-(w\d+)$", s.scenario_id)
-            if s.split == "dev" and batch and s.scenario_id not in out:
-                out[s.scenario_id] = f"dev:{batch.group(1)}"
+        """Scenario id -> its dev batch. Every dev scenario whose id ends in "-w<N>" belongs to batch
+        "dev:w<N>", split in two fixed halves before any of its failures were read: its ids sorted,
+        alternating, the first, third, ... are "dev:w<N>a", the others "dev:w<N>b". The other dev
+        scenarios are "dev:tidy". Only the dev part is grouped this way; `dev_groups` names every
+        group a batch counts in."""
+        by_batch: dict[str, list[str]] = {}
+        for s in self.scenarios:
+            batch = _BATCH_ID.search(s.scenario_id)
+            if s.split == "dev" and batch:
+                by_batch.setdefault(batch.group(1), []).append(s.scenario_id)
+        out: dict[str, str] = {}
+        for name, ids in by_batch.items():
+            out.update({sid: f"dev:{name}{'ab'[i % 2]}" for i, sid in enumerate(sorted(ids))})
         out.update({s.scenario_id: "dev:tidy" for s in self.scenarios if s.split == "dev" and s.scenario_id not in out})
         return out
 
@@ -1073,6 +1068,32 @@ class UpdatesDataset:
             "by_domain": count(lambda s: s.domain),
             "chains": count(lambda s: f"{s.steps}-step") if self.scenarios else {},
         }
+
+
+_BATCH_ID = re.compile(r"-(w\d+)$")  # a dev scenario's batch: "home1-w2" is in "dev:w2"
+_HALF = re.compile(r"^(dev:w\d+)[ab]$")
+# The halves issue 15's mechanisms round developed on: all of "-w2" with "dev:w3a" is "dev:half_a",
+# "dev:w3b" (read only as aggregates) "dev:half_b". Later batches are in neither.
+_ROUND_HALVES = {"dev:w2a": "dev:half_a", "dev:w2b": "dev:half_a", "dev:w3a": "dev:half_a", "dev:w3b": "dev:half_b"}
+
+
+def dev_groups(batch: str) -> list[str]:
+    """The groups a dev batch (`UpdatesDataset.dev_batches`) is counted in: itself, for a half
+    "dev:w<N>a" / "dev:w<N>b" also its whole batch "dev:w<N>", and "dev:half_a" / "dev:half_b"
+    for the halves of "-w2" and "-w3" (see _ROUND_HALVES)."""
+    out = [batch]
+    whole = _HALF.match(batch)
+    if whole:
+        out.append(whole.group(1))
+    if batch in _ROUND_HALVES:
+        out.append(_ROUND_HALVES[batch])
+    return out
+
+
+def dev_batch_whole(batch: str) -> str:
+    """A half's whole batch ("dev:w4a" -> "dev:w4"); any other batch ("dev:tidy") itself."""
+    whole = _HALF.match(batch)
+    return whole.group(1) if whole else batch
 
 
 def load_updates(path: Path | str | None = None) -> UpdatesDataset:

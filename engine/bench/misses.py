@@ -146,7 +146,7 @@ def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recip
                workers: int = 1, embedder: str | None = None, extract: str | None = None, limit: int | None = None,
                off: list[str] | None = None, on: list[str] | None = None) -> dict[str, Any]:
     """The `bench misses --json` document for one benchmark file."""
-    from ..retrieve.recipes import get_recipe
+    from ..retrieve.recipes import switched_off
     from .containers import cache_dir_for
 
     path = Path(data_path)
@@ -154,9 +154,7 @@ def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recip
         raise BadInput(f"{path}: no such dataset file")
     if k < 1:
         raise BadInput("--k must be at least 1")
-    # `off` adds to the recipe's own list (recall's `off` replaces it: passed alone, it switched on
-    # every feature the recipe leaves off, recipes.NOT_SHIPPED included); unknown names fail here
-    switched = list(get_recipe(recipe, off=sorted({*get_recipe(recipe).off, *(off or ())}), on=tuple(on or ())).off)
+    switched = switched_off(recipe, off or (), on or ())  # unknown names fail here
     loaded, raw = ds.read_dataset(path)
     emb = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     work = Path(str(engine.path) + ".bench") / "misses"

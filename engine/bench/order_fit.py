@@ -156,8 +156,7 @@ def _specs(path: Path, recipe: str, emb: str, extract: str, cache: Path, work: P
     for s in containers_for(loaded, raw):
         split = split_of.get(s["container"])
         if split == "dev":
-            fold = batch_of.get(s["container"], "dev:tidy")
-            fold = "dev:w2" if fold.startswith("dev:w2") else "dev:w3" if fold.startswith("dev:w3") else fold
+            fold = ds.dev_batch_whole(batch_of.get(s["container"], "dev:tidy"))
         elif split == "heldout":
             fold = "heldout"
         else:

@@ -424,7 +424,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   on: tuple[str, ...] | list[str] = (), progress: Callable[[float, str], None] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
-    from ..retrieve.recipes import get_recipe
+    from ..retrieve.recipes import switched_off
     from ..store import bench as bench_sql
 
     path = Path(data_path)
@@ -437,7 +437,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
         raise BadInput("--workers must be at least 1")
     # `off`: features off besides those the recipe leaves off; `on`: ones it leaves off, taken back.
     # The run records, and every recall gets, the whole list (unknown recipe or feature -> BadInput first).
-    off = sorted(get_recipe(recipe, off=sorted({*get_recipe(recipe).off, *off}), on=on).off)
+    off = switched_off(recipe, off, on)
     loaded, raw = ds.read_dataset(path)
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
@@ -572,9 +572,9 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
 def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None) -> None:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
     category, and for memlens bench updates per part ("dev", "heldout", "blind"), per part and scenario
-    kind ("heldout:plan") and per dev batch ("dev:tidy", "dev:w2", its halves "dev:w2a", "dev:w2b",
-    "dev:w3", its halves "dev:w3a", "dev:w3b"; "dev:half_a" is all of "-w2" with "dev:w3a", the
-    natural talk issue 15's mechanisms round develops on, "dev:half_b" the rest)."""
+    kind ("heldout:plan") and per dev batch ("dev:tidy", every "dev:w<N>" and its halves "dev:w<N>a", "dev:w<N>b";
+    "dev:half_a" is all of "-w2" with "dev:w3a", the natural talk issue 15's mechanisms round
+    develops on, "dev:half_b" is "dev:w3b": ds.dev_groups)."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
     batch_of = loaded.dev_batches() if isinstance(loaded, ds.UpdatesDataset) else {}
 
@@ -585,15 +585,7 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loade
             out += [split, f"{split}:{kind_of[it['container']]}"]
         batch = batch_of.get(it["container"])
         if batch:
-            out.append(batch)
-            if batch.startswith("dev:w2"):
-                out.append("dev:w2")
-            if batch.startswith("dev:w3"):
-                out.append("dev:w3")
-            if batch in ("dev:w2a", "dev:w2b", "dev:w3a"):
-                out.append("dev:half_a")  # issue 15's mechanisms round develops on these
-            elif batch == "dev:w3b":
-                out.append("dev:half_b")
+            out += ds.dev_groups(batch)
         return out
 
     extra = summarise_extra([it for it in done if not it["excluded"]], (*UPDATE_METRICS, *KU_METRICS), groups)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -178,6 +179,16 @@ RECIPES: dict[str, Recipe] = {
     # the weights as set by hand before any fit: for comparison, and the base `bench fit` pulls towards
     "hand": Recipe("hand", planner=False, reranker=False, off=NOT_SHIPPED),
 }
+
+
+def switched_off(name: str | None, off: Iterable[str] = (), on: Iterable[str] = ()) -> list[str]:
+    """Every feature off when a caller's `off` adds to the recipe's own list and `on` takes some of
+    it back (recipes.NOT_SHIPPED stay off unless taken back), sorted: the list recall's `off` wants
+    (it replaces the recipe's list; passed alone, an `off` would switch every feature the recipe
+    leaves off on). Unknown recipe or feature names -> BadInput. The CLI's --off/--on, bench runs
+    and bench misses all merge this way."""
+    off, on = tuple(off), tuple(on)
+    return sorted(get_recipe(name, off=sorted({*get_recipe(name).off, *off}), on=on).off)
 
 
 def get_recipe(name: str | None, **overrides: Any) -> Recipe:

@@ -275,8 +275,8 @@ class HealthReads:
 
     # trend ------------------------------------------------------------------------------------
     def health_trend(self, scope: Scope, *, limit: int = 50) -> list[dict[str, Any]]:
-        """The latest recorded runs, oldest first: {taken_at, trigger, counts}."""
-        rows = dict_rows(self.conn, f"SELECT taken_at, occasion AS trigger, counts FROM health_counts WHERE {scope_where()}"
+        """The latest recorded runs, oldest first: {id, taken_at, trigger, counts}."""
+        rows = dict_rows(self.conn, f"SELECT id, taken_at, occasion AS trigger, counts FROM health_counts WHERE {scope_where()}"
                          " ORDER BY id DESC LIMIT ?", (*scope.as_params(), limit))
         for r in rows:
             r["counts"] = json.loads(r["counts"])

@@ -321,3 +321,24 @@ def test_the_container_key_covers_every_module_ingestion_imports():
             if not any(module == h or module.startswith(h.rstrip("/") + "/") for h in hashed | unhashed_ok):
                 missing.add(module)
     assert not missing, f"ingestion code imports {sorted(missing)}, which the container key does not hash"
+
+
+def test_off_adds_to_the_recipes_own_list_and_on_takes_some_back_for_every_caller():
+    import argparse
+
+    from app.cli import _switches
+    from engine.retrieve.recipes import get_recipe, switched_off
+
+    own = set(get_recipe("offline").off)  # recipes.NOT_SHIPPED
+    assert own and "older_mentions" not in own
+    assert switched_off("offline") == sorted(own)
+    assert switched_off("offline", ["older_mentions"]) == sorted(own | {"older_mentions"})
+    assert switched_off("offline", ["older_mentions"], ["claim_match"]) == sorted(own - {"claim_match"} | {"older_mentions"})
+    for off, on in ((["nope"], []), ([], ["nope"])):
+        with pytest.raises(BadInput, match="unknown feature"):
+            switched_off("offline", off, on)
+    with pytest.raises(BadInput, match="unknown recipe"):
+        switched_off("nope")
+    # recall's --off/--on (the CLI) hand recall the same one list the bench runs record
+    args = argparse.Namespace(recipe="offline", off="older_mentions", on="claim_match")
+    assert _switches(args) == {"off": switched_off("offline", ["older_mentions"], ["claim_match"])}

@@ -177,10 +177,36 @@ def test_the_natural_style_dev_batch_is_split_in_two_fixed_halves(bundled):
     assert later and [batches[sid] for sid in later[:3]] == ["dev:w3a", "dev:w3b", "dev:w3a"]
     assert sum(batches[sid] == "dev:w3b" for sid in later) == len(later) // 2
     batched = [s for s in bundled.scenarios if s.split == "dev" and re.search(r"-w\d+$", s.scenario_id)]
-    assert len(batched) > len(natural) + len(later)  # a later batch ("-w4") is a group of its own
-    assert all(batches[s.scenario_id] == "dev:w4" for s in batched if s.scenario_id.endswith("-w4"))
+    assert len(batched) > len(natural) + len(later)  # a later batch ("-w4") is halved by the same rule
+    fourth = sorted(s.scenario_id for s in batched if s.scenario_id.endswith("-w4"))
+    assert [batches[sid] for sid in fourth] == ["dev:w4a" if i % 2 == 0 else "dev:w4b" for i in range(len(fourth))]
     assert counts["dev:tidy"] == sum(1 for s in bundled.scenarios if s.split == "dev") - len(batched)
     assert {s.split for s in bundled.scenarios if s.scenario_id in batches} == {"dev"}  # no other part is grouped
+
+
+def test_every_w_batch_is_a_group_halved_by_its_sorted_ids(tmp_path):
+    raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
+    by_id = {s["id"]: s for s in raw["scenarios"]}
+    # a batch the code has never named ("-w5"), one "-w2" scenario, a tidy one and a held-out one
+    fifth = [dict(by_id[sid], id=f"{sid}-w5") for sid in ("home-d3", "home-d1", "work-d1")]
+    raw["scenarios"] = [*fifth, by_id["home-d2"], by_id["tool-h1"],
+                        next(s for s in raw["scenarios"] if s["split"] == "dev" and s["id"].endswith("-w2"))]
+    path = tmp_path / "updates.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    batches = ds.load_updates(path).dev_batches()
+    assert [batches[sid] for sid in ("home-d1-w5", "home-d3-w5", "work-d1-w5")] == ["dev:w5a", "dev:w5b", "dev:w5a"]
+    assert batches["home-d2"] == "dev:tidy" and "tool-h1" not in batches
+    assert ds.dev_groups("dev:w5b") == ["dev:w5b", "dev:w5"]
+    assert ds.dev_groups("dev:w2b") == ["dev:w2b", "dev:w2", "dev:half_a"]
+    assert ds.dev_groups("dev:w3b") == ["dev:w3b", "dev:w3", "dev:half_b"]
+    assert ds.dev_groups("dev:tidy") == ["dev:tidy"]
+    with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
+        out = run_benchmark(engine, "updates", path, k_values=(1,), embedder="hashing", extract="heuristic")
+    groups = set(out["by_category"])
+    assert {"dev:w5", "dev:w5a", "dev:w5b", "dev:w2", "dev:half_a", "dev:tidy"} <= groups
+    assert not {"dev:w3", "dev:half_b"} & groups  # no "-w3" scenario here
+    w5 = [out["by_category"][g]["current_first@1"] for g in ("dev:w5a", "dev:w5b", "dev:w5")]
+    assert all(0.0 <= v <= 1.0 for v in w5)
 
 
 def test_ablation_folds_by_batch_are_the_dev_batches_beside_the_parts():
@@ -190,5 +216,6 @@ def test_ablation_folds_by_batch_are_the_dev_batches_beside_the_parts():
     assert _fold_of("updates", "batch", "home1-w2", "dev:current", batches) == "dev:w2b"
     assert _fold_of("updates", "batch", "home-d1", "dev:current", batches) == "dev:tidy"
     assert _fold_of("updates", "batch", "tool-h1", "heldout:current", batches) == "heldout"
+    assert _fold_of("updates", "batch", "x-w5", "dev:current", {"x-w5": "dev:w5a"}) == "dev:w5a"  # a later batch's half
     with pytest.raises(BadInput):
         _fold_of("locomo", "batch", "conv-26", "single-hop", batches)

@@ -369,7 +369,9 @@ class HealthPane(PaneBase):
         self.report, self.trend = report, trend
         keep_check = self.current_check
         keep_item = self.current_item.key if self.current_item else self._want_item
-        recorded = bool(trend) and trend[-1]["taken_at"] == report.taken_at
+        # by the trend row's id: taken_at has one-second resolution, and a rerun in the second of a
+        # recorded run (a curation's, say) was taken for it, hiding a count that moved
+        recorded = report.recorded is not None and bool(trend) and trend[-1]["id"] == report.recorded
         rows = []
         for name in CHECKS:
             r = report.checks.get(name)
