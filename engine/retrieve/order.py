@@ -20,11 +20,9 @@ numpy only. Every pair read is kept in the later turn's meta["order_rows"] (the 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ import numpy as np
 from ..names import name_key
 from ..paths import resources_dir
 from ..statements import ahead_of, clauses, content_words, turn_body
+from .rerank import read_model
 from .trace import CandidateTrace, Trace
 
 MODEL_PATH = resources_dir() / "recipes" / "order.json"
@@ -134,25 +133,9 @@ def probability(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
     return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -30, 30))), dtype=float)
 
 
-@lru_cache(maxsize=8)
-def _load(path: str, _stamp: tuple[int, int]) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or list(doc.get("features") or []) != list(FEATURE_NAMES):
-        return None  # a model fitted on other features cannot be read as these
-    return doc
-
-
 def load_model(path: str | Path | None = None) -> dict[str, Any] | None:
     """The shipped model (None: no model, or one fitted on other features)."""
-    p = Path(path or MODEL_PATH)
-    try:
-        st = p.stat()
-    except OSError:
-        return None
-    return _load(str(p), (st.st_mtime_ns, st.st_size))
+    return read_model(path, MODEL_PATH, tuple(FEATURE_NAMES))
 
 
 def apply(trace: Trace, model: dict[str, Any] | None, qvec: np.ndarray | None,

@@ -201,27 +201,33 @@ def score(model: dict[str, Any], x: np.ndarray) -> np.ndarray:
     return np.asarray(((x - mu) / sd) @ w, dtype=float)
 
 
-@lru_cache(maxsize=4)
-def _load(path: str, _stamp: tuple[int, int]) -> dict[str, Any] | None:
+@lru_cache(maxsize=8)
+def _load(path: str, _stamp: tuple[int, int], features: tuple[str, ...]) -> dict[str, Any] | None:
     """The model at `path` as it was when it had `_stamp` (mtime, size): a rewritten file (bench fit
-    --model rerank writes its fold models to the same paths run after run) is read again."""
+    --model rerank / order writes its fold models to the same paths run after run) is read again."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or list(doc.get("features") or []) != list(FEATURE_NAMES):
+    if not isinstance(doc, dict) or list(doc.get("features") or []) != list(features):
         return None  # a model fitted on other features cannot be read as these
     return doc
 
 
-def load_model(path: str | Path | None = None) -> dict[str, Any] | None:
-    """The shipped model (None: no model, or one fitted on other features)."""
-    p = Path(path or MODEL_PATH)
+def read_model(path: str | Path | None, default: Path, features: tuple[str, ...]) -> dict[str, Any] | None:
+    """A learned stage's model file (`path`, else `default`) fitted on `features`; None: no file, or
+    one fitted on other features. Shared by learned_rerank and learned_order."""
+    p = Path(path or default)
     try:
         st = p.stat()
     except OSError:
         return None
-    return _load(str(p), (st.st_mtime_ns, st.st_size))
+    return _load(str(p), (st.st_mtime_ns, st.st_size), tuple(features))
+
+
+def load_model(path: str | Path | None = None) -> dict[str, Any] | None:
+    """The shipped model (None: no model, or one fitted on other features)."""
+    return read_model(path, MODEL_PATH, tuple(FEATURE_NAMES))
 
 
 def apply(trace: Trace, model: dict[str, Any] | None) -> None:
