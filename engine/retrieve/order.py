@@ -32,7 +32,7 @@ from ..names import name_key
 from ..paths import resources_dir
 from ..statements import ahead_of, clauses, content_words, turn_body
 from .rerank import read_model
-from .trace import CandidateTrace, Trace
+from .trace import CandidateTrace, Trace, lift_above
 
 MODEL_PATH = resources_dir() / "recipes" / "order.json"
 
@@ -163,10 +163,7 @@ def apply(trace: Trace, model: dict[str, Any] | None, qvec: np.ndarray | None,
             continue  # each turn is ordered once: by the strongest pair it is in
         earlier = group(e) if group is not None else [e]
         top = max(m.score for m in earlier)
-        if ll.score <= top:
-            delta = top + 1e-6 - ll.score
-            ll.components["learned_order"] = round(ll.components.get("learned_order", 0.0) + delta, 6)
-            ll.score += delta
+        lift_above(ll, top, "learned_order")
         on = ll.meta["source_time"][:10]
         e.components.setdefault("learned_order", 0.0)
         marks[str(e.memory_id)] = {

@@ -49,7 +49,7 @@ from .query import content_terms, match_expression
 from .recipes import NOT_SHIPPED, Recipe
 from .rerank import apply as learned_rerank
 from .rerank import load_model
-from .trace import CandidateTrace, DropReason, Trace
+from .trace import CandidateTrace, DropReason, Trace, lift_above
 
 # Which of a turn's claims a question asks, and which one a later change concerns, must be clear
 # by this much (cosine plus 0.15 a shared content word) for the change to count as another claim's.
@@ -1055,10 +1055,8 @@ class Recall:
                 newer_turns = [c for c in turns if c.meta.get("chunk_id") == m.get("chunk_id")]
                 top = max([succ.score] + [c.score for c in newer_turns])
                 for old in (turn, alive.get(fact["memory_id"])):
-                    if old is not None and old.score <= top:
-                        delta = top + 1e-6 - old.score
-                        old.components["claim_superseded"] = round(old.components.get("claim_superseded", 0.0) + delta, 6)
-                        old.score += delta
+                    if old is not None:
+                        lift_above(old, top, "claim_superseded")
             else:
                 # the current version of the asked claim leads the turn's other claims too: "where do I
                 # work now?" gets Globex before "works as a data analyst" (true, but not what was asked)
@@ -1443,10 +1441,7 @@ class Recall:
                 nxt = max((c for c in later if c.memory_id in changes), key=lambda c: (c.meta["source_time"], c.score))
                 earlier = group(answer)
                 top = max(m.score for m in earlier)
-                if nxt.score <= top:
-                    delta = top + 1e-6 - nxt.score
-                    nxt.components["restated_later"] = round(nxt.components.get("restated_later", 0.0) + delta, 6)
-                    nxt.score += delta
+                lift_above(nxt, top, "restated_later")
                 on = nxt.meta["source_time"][:10]
                 for m in earlier:
                     m.components.setdefault("restated_later", 0.0)
@@ -1677,10 +1672,7 @@ class Recall:
         group = partial(_answer_group, facts_of=facts_of)
 
         def lift(m: CandidateTrace, above: float) -> None:
-            if m.score <= above:
-                delta = above + 1e-6 - m.score
-                m.components["same_slot"] = round(m.components.get("same_slot", 0.0) + delta, 6)
-                m.score += delta
+            lift_above(m, above, "same_slot")
 
         start = max(eligible, key=lambda c: max(m.score for m in group(c)))
         if historical:

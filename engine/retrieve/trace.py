@@ -96,3 +96,12 @@ class Trace:
             "candidates": [c.as_dict() for c in sorted(
                 self.candidates.values(), key=lambda c: (c.rank is None, c.rank or 0, -c.score, c.memory_id))],
         }
+
+
+def lift_above(c: CandidateTrace, above: float, rule: str) -> None:
+    """Put `c` just above the score `above` (if it is not already), the lift added to its `rule`
+    component: how a current-truth rule makes one statement lead another."""
+    if c.score <= above:
+        delta = above + 1e-6 - c.score
+        c.components[rule] = round(c.components.get(rule, 0.0) + delta, 6)
+        c.score += delta
