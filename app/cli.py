@@ -15,6 +15,7 @@ import io
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -789,14 +790,7 @@ def _bench_fit_rerank(args: argparse.Namespace) -> int:
         out = run_rerank_fit(engine, args.data or [], recipe=args.recipe, workers=args.workers,
                              embedder=args.embedder, extract=args.extract or "none", limit=args.limit,
                              progress=None if args.json else _progress)
-    if not args.json:
-        sys.stderr.write("\n")
-    if args.write:
-        out["written"] = str(write_model(out))
-    if args.out:
-        _write_report(args.out, "rerank", out, markdown(out))
-    _emit(args, out, markdown(out))
-    return 0
+    return _fit_done(args, "rerank", out, write_model, markdown)
 
 
 def _bench_fit_order(args: argparse.Namespace) -> int:
@@ -810,12 +804,18 @@ def _bench_fit_order(args: argparse.Namespace) -> int:
     with MemoryEngine(_db_path(args), llm=False) as engine:
         out = run_order_fit(engine, data[0], recipe=args.recipe, workers=args.workers, embedder=args.embedder,
                             extract=args.extract, progress=None if args.json else _progress)
+    return _fit_done(args, "order", out, write_model, markdown)
+
+
+def _fit_done(args: argparse.Namespace, name: str, out: dict[str, Any], write_model: Callable[[dict[str, Any]], Any],
+              markdown: Callable[[dict[str, Any]], str]) -> int:
+    """A learned stage's fit is done: --write stores its model, --out its report, then print it."""
     if not args.json:
         sys.stderr.write("\n")
     if args.write:
         out["written"] = str(write_model(out))
     if args.out:
-        _write_report(args.out, "order", out, markdown(out))
+        _write_report(args.out, name, out, markdown(out))
     _emit(args, out, markdown(out))
     return 0
 
