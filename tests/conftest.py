@@ -32,6 +32,7 @@ def _no_leaks():
     yield
     pools = leaks.busy_pools()
     leaks.wait_for_pools()  # whatever the verdict, that work must not reach into the next test
+    leaks.collect_widgets()
     timers = [what for key, what in leaks.active_timers().items() if key not in timers_before]
     threads = leaks.leaked_threads(before)
     for t in threads:
