@@ -1144,6 +1144,77 @@ def _slot_reading(text: str, said_on: str | None, reply: bool, per_sentence: boo
     return hit
 
 
+# Where a store keeps them (memory_clauses.readings, issue 21), the readings of a turn by variant:
+# a fresh process (every benchmark run's) read each pooled turn again at its first recall, the
+# largest part of same_slot's CPU in the slowest recalls.
+def reading_variant(said_on: str | None, reply: bool, per_sentence: bool) -> str:
+    """The key a stored reading is kept under, beside its turn: what, besides the text, it read."""
+    return f"{int(reply)}{int(per_sentence)}{said_on or ''}"
+
+
+def slot_readings(text: str, said_on: str | None) -> dict[str, Any]:
+    """This process's readings of `text` said on `said_on` (every reply / per_sentence variant it
+    has made), encoded by variant for the store: a reason, or [[clause index, the person nouns],
+    ...] with the unsure reasons. Indices are into clauses(text)."""
+    out: dict[str, Any] = {}
+    parts: dict[Clause, int] | None = None  # a clause -> its index (the first of equal ones)
+    for reply in (False, True):
+        for per_sentence in (False, True):
+            hit = _SLOT_READINGS.get((text_key(text, CACHED_TEXT_CHARS), said_on, reply, per_sentence))
+            if hit is None:
+                continue
+            if isinstance(hit, str):
+                out[reading_variant(said_on, reply, per_sentence)] = hit
+                continue
+            if parts is None:
+                parts = {}
+                for at, c in enumerate(clauses(text)):
+                    parts.setdefault(c, at)
+            kept, unsure = hit
+            out[reading_variant(said_on, reply, per_sentence)] = [[[parts[c], list(theirs)] for c, theirs in kept],
+                                                                  list(unsure)]
+    return out
+
+
+def prime_slot_readings(text: str, said_on: str | None, stored: dict[str, Any]) -> None:
+    """Serve the readings a store kept of `text` (slot_readings' form, made by these rules:
+    RULES_VERSION) as this process's own; the text's clauses must be served already."""
+    parts: list[Clause] | None = None
+    for reply in (False, True):
+        for per_sentence in (False, True):
+            encoded = stored.get(reading_variant(said_on, reply, per_sentence))
+            if encoded is None:
+                continue
+            if isinstance(encoded, str):
+                reading: _SlotReading = encoded
+            else:
+                if parts is None:
+                    parts = clauses(text)
+                kept, unsure = encoded
+                reading = (tuple((parts[at], tuple(theirs)) for at, theirs in kept), tuple(unsure))
+            _SLOT_READINGS.put((text_key(text, CACHED_TEXT_CHARS), said_on, reply, per_sentence), reading)
+
+
+def encode_slot_readings(text: str, said_on: str | None) -> str | None:
+    """slot_readings of `text` as compact JSON for the store (None: this process has made none)."""
+    readings = slot_readings(text, said_on)
+    return json.dumps(readings, ensure_ascii=False, separators=(",", ":")) if readings else None
+
+
+def read_slots_for_store(text: str, said_on: str | None) -> str | None:
+    """Ingestion's reading of a turn, for the store: the variant same_slot reads by default (not
+    a reply, claims_in_passing on), encoded as encode_slot_readings; None for a text longer
+    than LONG_TEXT_CHARS, whose clauses no process keeps either."""
+    if len(text) > LONG_TEXT_CHARS:
+        return None
+    _slot_reading(text, said_on, False, True)
+    return encode_slot_readings(text, said_on)
+
+
+def has_slot_reading(text: str, said_on: str | None, reply: bool, per_sentence: bool) -> bool:
+    return _SLOT_READINGS.get((text_key(text, CACHED_TEXT_CHARS), said_on, reply, per_sentence)) is not None
+
+
 def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool) -> _SlotReading:
     if ADDITIVE.search(text):
         return "adds to what holds"

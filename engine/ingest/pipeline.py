@@ -33,7 +33,15 @@ from ..errors import Cancelled
 from ..extract.secrets import MARKER as SECRET_MARKER
 from ..names import Mention, find_mentions
 from ..scope import Scope
-from ..statements import PARSED_TRUST, RULES_VERSION, clauses, encode_clauses, text_digest, turn_body
+from ..statements import (
+    PARSED_TRUST,
+    RULES_VERSION,
+    clauses,
+    encode_clauses,
+    read_slots_for_store,
+    text_digest,
+    turn_body,
+)
 from ..store.store import Store, Writer
 from ..timeexpr import stored_rows
 from .model import ParsedChunk, ParsedDocument
@@ -118,7 +126,8 @@ class _NewChunk:
     mentions: list[Mention]
     speaker_entity: bool  # the speaker is a mention without a span (the text does not name them)
     times: list[tuple[Any, ...]]  # the time expressions it names, resolved against its own time (timeexpr)
-    clauses: tuple[bytes, str] | None = None  # (digest, encoded) of its parsed text (memory_clauses)
+    # (digest, encoded clauses, encoded slot readings or None) of its parsed text (memory_clauses)
+    clauses: tuple[bytes, str, str | None] | None = None
 
 
 @dataclass(slots=True)
@@ -204,7 +213,7 @@ class Ingestor:
                 # what recall's current-truth stage parses of a turn (engine/retrieve/pipeline.py),
                 # parsed once here and kept beside the memory (memory_clauses)
                 body = turn_body(text, ch.speaker)
-                parse = (text_digest(body), encode_clauses(clauses(body)))
+                parse = (text_digest(body), encode_clauses(clauses(body)), read_slots_for_store(body, source_time))
             p.new_chunks.append(_NewChunk(
                 ordinal=ordinal, text=text, content_hash=chunk_hash(doc, ch), trust=trust,
                 source_time=source_time, mentions=mentions, speaker_entity=bool(ch.speaker) and speaker_span is None,
@@ -328,7 +337,7 @@ class Ingestor:
         emb = self.embedder
         new_vectors: list[tuple[int, np.ndarray]] = []
         mentions: list[tuple[int, int, int | None, int | None, int | None]] = []
-        parses: list[tuple[int, bytes, str, str]] = []
+        parses: list[tuple[int, bytes, str, str, str | None]] = []
 
         def entity(name: str, canonical: str, kind: str) -> int:
             key = (canonical, kind)
@@ -354,7 +363,7 @@ class Ingestor:
             )
             w.add_source(memory_id=mid, chunk_id=cid, document_id=doc_id, start=ch.start, end=ch.end)
             if nc.clauses is not None:
-                parses.append((mid, nc.clauses[0], RULES_VERSION, nc.clauses[1]))
+                parses.append((mid, nc.clauses[0], RULES_VERSION, nc.clauses[1], nc.clauses[2]))
             new_vectors.append((mid, p.vectors[nc.ordinal]))
             for m in nc.mentions:
                 mentions.append((entity(m.name, m.canonical, m.kind), mid, cid, ch.start + m.start, ch.start + m.end))

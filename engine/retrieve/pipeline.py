@@ -7,6 +7,7 @@ when an endpoint is configured, each within a time budget and with a determinist
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -32,8 +33,11 @@ from ..statements import (
     content_words,
     decode_clauses,
     encode_clauses,
+    encode_slot_readings,
+    has_slot_reading,
     parsed,
     prime_clauses,
+    prime_slot_readings,
     text_digest,
     told_done,
     turn_body,
@@ -85,9 +89,9 @@ class RecallResult:
     context_text: str = ""
     context_tokens: int = 0
     not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
-    # turns' clauses this recall parsed that the store did not hold: (memory id, text digest,
-    # rules version, encoded clauses), written with the trace (memory_clauses)
-    parses: list[tuple[int, bytes, str, str]] = field(default_factory=list)
+    # turns' clauses and slot readings this recall made that the store did not hold: (memory id,
+    # text digest, rules version, encoded clauses, encoded readings), written with the trace (memory_clauses)
+    parses: list[tuple[int, bytes, str, str, str | None]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace.id, "results": self.results,
@@ -471,7 +475,9 @@ class Recall:
             trace.params["off"] = switched
         if any(f in r.off for f in NOT_SHIPPED):  # built, left off by every shipped recipe
             trace.params["not_shipped"] = [f for f in r.off if f in NOT_SHIPPED]
-        self._unstored: list[tuple[int, str]] = []  # turns whose parse the store lacks (_stored_clauses)
+        # turns whose parse or slot readings the store lacks: (memory id, text, said on, the
+        # readings the store has, encoded) (_stored_clauses)
+        self._unstored: list[tuple[int, str, str | None, str | None]] = []
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
@@ -488,9 +494,23 @@ class Recall:
         ranked, order = self._rank(trace, k)
         result = self._budget(trace, ranked, budget or r.budget_tokens)
         result.ordered_ids = order
-        result.parses = [(mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)))
-                         for mid, body in self._unstored if parsed(body)]
+        result.parses = self._new_parses()
         return result
+
+    def _new_parses(self) -> list[tuple[int, bytes, str, str, str | None]]:
+        """The rows of memory_clauses this recall can add to: the parses and slot readings of the
+        turns it made the store did not hold (self._unstored)."""
+        rows = []
+        for mid, body, said_on, had in self._unstored:
+            if not parsed(body):
+                continue
+            readings = encode_slot_readings(body, said_on)
+            if had is not None and readings is not None and readings != had:
+                readings = json.dumps({**json.loads(had), **json.loads(readings)}, ensure_ascii=False,
+                                      separators=(",", ":"))
+            if had is None or readings != had:
+                rows.append((mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)), readings or had))
+        return rows
 
     # candidates -------------------------------------------------------------------------------
     def _candidates(self, trace: Trace, qvec: np.ndarray, *, extra_terms: list[str]) -> None:
@@ -987,16 +1007,24 @@ class Recall:
         pool = sorted((c for c in turns if c.meta.get("trust") in PARSED_TRUST and c.meta.get("speaker")
                        and c.meta.get("source_time")), key=lambda c: -c.score)[: self.recipe.restatement_pool]
         bodies = {c.memory_id: _body(c.meta["text"], c.meta["speaker"]) for c in pool}
-        wanted = [mid for mid, body in bodies.items() if not parsed(body)]
+        said_on = {c.memory_id: c.meta["source_time"] for c in pool}
+        passing = self.recipe.on("claims_in_passing")
+        wanted = [mid for mid, body in bodies.items()
+                  if not parsed(body) or not has_slot_reading(body, said_on[mid], False, passing)]
         if not wanted:
             return
         stored = self.store.memory_clauses(wanted, RULES_VERSION)
         for mid in wanted:
             body, row = bodies[mid], stored.get(mid)
             if row is not None and row[0] == text_digest(body):
-                prime_clauses(body, decode_clauses(row[1]))
+                if not parsed(body):
+                    prime_clauses(body, decode_clauses(row[1]))
+                if row[2] is not None:
+                    prime_slot_readings(body, said_on[mid], json.loads(row[2]))
+                if not has_slot_reading(body, said_on[mid], False, passing):
+                    self._unstored.append((mid, body, said_on[mid], row[2]))
             else:
-                self._unstored.append((mid, body))
+                self._unstored.append((mid, body, said_on[mid], None))
 
     def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
                             claims: dict[int, list[dict[str, Any]]], newer: dict[int, list[int]]) -> None:

@@ -365,17 +365,18 @@ class RecallReads:
                 out.setdefault(row.pop("turn_id"), []).append(row)
         return out
 
-    def memory_clauses(self, memory_ids: list[int], rules: str) -> dict[int, tuple[bytes, str]]:
-        """memory -> (text digest, encoded clauses) of its stored parse by these rules (the caller
-        checks the digest against the text it would parse). Memory ids come from this scope's
-        candidates; the rows hold nothing but a parse of their memory's text."""
-        out: dict[int, tuple[bytes, str]] = {}
+    def memory_clauses(self, memory_ids: list[int], rules: str) -> dict[int, tuple[bytes, str, str | None]]:
+        """memory -> (text digest, encoded clauses, encoded slot readings or None) of its stored
+        parse by these rules (the caller checks the digest against the text it would parse).
+        Memory ids come from this scope's candidates; the rows hold nothing but a parse of their
+        memory's text."""
+        out: dict[int, tuple[bytes, str, str | None]] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
-            for mid, digest, parts in self.conn.execute(
-                    f"SELECT memory_id, text_hash, clauses FROM memory_clauses WHERE memory_id IN ({marks})"
+            for mid, digest, parts, readings in self.conn.execute(
+                    f"SELECT memory_id, text_hash, clauses, readings FROM memory_clauses WHERE memory_id IN ({marks})"
                     " AND rules = ?", (*part, rules)):
-                out[mid] = (digest, parts)
+                out[mid] = (digest, parts, readings)
         return out
 
     def newer_versions(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[int]]:
@@ -522,10 +523,11 @@ class RecallWrites:
             " components, score, rank, dropped_stage, drop_reason, drop_detail, tokens)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [(*self._sp, trace_id, *r) for r in rows])
 
-    def put_memory_clauses(self, rows: list[tuple[int, bytes, str, str]]) -> None:
-        """rows: (memory id, text digest, rules version, encoded clauses); replaces a memory's parse."""
-        self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses)"
-                              " VALUES (?,?,?,?)", rows)
+    def put_memory_clauses(self, rows: list[tuple[int, bytes, str, str, str | None]]) -> None:
+        """rows: (memory id, text digest, rules version, encoded clauses, encoded slot readings or
+        None); replaces a memory's parse."""
+        self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses, readings)"
+                              " VALUES (?,?,?,?,?)", rows)
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         """Count a use of each memory (an agent's recall returned it). The new counts are left in
@@ -661,7 +663,8 @@ class BulkWrites:
             if table == "memories":
                 added = self.conn.changes()
         # the copies' parsed clauses (memory_clauses: keyed by memory, no scope or id of its own)
-        self.conn.execute(f"INSERT INTO memory_clauses(memory_id, text_hash, rules, clauses) SELECT memory_id +"
-                          f" {off['memories']}, text_hash, rules, clauses FROM memory_clauses WHERE memory_id <="
+        self.conn.execute(f"INSERT INTO memory_clauses(memory_id, text_hash, rules, clauses, readings) SELECT"
+                          f" memory_id + {off['memories']}, text_hash, rules, clauses, readings FROM memory_clauses"
+                          f" WHERE memory_id <="
                           f" {base['memories']} AND memory_id IN {mems}", self._sp)
         return added

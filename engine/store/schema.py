@@ -500,6 +500,14 @@ def _v8_recall_cpu(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE retrieval_traces ADD COLUMN candidate_rows TEXT")
 
 
+def _v9_slot_readings(conn: apsw.Connection) -> None:
+    """A turn's question-independent same_slot readings (engine.statements.slot_readings, by
+    variant) kept beside its parsed clauses (issue 21): a fresh process read every pooled turn
+    again at its first recall, the largest part of same_slot's CPU in a benchmark's slowest
+    recalls. Written by recall with the trace; read under the same digest and rules as the clauses."""
+    conn.execute("ALTER TABLE memory_clauses ADD COLUMN readings TEXT")
+
+
 MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys,
-              _v7_trace_rows_by_trace, _v8_recall_cpu]
+              _v7_trace_rows_by_trace, _v8_recall_cpu, _v9_slot_readings]
 SCHEMA_VERSION = len(MIGRATIONS)

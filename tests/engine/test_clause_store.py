@@ -1,8 +1,11 @@
-"""Turns' parsed clauses kept beside their memories (memory_clauses): written at ingestion, read by
-recall in a process that has not parsed them, never read when the text or the rules differ, gone
-with their memory, and a recall over stored parses ranks exactly as one that parses."""
+"""Turns' parsed clauses and same_slot readings kept beside their memories (memory_clauses):
+written at ingestion, read by recall in a process that has not parsed them, never read when the
+text or the rules differ, gone with their memory, and a recall over stored parses and readings
+ranks exactly as one that makes them."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -10,6 +13,8 @@ from engine import statements
 from engine.embed.hashing import HashingEmbedder
 from engine.ingest.formats.chat import parse_json
 from engine.memory import MemoryEngine
+from engine.retrieve import recipes
+from engine.retrieve.pipeline import Recall
 from engine.scope import Scope
 
 S = Scope.default("dana", "bot")
@@ -48,9 +53,19 @@ def user_turns(engine: MemoryEngine) -> dict[int, str]:
 
 
 def forget_parses() -> None:
-    """This process's parse caches emptied, as a fresh process has them."""
+    """This process's parse and reading caches emptied, as a fresh process has them."""
     statements._CLAUSES._items.clear()
     statements._LONG_CLAUSES._items.clear()
+    statements._SLOT_READINGS._items.clear()
+
+
+def stored_readings(engine: MemoryEngine) -> dict[int, str | None]:
+    return dict(engine.store.conn.execute("SELECT memory_id, readings FROM memory_clauses"))
+
+
+# a pool where same_slot reads every user turn: one speaker, three conversations
+QUESTIONS = ["Where does Dana live now?", "Where did Dana live before Munich?", "Is Dana moving to Hamburg?",
+             "Where do I live?"]
 
 
 def test_ingestion_keeps_the_parse_of_every_user_turn(eng):
@@ -108,7 +123,7 @@ def test_a_parse_of_other_rules_or_another_text_is_not_read(eng):
     assert eng.store.memory_clauses([mid], "other-rules") == {}
     with eng.store.writer(S) as w:  # a stored parse whose text is not the memory's now
         w.put_memory_clauses([(mid, statements.text_digest("something else"), statements.RULES_VERSION,
-                               statements.encode_clauses(statements.clauses("I sold my car.")))])
+                               statements.encode_clauses(statements.clauses("I sold my car.")), None)])
     forget_parses()
     res = eng.recall("Where does Dana live now?", scope=S)
     assert statements.clauses(body) != list(statements.clauses("I sold my car."))
@@ -121,3 +136,66 @@ def test_the_parse_goes_with_its_memory(eng):
     with eng.store.writer(S) as w:
         w.delete_memory(mid)
     assert mid not in rows(eng)
+
+
+def test_ingestion_keeps_the_default_slot_reading_of_every_user_turn(eng):
+    turns = user_turns(eng)
+    times = dict(eng.store.conn.execute("SELECT id, source_time FROM memories"))
+    kept = stored_readings(eng)
+    for mid in turns:
+        variant = statements.reading_variant(times[mid], False, True)
+        assert variant in json.loads(kept[mid])  # not a reply, claims_in_passing on
+    forget_parses()
+    for mid, body in turns.items():  # and it is the reading this process would make
+        made = statements._read_slots(body, times[mid], False, True)
+        forget_parses()
+        statements.prime_slot_readings(body, times[mid], json.loads(kept[mid]))
+        assert statements._SLOT_READINGS.get((body, times[mid], False, True)) == made
+
+
+def test_a_fresh_process_reads_the_stored_readings_and_ranks_as_reading_does(eng, monkeypatch):
+    forget_parses()
+    read_now: list[str] = []
+    real = statements._read_slots
+    monkeypatch.setattr(statements, "_read_slots", lambda text, *a: read_now.append(text) or real(text, *a))
+    from_store = [eng.recall(q, scope=S, persist=False) for q in QUESTIONS]
+    assert not set(user_turns(eng).values()) & set(read_now)  # every user turn's reading came from the store
+    assert all(r.parses == [] for r in from_store)
+    eng.store.conn.execute("UPDATE memory_clauses SET readings = NULL")
+    forget_parses()
+    reading = [eng.recall(q, scope=S, persist=False) for q in QUESTIONS]
+    assert set(user_turns(eng).values()) <= set(read_now)
+    for a, b in zip(from_store, reading, strict=True):
+        assert a.ordered_ids == b.ordered_ids
+        assert {m: c.components for m, c in a.trace.candidates.items()} == \
+            {m: c.components for m, c in b.trace.candidates.items()}
+        assert a.trace.params.get("outdated") == b.trace.params.get("outdated")
+
+
+def test_recall_writes_the_readings_the_store_lacked_and_keeps_the_parse(eng):
+    before = rows(eng)
+    eng.store.conn.execute("UPDATE memory_clauses SET readings = NULL")
+    forget_parses()
+    res = eng.recall("Where does Dana live now?", scope=S)
+    assert res.parses and all(p[4] is not None for p in res.parses)
+    kept = stored_readings(eng)
+    for mid, *_ in res.parses:
+        assert kept[mid] is not None and rows(eng)[mid] == before[mid]  # the parse itself unchanged
+    # a reading of another variant (a reply) joins the stored ones instead of replacing them
+    mid, body = next(iter(user_turns(eng).items()))
+    when = dict(eng.store.conn.execute("SELECT id, source_time FROM memories"))[mid]
+    forget_parses()
+    had = statements.read_slots_for_store(body, when)  # the default variant, as ingestion keeps it
+    forget_parses()
+    statements.clauses(body)
+    statements._slot_reading(body, when, True, True)  # only the reply variant in this process
+    recall = Recall(eng.store, S, eng.embedder, None, recipes.get_recipe("offline"))
+    recall._unstored = [(mid, body, when, had)]
+    (row,) = recall._new_parses()
+    merged = json.loads(row[4])
+    assert set(merged) == {statements.reading_variant(when, False, True), statements.reading_variant(when, True, True)}
+    assert merged[statements.reading_variant(when, False, True)] == json.loads(had)[
+        statements.reading_variant(when, False, True)]
+    # and nothing to write when the store holds every reading this process made
+    recall._unstored = [(mid, body, when, row[4])]
+    assert recall._new_parses() == []
