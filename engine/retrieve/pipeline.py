@@ -1337,7 +1337,8 @@ class Recall:
             # now"), and any earlier statement of the same thing by its speaker tells what held
             # before it, said as an aside too ("My Vespa won't start in the cold")
             later_value = content_words(b.group(1)) if (b := BEFORE_VALUE.search(trace.query)) else set()
-            naming = [c for c in pool if later_value & content_words(_body(c.meta["text"], c.meta["speaker"]))]
+            naming = [c for c in pool
+                      if later_value and later_value & content_words(_body(c.meta["text"], c.meta["speaker"]))]
             anchor = max(naming or statements, key=lambda c: max(m.score for m in group(c)))
             anchor_text = _body(anchor.meta["text"], anchor.meta["speaker"])
             before = [c for c in pool if c.meta["source_time"] < anchor.meta["source_time"] and same_thing(c, anchor)
