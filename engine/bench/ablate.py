@@ -55,7 +55,11 @@ DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evid
 DEFAULT_FOLDS = {"locomo": "conversation", "longmemeval": "type", "convomem": "type", "updates": "half"}
 SECONDARY = ("turn_evidence_recall@5", "turn_recall_all@10", "session_recall_all@5", "turn_mrr")
 # Features the offline recipe cannot exercise (no LLM stages here): listed, never measured as zero.
-BASELINE = "baseline"
+# The variant with every chosen feature on. Variants are keyed by the feature switched off, and one
+# feature is named "baseline" (the popularity channel): under that key its variant replaced the
+# all-on one, so every ablation compared against the recipe without that channel and measured the
+# channel itself as 0. No feature's name has a space.
+BASELINE = "all on"
 
 
 def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -268,6 +272,7 @@ class _Ablation:
         work = Path(str(engine.path) + ".bench") / "ablate"
         variants = {BASELINE: list(self.base_recipe.off)} | {f: sorted({*self.base_recipe.off, f})
                                                              for f in self.chosen}
+        assert len(variants) == len(self.chosen) + 1, "a feature's variant is named as the all-on one"
         batches = self.loaded.dev_batches() if isinstance(self.loaded, ds.UpdatesDataset) else None
         for i, spec in enumerate(self.specs):
             for q in spec["questions"]:

@@ -25,7 +25,7 @@ def engine(tmp_path):
 
 def _item(fold, base, off, qid):
     return {"question_id": qid, "category": "single-hop", "fold": fold, "excluded": False, "gold": {"turn": ["D1:1"]},
-            "variants": {"baseline": {"turn_evidence_recall@10": base}, "f": {"turn_evidence_recall@10": off}}}
+            "variants": {ablate.BASELINE: {"turn_evidence_recall@10": base}, "f": {"turn_evidence_recall@10": off}}}
 
 
 def test_a_feature_that_helps_one_fold_and_hurts_the_others_is_not_a_mechanism():
@@ -77,6 +77,19 @@ def test_ablation_end_to_end_on_two_conversations(engine, tmp_path):
     assert files[1].read_text().startswith("# Ablation: locomo")
     with pytest.raises(BadInput, match="unknown feature"):
         ablate.run_ablation(engine, DATA / "bench_locomo_tiny.json", features=["nope"], embedder="hashing")
+
+
+def test_the_feature_named_baseline_is_measured_against_the_recipe_with_every_feature_on(engine):
+    """The popularity channel's feature is called "baseline": its variant once took the place of
+    the all-on one, so every ablation's baseline lacked the channel and the channel scored 0."""
+    run = ablate._Ablation(engine, DATA / "bench_locomo_tiny.json", features=["baseline", "fts"], folds=None,
+                           metric=None, recipe="offline", embedder="hashing", extract=None, limit=None, fresh=False)
+    shipped = sorted(get_recipe("offline").off)
+    assert "baseline" not in shipped  # the recipe has the channel
+    for spec in run.specs:
+        variants = spec["variants"]
+        assert len(variants) == 3 and sorted(variants[ablate.BASELINE]) == shipped
+        assert variants["baseline"] == sorted({*shipped, "baseline"}) and variants["fts"] == sorted({*shipped, "fts"})
 
 
 def test_a_pooled_ablation_judges_each_fold_by_every_files_other_folds():
