@@ -268,6 +268,12 @@ def updated_by(trace: Trace, memory_id: int) -> dict[str, Any] | None:
 _body = turn_body  # a turn's text without the "<speaker>: " prefix the chat importers put in front
 
 
+def _top_k(trace: Trace) -> set[int]:
+    """The ids of the k best-scored alive candidates, ties broken as _rank breaks them (the
+    smaller id first): the current-truth rules move only turns of the top k, so recall@k stays."""
+    return {c.memory_id for c in sorted(trace.alive(), key=lambda c: (-c.score, c.memory_id))[: trace.k]}
+
+
 def _speaker_named(c: CandidateTrace) -> str | None:
     """The turn's speaker by name, None for the anonymous user ("user", "human", "me")."""
     return c.meta["speaker"] if c.meta["speaker"].casefold() not in ("user", "human", "me") else None
@@ -1368,7 +1374,7 @@ class Recall:
         # chain moves: the rest of the ranking keeps its order.
         seen: set[int] = set()
         quantity = bool(QUANTITY.search(trace.query) or AMOUNT.search(trace.query))
-        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        top_k = _top_k(trace)
 
         def push_below(aside: CandidateTrace, clause: str, answer: CandidateTrace) -> None:
             """not_a_change: a later plan, visit or someone else's matter goes below the statement it
@@ -1718,7 +1724,7 @@ class Recall:
                 "reason": f"asked about the past: '{as_old[prev.memory_id][0]}' came before "
                           f"'{claim[start.memory_id][0]}' ({why})"}}
             return
-        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        top_k = _top_k(trace)
 
         def replaced(old: CandidateTrace, by: CandidateTrace, why: str) -> None:
             top = max(m.score for m in group(old))
@@ -1775,7 +1781,7 @@ class Recall:
 
         if NOT_YET.search(trace.query) or HOPE.search(trace.query) or _MODAL_TURN.search(trace.query):
             return  # the question asks for the plan or the supposition itself
-        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        top_k = _top_k(trace)
         asides = trace.params.setdefault("asides", {})
         group = partial(_answer_group, facts_of=facts_of)
         # the earlier turn states it (a claim of slot_claims', however near the question) or mentions it
@@ -1819,7 +1825,7 @@ class Recall:
             return bool(ts) and max(float(np.dot(vecs[t], qv)) for t in ts) >= r.slot_answer_similarity
 
         # both in the top k: the rule reorders what a reader gets, never changes it
-        top_k = {c.memory_id for c in sorted(trace.alive(), key=lambda c: -c.score)[: trace.k]}
+        top_k = _top_k(trace)
         stated = [c for c in pool if c.memory_id in texts and c.memory_id in top_k and answers(texts[c.memory_id])]
         group = partial(_answer_group, facts_of=facts_of)
         asides = trace.params.setdefault("asides", {})

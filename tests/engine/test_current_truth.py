@@ -702,3 +702,17 @@ def test_a_question_about_the_plan_itself_keeps_the_plan_first(engine):
                                             "are good to live in?", "Good question."])], extract=engine.extract_mode)
     res = engine.recall("Which city are we looking at houses in?", scope=S)
     assert not any(a["rule"] == "unasserted_below" for a in (res.trace.params.get("asides") or {}).values())
+
+
+def test_the_rules_top_k_breaks_ties_as_the_ranking_does():
+    """The current-truth rules move only turns of the top k; with a tie at the k-th place, their
+    top k is the one the ranking returns (the smaller id first), whatever order recall met them in."""
+    from engine.retrieve.pipeline import _top_k
+    from engine.retrieve.trace import Trace
+
+    t = Trace(query="Where do I live now?", origin="test", recipe="offline", k=2, as_of=None)
+    for mid, score in ((9, 0.5), (7, 0.9), (3, 0.5)):  # met 9 before 3, both at the 2nd place
+        t.candidate(mid).score = score
+    assert _top_k(t) == {7, 3}
+    t.candidates[3].drop("filters", "expired")
+    assert _top_k(t) == {7, 9}  # only alive candidates count
