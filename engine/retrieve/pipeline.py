@@ -42,6 +42,7 @@ from ..statements import (
     told_done,
     turn_body,
 )
+from ..store.recall import StoredParse
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
@@ -89,9 +90,10 @@ class RecallResult:
     context_text: str = ""
     context_tokens: int = 0
     not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
-    # turns' clauses and slot readings this recall made that the store did not hold: (memory id,
-    # text digest, rules version, encoded clauses, encoded readings), written with the trace (memory_clauses)
-    parses: list[tuple[int, bytes, str, str, str | None]] = field(default_factory=list)
+    # turns' clauses, slot readings and clause vectors this recall made that the store did not
+    # hold: memory_clauses rows (memory id, then StoredParse's fields but for the rules version
+    # after the digest), written with the trace
+    parses: list[tuple[Any, ...]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace.id, "results": self.results,
@@ -137,6 +139,23 @@ class _VectorMemo:
     def __init__(self, size: int = 8192) -> None:
         self._vecs: LRU[tuple[str, int, str, str | bytes], np.ndarray] = LRU(size)
 
+    @staticmethod
+    def model_of(embedder: Embedder) -> str:
+        """The embedder's model as a stored clause vector names it (memory_clauses.vectors_model)."""
+        return f"{getattr(embedder, 'model', type(embedder).__name__)}/{int(getattr(embedder, 'dims', 0))}"
+
+    def peek(self, embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
+        """The passage vectors of `texts` this process holds, embedding none."""
+        model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), "passage")
+        found = ((t, self._vecs.get((*model, text_key(t, self.MAX_TEXT_CHARS)))) for t in texts)
+        return {t: v for t, v in found if v is not None}
+
+    def prime(self, embedder: Embedder, vecs: dict[str, np.ndarray]) -> None:
+        """Serve these passage vectors (a store kept them, made by this model) as this process's own."""
+        model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), "passage")
+        for t, v in vecs.items():
+            self._vecs.put((*model, text_key(t, self.MAX_TEXT_CHARS)), v)
+
     def get(self, embedder: Embedder, texts: list[str], kind: str = "passage") -> dict[str, np.ndarray]:
         model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), kind)
         out: dict[str, np.ndarray] = {}
@@ -153,6 +172,42 @@ class _VectorMemo:
 
 
 CLAUSE_VECTORS = _VectorMemo()
+
+
+def _clause_texts(body: str) -> dict[str, int]:
+    """A turn's clause texts -> the index of the first clause with that text (clauses(body))."""
+    out: dict[str, int] = {}
+    for at, c in enumerate(clauses(body)):
+        out.setdefault(c.text, at)
+    return out
+
+
+def _stored_vectors(row: StoredParse | None, model: str, body: str) -> dict[str, np.ndarray]:
+    """The clause vectors a stored row keeps of `body` under `model`, by clause text."""
+    if row is None or row.vectors is None or row.vectors_model != model or not row.vector_at:
+        return {}
+    at = [int(i) for i in row.vector_at.split(",")]
+    mat = np.frombuffer(row.vectors, dtype="<f4").reshape(len(at), -1)
+    parts = clauses(body)
+    return {parts[i].text: mat[n] for n, i in enumerate(at) if i < len(parts)}
+
+
+def _clause_vectors(embedder: Embedder, body: str) -> dict[str, np.ndarray]:
+    """The vectors of `body`'s clauses this process has embedded (float32 ones: what a row keeps)."""
+    return {t: v for t, v in CLAUSE_VECTORS.peek(embedder, list(_clause_texts(body))).items()
+            if v.dtype == np.float32}
+
+
+def _encode_vectors(vecs: dict[str, np.ndarray], model: str, body: str) -> tuple[str | None, bytes | None, str | None]:
+    """(model, float32 rows, their clause indices ascending) of `body`'s clause vectors (by clause
+    text) for memory_clauses; (None, None, None) when there are none."""
+    index = _clause_texts(body)
+    at = sorted(index[t] for t in vecs if t in index)
+    if not at:
+        return None, None, None
+    parts = clauses(body)
+    mat = np.stack([vecs[parts[i].text] for i in at]).astype("<f4", copy=False)
+    return model, mat.tobytes(), ",".join(map(str, at))
 # The content terms of the clauses and claims the current-truth stage compares, by rule and text:
 # same_slot read every clause of every pooled turn through the FTS tokenizer question after
 # question (LoCoMo dev: ~10% of that stage's CPU, issue 21). Exact: a text's terms are a function
@@ -481,9 +536,9 @@ class Recall:
             trace.params["off"] = switched
         if any(f in r.off for f in NOT_SHIPPED):  # built, left off by every shipped recipe
             trace.params["not_shipped"] = [f for f in r.off if f in NOT_SHIPPED]
-        # turns whose parse or slot readings the store lacks: (memory id, text, said on, the
-        # readings the store has, encoded) (_stored_clauses)
-        self._unstored: list[tuple[int, str, str | None, str | None]] = []
+        # turns this recall looked up in memory_clauses: (memory id, text, said on, the stored row
+        # or None), written back with what the recall added to them (_stored_clauses, _new_parses)
+        self._unstored: list[tuple[int, str, str | None, StoredParse | None]] = []
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
@@ -503,19 +558,25 @@ class Recall:
         result.parses = self._new_parses()
         return result
 
-    def _new_parses(self) -> list[tuple[int, bytes, str, str, str | None]]:
-        """The rows of memory_clauses this recall can add to: the parses and slot readings of the
-        turns it made the store did not hold (self._unstored)."""
+    def _new_parses(self) -> list[tuple[Any, ...]]:
+        """The rows of memory_clauses this recall can add to: the parses, slot readings and clause
+        vectors it made of the turns it looked up (self._unstored) that the store did not hold."""
         rows = []
-        for mid, body, said_on, had in self._unstored:
+        model = CLAUSE_VECTORS.model_of(self.embedder)
+        for mid, body, said_on, row in self._unstored:
             if not parsed(body):
                 continue
+            had = row.readings if row is not None else None
             readings = encode_slot_readings(body, said_on)
             if had is not None and readings is not None and readings != had:
                 readings = json.dumps({**json.loads(had), **json.loads(readings)}, ensure_ascii=False,
                                       separators=(",", ":"))
-            if had is None or readings != had:
-                rows.append((mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)), readings or had))
+            readings = readings or had
+            kept = _stored_vectors(row, model, body)
+            vecs = kept | _clause_vectors(self.embedder, body)
+            if row is None or readings != had or len(vecs) > len(kept):
+                rows.append((mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)), readings,
+                             *_encode_vectors(vecs, model, body)))
         return rows
 
     # candidates -------------------------------------------------------------------------------
@@ -1020,15 +1081,17 @@ class Recall:
         if not wanted:
             return
         stored = self.store.memory_clauses(wanted, RULES_VERSION)
+        model = CLAUSE_VECTORS.model_of(self.embedder)
         for mid in wanted:
             body, row = bodies[mid], stored.get(mid)
-            if row is not None and row[0] == text_digest(body):
+            if row is not None and row.digest == text_digest(body):
                 if not parsed(body):
-                    prime_clauses(body, decode_clauses(row[1]))
-                if row[2] is not None:
-                    prime_slot_readings(body, said_on[mid], json.loads(row[2]))
-                if not has_slot_reading(body, said_on[mid], False, passing):
-                    self._unstored.append((mid, body, said_on[mid], row[2]))
+                    prime_clauses(body, decode_clauses(row.clauses))
+                if row.readings is not None:
+                    prime_slot_readings(body, said_on[mid], json.loads(row.readings))
+                if row.vectors is not None:
+                    CLAUSE_VECTORS.prime(self.embedder, _stored_vectors(row, model, body))
+                self._unstored.append((mid, body, said_on[mid], row))
             else:
                 self._unstored.append((mid, body, said_on[mid], None))
 

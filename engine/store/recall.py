@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import apsw
 import numpy as np
@@ -14,6 +14,19 @@ from ..records import StoredTrace, TraceCandidate
 from ..scope import Scope
 from .schema import FTS_TOKENIZER
 from .sql import dict_rows, scope_where
+
+
+class StoredParse(NamedTuple):
+    """What memory_clauses keeps of a turn's text (engine.statements and the recall's current-truth
+    stage read it back): its parse, its same_slot readings, and the vectors of the clauses recall
+    has embedded under one embedder model."""
+
+    digest: bytes  # engine.statements.text_digest of the parsed text
+    clauses: str  # engine.statements.encode_clauses
+    readings: str | None  # engine.statements.encode_slot_readings
+    vectors_model: str | None  # the embedder the vectors are of (model/dims)
+    vectors: bytes | None  # float32 rows, one a clause in vector_at
+    vector_at: str | None  # the clauses' indices, comma-separated, ascending
 
 # and the trace's candidates as one JSON array, where it has one (schema v8; else trace_candidates rows)
 _TRACE_FIELDS = (*(f.name for f in fields(StoredTrace) if f.name != "candidates"), "candidate_rows")
@@ -365,18 +378,17 @@ class RecallReads:
                 out.setdefault(row.pop("turn_id"), []).append(row)
         return out
 
-    def memory_clauses(self, memory_ids: list[int], rules: str) -> dict[int, tuple[bytes, str, str | None]]:
-        """memory -> (text digest, encoded clauses, encoded slot readings or None) of its stored
-        parse by these rules (the caller checks the digest against the text it would parse).
-        Memory ids come from this scope's candidates; the rows hold nothing but a parse of their
-        memory's text."""
-        out: dict[int, tuple[bytes, str, str | None]] = {}
+    def memory_clauses(self, memory_ids: list[int], rules: str) -> dict[int, StoredParse]:
+        """memory -> its stored parse by these rules (the caller checks the digest against the
+        text it would parse). Memory ids come from this scope's candidates; the rows hold nothing
+        but what was read of their memory's text."""
+        out: dict[int, StoredParse] = {}
         for part in _chunks(memory_ids):
             marks = ",".join("?" * len(part))
-            for mid, digest, parts, readings in self.conn.execute(
-                    f"SELECT memory_id, text_hash, clauses, readings FROM memory_clauses WHERE memory_id IN ({marks})"
-                    " AND rules = ?", (*part, rules)):
-                out[mid] = (digest, parts, readings)
+            for mid, *row in self.conn.execute(
+                    "SELECT memory_id, text_hash, clauses, readings, vectors_model, vectors, vector_at FROM"
+                    f" memory_clauses WHERE memory_id IN ({marks}) AND rules = ?", (*part, rules)):
+                out[mid] = StoredParse(*row)
         return out
 
     def newer_versions(self, scope: Scope, memory_ids: list[int]) -> dict[int, list[int]]:
@@ -523,11 +535,13 @@ class RecallWrites:
             " components, score, rank, dropped_stage, drop_reason, drop_detail, tokens)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [(*self._sp, trace_id, *r) for r in rows])
 
-    def put_memory_clauses(self, rows: list[tuple[int, bytes, str, str, str | None]]) -> None:
+    def put_memory_clauses(self, rows: list[tuple[Any, ...]]) -> None:
         """rows: (memory id, text digest, rules version, encoded clauses, encoded slot readings or
-        None); replaces a memory's parse."""
-        self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses, readings)"
-                              " VALUES (?,?,?,?,?)", rows)
+        None[, vectors' model, clause vectors, their clause indices]: StoredParse's); replaces a
+        memory's parse."""
+        full = [r if len(r) == 8 else (*r, None, None, None) for r in rows]
+        self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses, readings,"
+                              " vectors_model, vectors, vector_at) VALUES (?,?,?,?,?,?,?,?)", full)
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         """Count a use of each memory (an agent's recall returned it). The new counts are left in
@@ -663,8 +677,8 @@ class BulkWrites:
             if table == "memories":
                 added = self.conn.changes()
         # the copies' parsed clauses (memory_clauses: keyed by memory, no scope or id of its own)
-        self.conn.execute(f"INSERT INTO memory_clauses(memory_id, text_hash, rules, clauses, readings) SELECT"
-                          f" memory_id + {off['memories']}, text_hash, rules, clauses, readings FROM memory_clauses"
-                          f" WHERE memory_id <="
-                          f" {base['memories']} AND memory_id IN {mems}", self._sp)
+        kept = "text_hash, rules, clauses, readings, vectors_model, vectors, vector_at"
+        self.conn.execute(f"INSERT INTO memory_clauses(memory_id, {kept}) SELECT memory_id + {off['memories']},"
+                          f" {kept} FROM memory_clauses WHERE memory_id <= {base['memories']} AND memory_id IN {mems}",
+                          self._sp)
         return added

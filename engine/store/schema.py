@@ -508,6 +508,17 @@ def _v9_slot_readings(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE memory_clauses ADD COLUMN readings TEXT")
 
 
+def _v10_clause_vectors(conn: apsw.Connection) -> None:
+    """The vectors of a turn's clauses that recall embedded (the current-truth rules compare
+    clauses with the question and each other), kept beside its parse under the embedder's model:
+    a fresh process embedded them again, the largest part of LongMemEval S dev's slowest recall
+    (issue 21). Written by recall with the trace; read under the same digest and rules as the
+    clauses and only for the same model; gone with the memory, as the rest of the row."""
+    conn.execute("ALTER TABLE memory_clauses ADD COLUMN vectors_model TEXT")
+    conn.execute("ALTER TABLE memory_clauses ADD COLUMN vectors BLOB")
+    conn.execute("ALTER TABLE memory_clauses ADD COLUMN vector_at TEXT")
+
+
 MIGRATIONS = [_v1, _v2_chunk_times, _v3_health_counts, _v4_bench_scores, _v5_vector_changes, _v6_name_keys,
-              _v7_trace_rows_by_trace, _v8_recall_cpu, _v9_slot_readings]
+              _v7_trace_rows_by_trace, _v8_recall_cpu, _v9_slot_readings, _v10_clause_vectors]
 SCHEMA_VERSION = len(MIGRATIONS)

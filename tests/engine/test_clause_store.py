@@ -6,7 +6,9 @@ ranks exactly as one that makes them."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import numpy as np
 import pytest
 
 from engine import statements
@@ -16,6 +18,7 @@ from engine.memory import MemoryEngine
 from engine.retrieve import recipes
 from engine.retrieve.pipeline import Recall
 from engine.scope import Scope
+from engine.store.recall import StoredParse
 
 S = Scope.default("dana", "bot")
 TURNS = [("2024-01-10T10:00:00Z", ["My name is Dana and I live in Berlin, in a flat near the park.",
@@ -59,6 +62,16 @@ def forget_parses() -> None:
     statements._SLOT_READINGS._items.clear()
 
 
+def full_rows(engine: MemoryEngine) -> dict[int, tuple[Any, ...]]:
+    return {mid: tuple(rest) for mid, *rest in engine.store.conn.execute(
+        "SELECT memory_id, text_hash, rules, clauses, readings FROM memory_clauses")}
+
+
+def vectors_only(parses: list[tuple[Any, ...]], before: dict[int, tuple[Any, ...]]) -> bool:
+    """Does a recall write back nothing but clause vectors (the parse and readings as stored)?"""
+    return all(p[1:5] == before[p[0]] and p[5] is not None for p in parses)
+
+
 def stored_readings(engine: MemoryEngine) -> dict[int, str | None]:
     return dict(engine.store.conn.execute("SELECT memory_id, readings FROM memory_clauses"))
 
@@ -83,9 +96,10 @@ def test_a_fresh_process_reads_the_stored_parse_instead_of_parsing(eng, monkeypa
     parsed_now: list[str] = []
     real = statements._clauses
     monkeypatch.setattr(statements, "_clauses", lambda text: parsed_now.append(text) or real(text))
+    before = full_rows(eng)
     res = eng.recall("Where does Dana live now?", scope=S)
     assert not set(user_turns(eng).values()) & set(parsed_now)  # every user turn came from the store
-    assert res.parses == []  # nothing to write back
+    assert vectors_only(res.parses, before)  # nothing to write back but the clause vectors it embedded
     # without the stored parses the same recall parses them
     eng.store.conn.execute("DELETE FROM memory_clauses")
     forget_parses()
@@ -158,9 +172,10 @@ def test_a_fresh_process_reads_the_stored_readings_and_ranks_as_reading_does(eng
     read_now: list[str] = []
     real = statements._read_slots
     monkeypatch.setattr(statements, "_read_slots", lambda text, *a: read_now.append(text) or real(text, *a))
+    before = full_rows(eng)
     from_store = [eng.recall(q, scope=S, persist=False) for q in QUESTIONS]
     assert not set(user_turns(eng).values()) & set(read_now)  # every user turn's reading came from the store
-    assert all(r.parses == [] for r in from_store)
+    assert all(vectors_only(r.parses, before) for r in from_store)
     eng.store.conn.execute("UPDATE memory_clauses SET readings = NULL")
     forget_parses()
     reading = [eng.recall(q, scope=S, persist=False) for q in QUESTIONS]
@@ -190,12 +205,82 @@ def test_recall_writes_the_readings_the_store_lacked_and_keeps_the_parse(eng):
     statements.clauses(body)
     statements._slot_reading(body, when, True, True)  # only the reply variant in this process
     recall = Recall(eng.store, S, eng.embedder, None, recipes.get_recipe("offline"))
-    recall._unstored = [(mid, body, when, had)]
+    recall._unstored = [(mid, body, when, StoredParse(statements.text_digest(body), "", had, None, None, None))]
     (row,) = recall._new_parses()
     merged = json.loads(row[4])
     assert set(merged) == {statements.reading_variant(when, False, True), statements.reading_variant(when, True, True)}
     assert merged[statements.reading_variant(when, False, True)] == json.loads(had)[
         statements.reading_variant(when, False, True)]
     # and nothing to write when the store holds every reading this process made
-    recall._unstored = [(mid, body, when, row[4])]
+    recall._unstored = [(mid, body, when, StoredParse(row[1], row[3], row[4], *row[5:]))]
     assert recall._new_parses() == []
+
+
+def forget_vectors() -> None:
+    from engine.retrieve import pipeline
+
+    pipeline.CLAUSE_VECTORS._vecs._items.clear()
+
+
+def embedded_texts(eng: MemoryEngine, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every passage text the engine's embedder is asked for from now on."""
+    seen: list[str] = []
+    real = eng.embedder.embed
+
+    def embed(texts: list[str], kind: str = "passage") -> np.ndarray:
+        if kind == "passage":
+            seen.extend(texts)
+        return real(texts, kind=kind)
+
+    monkeypatch.setattr(eng.embedder, "embed", embed)
+    return seen
+
+
+def test_a_recall_keeps_the_clause_vectors_it_embedded_and_a_fresh_process_embeds_none_again(eng, monkeypatch):
+    q = "Where does Dana live now?"
+    forget_parses()
+    forget_vectors()
+    seen = embedded_texts(eng, monkeypatch)
+    first = eng.recall(q, scope=S)
+    turns = user_turns(eng)
+    clause_texts = {c.text for body in turns.values() for c in statements.clauses(body)}
+    made = [t for t in seen if t in clause_texts]
+    assert made  # the current-truth rules compared clauses
+    kept = {}
+    for mid, model, blob, at in eng.store.conn.execute(
+            "SELECT memory_id, vectors_model, vectors, vector_at FROM memory_clauses WHERE vectors IS NOT NULL"):
+        assert model == f"{eng.embedder.model}/{eng.embedder.dims}"
+        parts = statements.clauses(turns[mid])
+        rows = np.frombuffer(blob, dtype="<f4").reshape(-1, eng.embedder.dims)
+        for i, row in zip(map(int, at.split(",")), rows, strict=True):
+            kept[parts[i].text] = row
+    assert set(made) <= set(kept)
+    for text, row in kept.items():  # the very vectors the embedder gives
+        assert np.array_equal(row, eng.embedder.embed([text])[0])
+    # a fresh process serves them from the store, and ranks as the first recall did
+    forget_parses()
+    forget_vectors()
+    seen.clear()
+    again = eng.recall(q, scope=S, persist=False)
+    assert not set(seen) & set(kept)
+    assert again.parses == []  # nothing new to keep
+    assert again.ordered_ids == first.ordered_ids
+    assert {m: c.components for m, c in again.trace.candidates.items()} == \
+        {m: c.components for m, c in first.trace.candidates.items()}
+
+
+def test_clause_vectors_of_another_model_are_not_read(eng, monkeypatch):
+    q = "Where does Dana live now?"
+    forget_parses()
+    forget_vectors()
+    eng.recall(q, scope=S)
+    with eng.store.writer(S):
+        eng.store.conn.execute("UPDATE memory_clauses SET vectors_model = 'another-model/64'"
+                               " WHERE vectors IS NOT NULL")
+    forget_parses()
+    forget_vectors()
+    seen = embedded_texts(eng, monkeypatch)
+    res = eng.recall(q, scope=S, persist=False)
+    clause_texts = {c.text for body in user_turns(eng).values() for c in statements.clauses(body)}
+    assert set(seen) & clause_texts  # embedded again
+    assert res.parses and all(p[5] == f"{eng.embedder.model}/{eng.embedder.dims}" for p in res.parses if p[5])
