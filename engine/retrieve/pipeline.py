@@ -186,10 +186,16 @@ def _stored_vectors(row: StoredParse | None, model: str, body: str) -> dict[str,
     """The clause vectors a stored row keeps of `body` under `model`, by clause text."""
     if row is None or row.vectors is None or row.vectors_model != model or not row.vector_at:
         return {}
-    at = [int(i) for i in row.vector_at.split(",")]
-    mat = np.frombuffer(row.vectors, dtype="<f4").reshape(len(at), -1)
+    try:  # a row that does not hold what it says (a damaged file) is not read: recall embeds again
+        at = [int(i) for i in row.vector_at.split(",")]
+        dims = int(model.rpartition("/")[2])
+        if dims < 1 or len(row.vectors) != 4 * dims * len(at):
+            return {}
+    except ValueError:
+        return {}
+    mat = np.frombuffer(row.vectors, dtype="<f4").reshape(len(at), dims)
     parts = clauses(body)
-    return {parts[i].text: mat[n] for n, i in enumerate(at) if i < len(parts)}
+    return {parts[i].text: mat[n] for n, i in enumerate(at) if 0 <= i < len(parts)}
 
 
 def _clause_vectors(embedder: Embedder, body: str) -> dict[str, np.ndarray]:
@@ -208,6 +214,8 @@ def _encode_vectors(vecs: dict[str, np.ndarray], model: str, body: str) -> tuple
     parts = clauses(body)
     mat = np.stack([vecs[parts[i].text] for i in at]).astype("<f4", copy=False)
     return model, mat.tobytes(), ",".join(map(str, at))
+
+
 # The content terms of the clauses and claims the current-truth stage compares, by rule and text:
 # same_slot read every clause of every pooled turn through the FTS tokenizer question after
 # question (LoCoMo dev: ~10% of that stage's CPU, issue 21). Exact: a text's terms are a function

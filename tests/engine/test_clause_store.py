@@ -284,3 +284,20 @@ def test_clause_vectors_of_another_model_are_not_read(eng, monkeypatch):
     clause_texts = {c.text for body in user_turns(eng).values() for c in statements.clauses(body)}
     assert set(seen) & clause_texts  # embedded again
     assert res.parses and all(p[5] == f"{eng.embedder.model}/{eng.embedder.dims}" for p in res.parses if p[5])
+
+
+def test_a_damaged_row_of_clause_vectors_is_not_read(eng):
+    q = "Where does Dana live now?"
+    forget_parses()
+    forget_vectors()
+    first = eng.recall(q, scope=S)
+    with eng.store.writer(S):  # too short for its indices, and indices that are not numbers
+        eng.store.conn.execute("UPDATE memory_clauses SET vectors = substr(vectors, 1, 10) WHERE vectors IS NOT NULL"
+                               " AND memory_id = (SELECT min(memory_id) FROM memory_clauses WHERE vectors IS NOT NULL)")
+        eng.store.conn.execute("UPDATE memory_clauses SET vector_at = 'x,y' WHERE vectors IS NOT NULL"
+                               " AND memory_id = (SELECT max(memory_id) FROM memory_clauses WHERE vectors IS NOT NULL)")
+    forget_parses()
+    forget_vectors()
+    again = eng.recall(q, scope=S)
+    assert again.ordered_ids == first.ordered_ids
+    assert all(len(p[6]) == 4 * eng.embedder.dims * len(p[7].split(",")) for p in again.parses if p[6])
