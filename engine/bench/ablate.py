@@ -267,7 +267,14 @@ class _Ablation:
         self.extract = extract or ds.default_extract(self.loaded.name)
         self.recipe = recipe
         self.emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
-        self.specs = limit_questions(containers_for(self.loaded, raw), limit)
+        specs = containers_for(self.loaded, raw)
+        if isinstance(self.loaded, ds.UpdatesDataset):
+            # The blind part is a check read once, as aggregates, when nothing is left to choose
+            # (README): a fold of it would vote in the other folds' cross-validated selection.
+            # Never run here, as bench fit --model order never runs it.
+            blind = {sc.scenario_id for sc in self.loaded.scenarios if sc.split == "blind"}
+            specs = [s for s in specs if s["container"] not in blind]
+        self.specs = limit_questions(specs, limit)
         cache = cache_dir_for(engine.path)
         work = Path(str(engine.path) + ".bench") / "ablate"
         variants = {BASELINE: list(self.base_recipe.off)} | {f: sorted({*self.base_recipe.off, f})

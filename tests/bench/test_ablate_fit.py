@@ -286,3 +286,18 @@ def test_bench_fit_writes_its_report_as_json_and_markdown(tmp_path, capsys, mode
     code = main(["bench", "fit", "--db", str(tmp_path / "m.db"), "--data", str(tmp_path / "none.json"),
                  "--model", model, "--json"])
     assert code == 2  # a missing file: one line, nothing run
+
+
+def test_an_updates_ablation_never_runs_the_blind_part(engine):
+    """The blind batch is read once, as aggregates: as a fold it would vote in the others' selection."""
+    from engine.bench import datasets as ds
+
+    loaded, _ = ds.read_dataset(ds.updates_default_path())
+    blind = {sc.scenario_id for sc in loaded.scenarios if sc.split == "blind"}
+    assert blind  # the bundled set has one
+    for folds in ("half", "batch"):
+        run = ablate._Ablation(engine, ds.updates_default_path(), features=["fts"], folds=folds, metric=None,
+                               recipe="offline", embedder="hashing", extract=None, limit=None, fresh=False)
+        assert run.specs and not {s["container"] for s in run.specs} & blind
+        assert "blind" not in {q["fold"] for s in run.specs for q in s["questions"]}
+        assert {q["fold"] for s in run.specs for q in s["questions"]} >= {"heldout"}
