@@ -55,6 +55,7 @@ DEFAULT_METRIC = {"locomo": "turn_evidence_recall@10", "longmemeval": "turn_evid
 DEFAULT_FOLDS = {"locomo": "conversation", "longmemeval": "type", "convomem": "type", "updates": "half"}
 SECONDARY = ("turn_evidence_recall@5", "turn_recall_all@10", "session_recall_all@5", "turn_mrr")
 # Features the offline recipe cannot exercise (no LLM stages here): listed, never measured as zero.
+
 # The variant with every chosen feature on. Variants are keyed by the feature switched off, and one
 # feature is named "baseline" (the popularity channel): under that key its variant replaced the
 # all-on one, so every ablation compared against the recipe without that channel and measured the
