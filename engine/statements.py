@@ -1145,8 +1145,8 @@ def _slot_reading(text: str, said_on: str | None, reply: bool, per_sentence: boo
 
 
 # Where a store keeps them (memory_clauses.readings, issue 21), the readings of a turn by variant:
-# a fresh process (every benchmark run's) read each pooled turn again at its first recall, the
-# largest part of same_slot's CPU in the slowest recalls.
+# a fresh process (every benchmark run's) read each pooled turn again at its first recall, about a
+# third of same_slot's CPU in LoCoMo dev's slowest recalls (tests.perf.recall_split).
 def reading_variant(said_on: str | None, reply: bool, per_sentence: bool) -> str:
     """The key a stored reading is kept under, beside its turn: what, besides the text, it read."""
     return f"{int(reply)}{int(per_sentence)}{said_on or ''}"

@@ -42,6 +42,7 @@ from ..statements import (
     text_digest,
     turn_body,
 )
+from ..store.recall import ClauseRow
 from ..store.store import Store, Writer
 from ..timeexpr import stored_rows
 from .model import ParsedChunk, ParsedDocument
@@ -337,7 +338,7 @@ class Ingestor:
         emb = self.embedder
         new_vectors: list[tuple[int, np.ndarray]] = []
         mentions: list[tuple[int, int, int | None, int | None, int | None]] = []
-        parses: list[tuple[int, bytes, str, str, str | None]] = []
+        parses: list[ClauseRow] = []
 
         def entity(name: str, canonical: str, kind: str) -> int:
             key = (canonical, kind)
@@ -363,7 +364,7 @@ class Ingestor:
             )
             w.add_source(memory_id=mid, chunk_id=cid, document_id=doc_id, start=ch.start, end=ch.end)
             if nc.clauses is not None:
-                parses.append((mid, nc.clauses[0], RULES_VERSION, nc.clauses[1], nc.clauses[2]))
+                parses.append((mid, nc.clauses[0], RULES_VERSION, nc.clauses[1], nc.clauses[2], None, None, None))
             new_vectors.append((mid, p.vectors[nc.ordinal]))
             for m in nc.mentions:
                 mentions.append((entity(m.name, m.canonical, m.kind), mid, cid, ch.start + m.start, ch.start + m.end))

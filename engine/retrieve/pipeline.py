@@ -42,7 +42,7 @@ from ..statements import (
     told_done,
     turn_body,
 )
-from ..store.recall import StoredParse
+from ..store.recall import ClauseRow, StoredParse
 from ..store.store import Store
 from ..timeutil import parse_iso, to_iso
 from ..tokens import estimate_tokens, truncate_to_tokens
@@ -91,9 +91,8 @@ class RecallResult:
     context_tokens: int = 0
     not_stored: str | None = None  # why the trace (and an agent's usage counts) could not be stored
     # turns' clauses, slot readings and clause vectors this recall made that the store did not
-    # hold: memory_clauses rows (memory id, then StoredParse's fields but for the rules version
-    # after the digest), written with the trace
-    parses: list[tuple[Any, ...]] = field(default_factory=list)
+    # hold, written with the trace (memory_clauses)
+    parses: list[ClauseRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace.id, "results": self.results,
@@ -140,24 +139,29 @@ class _VectorMemo:
         self._vecs: LRU[tuple[str, int, str, str | bytes], np.ndarray] = LRU(size)
 
     @staticmethod
-    def model_of(embedder: Embedder) -> str:
+    def _model(embedder: Embedder, kind: str) -> tuple[str, int, str]:
+        return getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), kind
+
+    @classmethod
+    def model_of(cls, embedder: Embedder) -> str:
         """The embedder's model as a stored clause vector names it (memory_clauses.vectors_model)."""
-        return f"{getattr(embedder, 'model', type(embedder).__name__)}/{int(getattr(embedder, 'dims', 0))}"
+        name, dims, _ = cls._model(embedder, "passage")
+        return f"{name}/{dims}"
 
     def peek(self, embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
         """The passage vectors of `texts` this process holds, embedding none."""
-        model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), "passage")
+        model = self._model(embedder, "passage")
         found = ((t, self._vecs.get((*model, text_key(t, self.MAX_TEXT_CHARS)))) for t in texts)
         return {t: v for t, v in found if v is not None}
 
     def prime(self, embedder: Embedder, vecs: dict[str, np.ndarray]) -> None:
         """Serve these passage vectors (a store kept them, made by this model) as this process's own."""
-        model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), "passage")
+        model = self._model(embedder, "passage")
         for t, v in vecs.items():
             self._vecs.put((*model, text_key(t, self.MAX_TEXT_CHARS)), v)
 
     def get(self, embedder: Embedder, texts: list[str], kind: str = "passage") -> dict[str, np.ndarray]:
-        model = (getattr(embedder, "model", type(embedder).__name__), int(getattr(embedder, "dims", 0)), kind)
+        model = self._model(embedder, kind)
         out: dict[str, np.ndarray] = {}
         for t in texts:
             v = self._vecs.get((*model, text_key(t, self.MAX_TEXT_CHARS)))
@@ -566,10 +570,10 @@ class Recall:
         result.parses = self._new_parses()
         return result
 
-    def _new_parses(self) -> list[tuple[Any, ...]]:
+    def _new_parses(self) -> list[ClauseRow]:
         """The rows of memory_clauses this recall can add to: the parses, slot readings and clause
         vectors it made of the turns it looked up (self._unstored) that the store did not hold."""
-        rows = []
+        rows: list[ClauseRow] = []
         model = CLAUSE_VECTORS.model_of(self.embedder)
         for mid, body, said_on, row in self._unstored:
             if not parsed(body):

@@ -28,6 +28,12 @@ class StoredParse(NamedTuple):
     vectors: bytes | None  # float32 rows, one a clause in vector_at
     vector_at: str | None  # the clauses' indices, comma-separated, ascending
 
+
+# A memory_clauses row as written: (memory id, text digest, rules version, encoded clauses, encoded
+# readings, vectors' model, vectors, their clause indices): StoredParse's fields with the memory
+# and the rules version (engine.statements.RULES_VERSION) they were made under.
+ClauseRow = tuple[int, bytes, str, str, str | None, str | None, bytes | None, str | None]
+
 # and the trace's candidates as one JSON array, where it has one (schema v8; else trace_candidates rows)
 _TRACE_FIELDS = (*(f.name for f in fields(StoredTrace) if f.name != "candidates"), "candidate_rows")
 _TRACE_COLUMNS = ", ".join(f'"{name}"' for name in _TRACE_FIELDS)
@@ -535,13 +541,10 @@ class RecallWrites:
             " components, score, rank, dropped_stage, drop_reason, drop_detail, tokens)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [(*self._sp, trace_id, *r) for r in rows])
 
-    def put_memory_clauses(self, rows: list[tuple[Any, ...]]) -> None:
-        """rows: (memory id, text digest, rules version, encoded clauses, encoded slot readings or
-        None[, vectors' model, clause vectors, their clause indices]: StoredParse's); replaces a
-        memory's parse."""
-        full = [r if len(r) == 8 else (*r, None, None, None) for r in rows]
+    def put_memory_clauses(self, rows: list[ClauseRow]) -> None:
+        """Replaces each row's memory's parse (ClauseRow)."""
         self.conn.executemany("INSERT OR REPLACE INTO memory_clauses(memory_id, text_hash, rules, clauses, readings,"
-                              " vectors_model, vectors, vector_at) VALUES (?,?,?,?,?,?,?,?)", full)
+                              " vectors_model, vectors, vector_at) VALUES (?,?,?,?,?,?,?,?)", rows)
 
     def reinforce_usage(self, memory_ids: list[int]) -> None:
         """Count a use of each memory (an agent's recall returned it). The new counts are left in

@@ -503,8 +503,8 @@ def _v8_recall_cpu(conn: apsw.Connection) -> None:
 def _v9_slot_readings(conn: apsw.Connection) -> None:
     """A turn's question-independent same_slot readings (engine.statements.slot_readings, by
     variant) kept beside its parsed clauses (issue 21): a fresh process read every pooled turn
-    again at its first recall, the largest part of same_slot's CPU in a benchmark's slowest
-    recalls. Written at ingestion (the default variant) and by recall with the trace; read under
+    again at its first recall, about a third of same_slot's CPU in LoCoMo dev's slowest recalls
+    (2.7 of 8.4 ms, tests.perf.recall_split). Written at ingestion (the default variant) and by recall with the trace; read under
     the same digest and rules as the clauses."""
     conn.execute("ALTER TABLE memory_clauses ADD COLUMN readings TEXT")
 
@@ -513,7 +513,8 @@ def _v10_clause_vectors(conn: apsw.Connection) -> None:
     """The vectors of a turn's clauses that recall embedded (the current-truth rules compare
     clauses with the question and each other), kept beside its parse under the embedder's model:
     a fresh process embedded them again, most of a CLI recall's CPU on a LongMemEval S haystack
-    and a fifth of S dev's slowest benchmark recall (issue 21). Written by recall with the trace;
+    (score stage 1047-1099 -> 202-243 ms; issue 21; benchmark runs embed through their vector
+    cache and barely gain). Written by recall with the trace;
     read under the same digest and rules as the clauses and only for the same model; gone with
     the memory, as the rest of the row."""
     conn.execute("ALTER TABLE memory_clauses ADD COLUMN vectors_model TEXT")

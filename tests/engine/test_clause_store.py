@@ -137,7 +137,8 @@ def test_a_parse_of_other_rules_or_another_text_is_not_read(eng):
     assert eng.store.memory_clauses([mid], "other-rules") == {}
     with eng.store.writer(S) as w:  # a stored parse whose text is not the memory's now
         w.put_memory_clauses([(mid, statements.text_digest("something else"), statements.RULES_VERSION,
-                               statements.encode_clauses(statements.clauses("I sold my car.")), None)])
+                               statements.encode_clauses(statements.clauses("I sold my car.")), None, None, None,
+                               None)])
     forget_parses()
     res = eng.recall("Where does Dana live now?", scope=S)
     assert statements.clauses(body) != list(statements.clauses("I sold my car."))
