@@ -255,14 +255,16 @@ def _add_commands(sub) -> None:
     p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
     p.add_argument("--out", default=None, help="for report and ablate: write the JSON and Markdown into this folder")
     p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
+    p.add_argument("--blind", action="store_true",
+                   help="for updates: also run the blind part (left out by default: a check read once, as aggregates)")
     p.add_argument("--off", default=None, metavar="FEATURES",
                    help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
     p.add_argument("--on", default=None, metavar="FEATURES",
                    help="comma-separated features the recipe leaves off, switched on (e.g. same_slot)")
     p.add_argument("--folds", default=None, choices=("conversation", "type", "half", "batch"),
                    help="for ablate: leave-one-out folds (default: conversations for LoCoMo, types for LongMemEval, "
-                        "the dev, heldout and blind parts for updates; batch: updates' dev batches dev:tidy and "
-                        "each dev:w<N>'s halves dev:w<N>a, dev:w<N>b beside heldout and blind)")
+                        "the dev and heldout parts for updates, never its blind part; batch: updates' dev batches dev:tidy and "
+                        "each dev:w<N>'s halves dev:w<N>a, dev:w<N>b beside heldout)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
                                                   "current_first@1 for updates)")
@@ -729,7 +731,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             workers=args.workers, embedder=args.embedder, extract=extract,
                             executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
                             off=_features(args.off) if args.off else (), on=_features(args.on) if args.on else (),
-                            progress=None if args.json else _progress)
+                            progress=None if args.json else _progress, blind=args.blind)
     if not args.json:
         sys.stderr.write("\n")
     _emit(args, out, _bench_text(out) + _truth_text(out))

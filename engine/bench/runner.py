@@ -422,8 +422,10 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
                   qa: bool = False, fresh: bool = False, off: tuple[str, ...] | list[str] = (),
                   on: tuple[str, ...] | list[str] = (), progress: Callable[[float, str], None] | None = None,
-                  should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document."""
+                  should_stop: Callable[[], bool] | None = None, blind: bool = False) -> dict[str, Any]:
+    """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document.
+    blind: for an updates file, also run its blind part (left out by default: it is a check read
+    once, as aggregates, and figures printed on every run would be read while tuning)."""
     from ..retrieve.recipes import switched_off
     from ..store import bench as bench_sql
 
@@ -442,6 +444,12 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
     specs = containers_for(loaded, raw)
+    if resume_run is not None:
+        prior = bench_sql.run(engine.store, resume_run)
+        blind = bool(((prior or {}).get("config") or {}).get("blind", blind))  # finish it as it started
+    if isinstance(loaded, ds.UpdatesDataset) and not blind:
+        hidden = {sc.scenario_id for sc in loaded.scenarios if sc.split == "blind"}
+        specs = [s for s in specs if s["container"] not in hidden]
     scoring = describe_scoring(dataset)
     specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
@@ -481,6 +489,8 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   "workers": workers, "embedder": emb_name, "extract": extract, "executor": executor or "processes",
                   "levels": list(LEVELS), "metrics_version": METRICS_VERSION, "scoring": scoring,
                   "quirks": loaded.quirks.as_dict()}
+        if isinstance(loaded, ds.UpdatesDataset):
+            config["blind"] = blind
         if qa:
             from ..prompts import qa_v1
 
