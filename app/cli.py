@@ -255,6 +255,9 @@ def _add_commands(sub) -> None:
     p.add_argument("--against", type=int, default=None, help="for report: compare with this run")
     p.add_argument("--out", default=None, help="for report and ablate: write the JSON and Markdown into this folder")
     p.add_argument("--fresh", action="store_true", help="rebuild containers instead of reusing cached ones")
+    p.add_argument("--set", default=None, action="append", metavar="NAME=VALUE", dest="settings",
+                   help="change a number or switch of the recipe for every recall of the run (repeat for several; "
+                        "e.g. restatement_pool=10): a what-if that reuses the containers")
     p.add_argument("--blind", action="store_true",
                    help="for updates: also run the blind part (left out by default: a check read once, as aggregates)")
     p.add_argument("--off", default=None, metavar="FEATURES",
@@ -688,6 +691,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from engine.bench.runner import report, run_benchmark
     from engine.memory import MemoryEngine
 
+    if args.settings and args.dataset in ("report", "ablate", "fit", "misses"):
+        raise BadInput(f"--set changes the recipe of a benchmark run, not of bench {args.dataset}")
     if args.dataset == "report":
         if args.run is None:
             raise BadInput("bench report needs a run id")
@@ -724,14 +729,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ValueError:
         raise BadInput(f"--k must be comma-separated integers, got {args.k!r}") from None
     from engine.bench.datasets import default_extract
+    from engine.retrieve.recipes import parse_settings
 
     extract = args.extract or default_extract(args.dataset)
+    settings = parse_settings(args.settings or ())  # before the database is opened: bad input writes nothing
     with MemoryEngine(_db_path(args), llm=args.answer) as engine:
         out = run_benchmark(engine, args.dataset, args.data, k_values=ks, limit=args.limit, recipe=args.recipe,
                             workers=args.workers, embedder=args.embedder, extract=extract,
                             executor=args.executor, resume_run=args.resume, qa=args.answer, fresh=args.fresh,
                             off=_features(args.off) if args.off else (), on=_features(args.on) if args.on else (),
-                            progress=None if args.json else _progress, blind=args.blind)
+                            progress=None if args.json else _progress, blind=args.blind,
+                            settings=settings)
     if not args.json:
         sys.stderr.write("\n")
     _emit(args, out, _bench_text(out) + _truth_text(out))

@@ -341,7 +341,7 @@ def run_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
                 t0, c0 = time.perf_counter(), time.thread_time()
                 res = engine.recall(q["question"], scope=scope, k=max(ks), recipe=spec["recipe"], origin="bench",
                                     now=q["now"], as_of=q.get("as_of"), query_vector=qvec,
-                                    off=tuple(spec.get("off") or ()))
+                                    off=tuple(spec.get("off") or ()), **(spec.get("set") or {}))
             except Exception as exc:  # a failed question is recorded, never aborts the run
                 items.append({"container": spec["container"], "question_id": q["question_id"],
                               "question": q["question"], "category": q["category"], "gold": q["gold"],
@@ -422,10 +422,13 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   extract: str = "none", executor: str | None = None, resume_run: int | None = None,
                   qa: bool = False, fresh: bool = False, off: tuple[str, ...] | list[str] = (),
                   on: tuple[str, ...] | list[str] = (), progress: Callable[[float, str], None] | None = None,
-                  should_stop: Callable[[], bool] | None = None, blind: bool = False) -> dict[str, Any]:
+                  should_stop: Callable[[], bool] | None = None, blind: bool = False,
+                  settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume) a benchmark; store it in engine's DB; return the `bench --json` document.
     blind: for an updates file, also run its blind part (left out by default: it is a check read
-    once, as aggregates, and figures printed on every run would be read while tuning)."""
+    once, as aggregates, and figures printed on every run would be read while tuning).
+    settings: Recipe fields changed for every recall of the run (recipes.parse_settings, the CLI's
+    --set), recorded in the run's config; the containers are the same whatever they are."""
     from ..retrieve.recipes import switched_off
     from ..store import bench as bench_sql
 
@@ -482,6 +485,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                            f"{METRICS_VERSION}: start a new run")
         run_id = resume_run
         off = list((prior.get("config") or {}).get("off") or [])  # finish it as it started
+        settings = dict((prior.get("config") or {}).get("set") or {})
         done = bench_sql.done_question_ids(store, run_id)
         specs = [s for s in specs if not all(q["question_id"] in done for q in s["questions"])]
     else:
@@ -491,6 +495,8 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                   "quirks": loaded.quirks.as_dict()}
         if isinstance(loaded, ds.UpdatesDataset):
             config["blind"] = blind
+        if settings:
+            config["set"] = dict(settings)
         if qa:
             from ..prompts import qa_v1
 
@@ -507,7 +513,8 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     fresh_vectors = run_dir / "fresh-vectors.db" if fresh else None
     for spec in specs:
         spec.update({"db": str(run_dir / f"{hashlib.sha1(spec['container'].encode()).hexdigest()[:12]}.db"),
-                     "ks": ks, "recipe": recipe, "embedder": emb_name, "extract": extract, "qa": qa_config,
+                     "ks": ks, "recipe": recipe, "set": dict(settings or {}), "embedder": emb_name, "extract": extract,
+                     "qa": qa_config,
                      "cache": str(cache), "fresh": fresh, "off": off, "dataset": dataset,
                      "scoring": scoring["default"], "fresh_vectors": None if fresh_vectors is None else str(fresh_vectors)})
     total = max(1, len(specs))
@@ -673,7 +680,7 @@ def _execute_dask(specs: list[dict[str, Any]], address: str, should_stop: Should
 _SETUP = (("dataset", "dataset"), ("sha256", "file sha256"), ("split", "split"), ("recipe", "recipe"),
           ("k_values", "k"), ("embedder", "embedder"), ("extract", "extraction"), ("limit", "question limit"),
           ("models", "models"), ("prompt_hashes", "prompts"), ("metrics_version", "metric definitions"),
-          ("off", "features off"), ("scoring", "default scoring"), ("git_commit", "commit"))
+          ("off", "features off"), ("set", "recipe settings"), ("scoring", "default scoring"), ("git_commit", "commit"))
 
 
 def run_scoring(run: dict[str, Any]) -> dict[str, Any]:
@@ -708,6 +715,8 @@ def setup_differences(run: dict[str, Any], other: dict[str, Any]) -> list[dict[s
             return cfg.get(key, 1)  # runs from before the version was recorded used the first
         if key == "off":
             return cfg.get(key) or []
+        if key == "set":
+            return cfg.get(key) or {}
         if key == "scoring":
             return run_scoring(r)["default"]
         return cfg.get(key) if key in ("extract", "limit") else r.get(key)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ..errors import BadInput
@@ -189,6 +190,42 @@ def switched_off(name: str | None, off: Iterable[str] = (), on: Iterable[str] = 
     and bench misses all merge this way."""
     off, on = tuple(off), tuple(on)
     return sorted(get_recipe(name, off=sorted({*get_recipe(name).off, *off}), on=on).off)
+
+
+def settable() -> dict[str, type]:
+    """The Recipe fields `--set NAME=VALUE` may change, by type: the numbers and switches (the
+    name, the feature list, the channel weights and the model files have their own options)."""
+    return {f.name: type(f.default) for f in fields(Recipe)
+            if type(f.default) in (int, float, bool) and f.name not in ("k",)}
+
+
+def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
+    """{"NAME": value} from "NAME=VALUE" strings (the CLI's --set), each VALUE read as its field's
+    type; BadInput in one line for an unknown name or a value of the wrong type."""
+    types = settable()
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name, text = name.strip(), text.strip()
+        if not sep or not name or not text:
+            raise BadInput(f"--set wants NAME=VALUE, got {pair!r}")
+        kind = types.get(name)
+        if kind is None:
+            raise BadInput(f"--set: {name!r} is not a recipe setting (one of {', '.join(sorted(types))})")
+        if kind is bool:
+            low = text.casefold()
+            if low not in ("true", "false", "1", "0", "on", "off"):
+                raise BadInput(f"--set {name}: wants true or false, got {text!r}")
+            out[name] = low in ("true", "1", "on")
+            continue
+        try:
+            value = kind(text)
+        except ValueError:
+            raise BadInput(f"--set {name}: wants {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if kind is float and not math.isfinite(value):
+            raise BadInput(f"--set {name}: wants a finite number, got {text!r}")
+        out[name] = value
+    return out
 
 
 def get_recipe(name: str | None, **overrides: Any) -> Recipe:

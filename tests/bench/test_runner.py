@@ -342,3 +342,48 @@ def test_off_adds_to_the_recipes_own_list_and_on_takes_some_back_for_every_calle
     # recall's --off/--on (the CLI) hand recall the same one list the bench runs record
     args = argparse.Namespace(recipe="offline", off="older_mentions", on="claim_match")
     assert _switches(args) == {"off": switched_off("offline", ["older_mentions"], ["claim_match"])}
+
+
+def test_recipe_settings_reach_every_recall_and_are_recorded(engine):
+    from engine.bench.runner import BENCH_SCOPE
+    from engine.scope import Scope
+
+    narrow = {"vector_k": 1, "fts_k": 1, "entity_k": 1, "neighbour_window": 0, "baseline_k": 0}
+    plain = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing")
+    run = run_benchmark(engine, "locomo", DATA / "bench_locomo_tiny.json", embedder="hashing", settings=narrow)
+    assert bench_sql.run(engine.store, run["run_id"])["config"]["set"] == narrow
+    assert "set" not in bench_sql.run(engine.store, plain["run_id"])["config"]
+
+    def most_candidates(out):
+        most = 0
+        for it in bench_sql.items(engine.store, out["run_id"]):
+            with MemoryEngine(it["trace_db"], create=False, llm=False) as container:
+                most = max(most, len(container.trace(it["trace_id"], scope=Scope.default(*BENCH_SCOPE))["candidates"]))
+        return most
+
+    assert most_candidates(run) <= 3 < most_candidates(plain)  # one a channel, with relation hops at most
+    rep = report(engine, run["run_id"], against=plain["run_id"])
+    assert [d["field"] for d in rep["setup_differences"]] == ["set"]
+
+
+def test_recipe_settings_refuse_bad_input_in_one_line(tmp_path, capsys):
+    from app.cli import main
+    from engine.retrieve.recipes import parse_settings
+
+    assert parse_settings(["slot_similarity=0.5", "restatement_pool=12", "planner=false"]) == {
+        "slot_similarity": 0.5, "restatement_pool": 12, "planner": False}
+    for bad, match in (("nope=1", "not a recipe setting"), ("restatement_pool=1.5", "an integer"),
+                       ("slot_similarity=x", "a number"), ("slot_similarity=nan", "finite"),
+                       ("planner=maybe", "true or false"), ("slot_similarity", "NAME=VALUE"),
+                       ("off=vector", "not a recipe setting"), ("name=x", "not a recipe setting")):
+        with pytest.raises(BadInput, match=match):
+            parse_settings([bad])
+    db = tmp_path / "m.db"
+    code = main(["bench", "locomo", "--data", str(DATA / "bench_locomo_tiny.json"), "--db", str(db),
+                 "--embedder", "hashing", "--set", "nope=1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a recipe setting" in err and len(err.strip().splitlines()) == 1
+    assert not db.exists()  # refused before the database was opened
+    code = main(["bench", "ablate", "--data", str(DATA / "bench_locomo_tiny.json"), "--db", str(db),
+                 "--set", "vector_k=5"])
+    assert code == 2 and "not of bench ablate" in capsys.readouterr().err
