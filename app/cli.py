@@ -269,6 +269,9 @@ def _add_commands(sub) -> None:
                         "the dev and heldout parts for updates, never its blind part; batch: updates' dev batches dev:tidy and "
                         "each dev:w<N>'s halves dev:w<N>a, dev:w<N>b beside heldout)")
     p.add_argument("--features", default=None, help="for ablate: comma-separated feature names (default: all)")
+    p.add_argument("--sweep", default=None, metavar="NAME=V1,V2,...",
+                   help="for ablate: instead of switching features off, answer under each value of one recipe "
+                        "setting and choose it on leave-one-fold-out folds (e.g. slot_similarity=0.3,0.4,0.5)")
     p.add_argument("--metric", default=None, help="for ablate: the metric key (default turn_evidence_recall@10; "
                                                   "current_first@1 for updates)")
     p.add_argument("--rounds", type=int, default=2, help="for fit: fit / answer again rounds (neighbours follow the weights)")
@@ -831,8 +834,11 @@ def _fit_done(args: argparse.Namespace, name: str, out: dict[str, Any], write_mo
 
 
 def _bench_ablate(args: argparse.Namespace) -> int:
-    from engine.bench.ablate import markdown, run_ablation, run_pooled_ablation, write_report
+    from engine.bench.ablate import markdown, run_ablation, run_pooled_ablation, run_sweep, sweep_markdown, write_report
     from engine.memory import MemoryEngine
+
+    if args.sweep:
+        return _bench_sweep(args, run_sweep, sweep_markdown, write_report)
 
     features = _features(args.features) if args.features else None
     common = {"features": features, "metric": args.metric, "recipe": args.recipe, "workers": args.workers,
@@ -851,6 +857,33 @@ def _bench_ablate(args: argparse.Namespace) -> int:
     if args.out:
         out["files"] = [str(p) for p in write_report(out, args.out)]
     _emit(args, out, markdown(out))
+    return 0
+
+
+def _bench_sweep(args: argparse.Namespace, run_sweep: Any, sweep_markdown: Any, write_report: Any) -> int:
+    """bench ablate --sweep NAME=V1,V2,...: one recipe setting chosen on leave-one-fold-out folds."""
+    from engine.memory import MemoryEngine
+    from engine.retrieve.recipes import parse_settings
+
+    if isinstance(args.data, list):
+        raise BadInput("--sweep takes one --data file")
+    name, sep, text = args.sweep.partition("=")
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not sep or not name.strip() or len(values) < 2:
+        raise BadInput(f"--sweep wants NAME=V1,V2,... with two values or more, got {args.sweep!r}")
+    parsed = [parse_settings([f"{name.strip()}={v}"])[name.strip()] for v in values]  # before the database opens
+    if len(set(parsed)) < len(parsed):
+        raise BadInput(f"--sweep: a value of {name.strip()} is given twice")
+    with MemoryEngine(_db_path(args), llm=False) as engine:
+        out = run_sweep(engine, args.data, setting=name.strip(), values=values, folds=args.folds, metric=args.metric,
+                        recipe=args.recipe, workers=args.workers, embedder=args.embedder, extract=args.extract,
+                        limit=args.limit, fresh=args.fresh, on=_features(args.on) if args.on else [],
+                        progress=None if args.json else _progress)
+    if not args.json:
+        sys.stderr.write("\n")
+    if args.out:
+        out["files"] = [str(p) for p in write_report(out, args.out)]
+    _emit(args, out, sweep_markdown(out))
     return 0
 
 

@@ -64,7 +64,8 @@ BASELINE = "all on"
 
 
 def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Answer a container's questions under every variant in spec["variants"] ({name: off}).
+    """Answer a container's questions under every variant in spec["variants"] ({name: off}, or
+    {name: {"off": off, "set": recipe settings}} for a sweep).
     Runs in a worker process. One item per question: {"question_id", "category", "fold",
     "excluded", "gold", "variants": {name: metrics}}."""
     questions = spec["questions"]
@@ -73,10 +74,12 @@ def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
         for q, qvec in zip(questions, vectors):
             item = {"container": spec["container"], "question_id": q["question_id"], "category": q["category"],
                     "fold": q["fold"], "excluded": q["excluded"], "gold": q["gold"], "variants": {}}
-            for name, off in spec["variants"].items():
+            for name, variant in spec["variants"].items():
+                # a variant is the features off, or (a sweep) {"off": [...], "set": {setting: value}}
+                off, settings = (variant["off"], variant["set"]) if isinstance(variant, dict) else (variant, {})
                 res = engine.recall(q["question"], scope=scope, k=max(spec["ks"]), recipe=spec["recipe"],
                                     origin="bench", now=q["now"], as_of=q.get("as_of"), persist=False,
-                                    query_vector=qvec, off=tuple(off))
+                                    query_vector=qvec, off=tuple(off), **settings)
                 ranking = turn_ranking(engine, scope, res.ordered_ids)
                 item["variants"][name] = question_metrics(engine, scope, spec["format"], res.ordered_ids, q["gold"],
                                                           spec["ks"], ranking) | truth_metrics(engine, scope, q, res,
@@ -243,6 +246,89 @@ def run_pooled_ablation(engine: MemoryEngine, data_paths: list[str], *, features
     return pooled
 
 
+def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, setting: str, values: list[Any],
+              folds: str | None = None, metric: str | None = None, recipe: str = "offline", workers: int = 1,
+              embedder: str | None = None, extract: str | None = None, limit: int | None = None,
+              fresh: bool = False, on: list[str] | None = None,
+              progress: Callable[[float, str], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """A recipe setting chosen on folds (`bench ablate --sweep NAME=V1,V2,...`): every question
+    answered under each value; for each fold, the value the other folds score best (ties: the
+    recipe's own value, then the order given) is scored on that fold. The cross-validated figure
+    beside the recipe's own value's says whether a hand-set threshold is one the data would pick
+    where it was not tuned."""
+    from ..retrieve.recipes import get_recipe, parse_settings
+
+    if len(values) < 2:
+        raise BadInput("--sweep wants NAME=V1,V2,... with two values or more")
+    parsed = [parse_settings([f"{setting}={v}"])[setting] for v in values]
+    run = _Ablation(engine, data_path, features=[], folds=folds, metric=metric, recipe=recipe,
+                    embedder=embedder, extract=extract, limit=limit, fresh=fresh, on=on)
+    default = getattr(get_recipe(recipe), setting)
+    names = [f"{setting}={v}" for v in parsed]
+    if len(set(names)) < len(names):
+        raise BadInput(f"--sweep: a value of {setting} is given twice")
+    off = list(run.base_recipe.off)
+    for spec in run.specs:
+        spec["variants"] = {name: {"off": off, "set": {setting: v}} for name, v in zip(names, parsed)}
+    t0 = time.perf_counter()
+    items = _scored(_run(run.specs, workers, should_stop, progress, "sweep"), run.metric)
+    fold_names = sorted({it["fold"] for it in items})
+    n = {f: sum(1 for it in items if it["fold"] == f) for f in fold_names}
+
+    def mean(group: list[dict[str, Any]], name: str, key: str) -> float | None:
+        vals = [it["variants"][name][key] for it in group if key in it["variants"][name]]
+        return sum(vals) / len(vals) if vals else None
+
+    keys = [run.metric] + [k for k in (*SECONDARY, "false_supersession", "history@3", "keep_first@1")
+                           if k != run.metric and any(k in v for it in items for v in it["variants"].values())]
+    table = {name: {"overall": {k: mean(items, name, k) for k in keys},
+                    "by_fold": {f: mean([it for it in items if it["fold"] == f], name, run.metric) for f in fold_names}}
+             for name in names}
+    order = sorted(range(len(names)), key=lambda i: (parsed[i] != default, i))  # ties: the recipe's own first
+    chosen: dict[str, str] = {}
+    held: list[float] = []
+    for f in fold_names:
+        def train(i: int) -> float:
+            return sum((table[names[i]]["by_fold"][g] or 0.0) * n[g] for g in fold_names if g != f)
+        best = max(order, key=lambda i: (train(i), -order.index(i)))
+        chosen[f] = names[best]
+        held += [it["variants"][names[best]][run.metric] for it in items if it["fold"] == f]
+    report: dict[str, Any] = {
+        "metric": run.metric, "setting": setting, "recipe_value": default, "values": parsed,
+        "questions": len(items), "folds": n, "table": table,
+        "recipe_value_overall": table[f"{setting}={default}"]["overall"][run.metric]
+        if f"{setting}={default}" in table else None,
+        "cross_validated": {"overall": _mean(held), "chosen_by_fold": chosen},
+        "best_on_all": names[max(order, key=lambda i: ((table[names[i]]["overall"][run.metric] or 0.0), -order.index(i)))]}
+    out = run.describe(report, time.perf_counter() - t0)
+    out["not_measured"] = []  # a sweep switches no feature
+    return out
+
+
+def sweep_markdown(report: dict[str, Any]) -> str:
+    """A sweep's table as Markdown (`--out` writes it beside the JSON)."""
+    m, folds = report["metric"], list(report["folds"])
+    cv = report["cross_validated"]
+    rv = report.get("recipe_value_overall")
+    keys = list(next(iter(report["table"].values()))["overall"])
+    lines = [f"# Sweep of {report['setting']}: {report['dataset']} ({Path(report['data_path']).name})", "",
+             f"- metric `{m}`, recipe `{report['recipe']}` (its value {report['recipe_value']}), extraction "
+             f"`{report['extract']}`, embedder `{report['embedder']}`, commit `{(report.get('git_commit') or 'unknown')[:12]}`",
+             f"- {report['questions']} scored questions in {len(folds)} folds by {report['fold_kind']}",
+             f"- the recipe's value: **{rv:.4f}**" if rv is not None else "- the recipe's value was not swept",
+             f"- cross-validated (each fold under the value the other folds score best): **{(cv['overall'] or 0):.4f}**; "
+             f"best on all folds: `{report['best_on_all']}`", "",
+             "| value | " + " | ".join(keys) + " | " + " | ".join(folds) + " |",
+             "|---|" + "---:|" * (len(keys) + len(folds))]
+    for name, row in report["table"].items():
+        cells = [f"{row['overall'][k]:.4f}" if row["overall"][k] is not None else "-" for k in keys]
+        cells += [f"{row['by_fold'][f]:.4f}" if row["by_fold"][f] is not None else "-" for f in folds]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Chosen when held out: " + "; ".join(f"{f} `{v}`" for f, v in cv["chosen_by_fold"].items())]
+    return "\n".join(lines) + "\n"
+
+
 class _Ablation:
     """One file's containers, variants and folds, ready to run."""
 
@@ -368,8 +454,8 @@ def write_report(report: dict[str, Any], out_dir: str | os.PathLike[str]) -> lis
     """The report's JSON and Markdown (a pooled one's files also each get their own pair)."""
     out = private_dir(out_dir)  # reports are private like every file memlens writes
     stems = "-".join(Path(r["data_path"]).stem for r in report.get("by_file") or [report])
-    stem = f"ablate-{report['dataset']}-{stems}"
+    stem = f"ablate-{report['dataset']}-{stems}" + (f"-{report['setting']}" if "setting" in report else "")
     js, md = out / f"{stem}.json", out / f"{stem}.md"
     write_private(js, json.dumps(report, indent=2, sort_keys=True) + "\n")
-    write_private(md, markdown(report))
+    write_private(md, sweep_markdown(report) if "setting" in report else markdown(report))
     return [js, md] + [p for r in report.get("by_file") or [] for p in write_report(r, out_dir)]

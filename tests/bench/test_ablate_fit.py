@@ -301,3 +301,30 @@ def test_an_updates_ablation_never_runs_the_blind_part(engine):
         assert run.specs and not {s["container"] for s in run.specs} & blind
         assert "blind" not in {q["fold"] for s in run.specs for q in s["questions"]}
         assert {q["fold"] for s in run.specs for q in s["questions"]} >= {"heldout"}
+
+
+def test_a_sweep_chooses_each_folds_value_on_the_other_folds(engine, tmp_path, capsys):
+    """fts_k=0 empties the lexical channel the hashing vectors lean on: the other folds choose the
+    recipe's value, and each fold is scored under the choice made without it."""
+    from app.cli import main
+
+    out = ablate.run_sweep(engine, DATA / "bench_locomo_tiny.json", setting="fts_k", values=["0", "100"],
+                           embedder="hashing", metric="turn_mrr")
+    assert out["setting"] == "fts_k" and out["recipe_value"] == 100 and out["values"] == [0, 100]
+    assert set(out["folds"]) == {"conv-x1", "conv-x2"} and set(out["table"]) == {"fts_k=0", "fts_k=100"}
+    full, empty = out["table"]["fts_k=100"], out["table"]["fts_k=0"]
+    assert full["overall"]["turn_mrr"] > empty["overall"]["turn_mrr"]
+    assert out["recipe_value_overall"] == full["overall"]["turn_mrr"]
+    assert out["cross_validated"]["chosen_by_fold"] == {"conv-x1": "fts_k=100", "conv-x2": "fts_k=100"}
+    n = out["folds"]
+    held = sum(full["by_fold"][f] * n[f] for f in n) / sum(n.values())
+    assert out["cross_validated"]["overall"] == pytest.approx(held)
+    files = ablate.write_report(out, tmp_path / "sweep")
+    assert files[0].name.endswith("-fts_k.json") and files[1].read_text().startswith("# Sweep of fts_k")
+    db = tmp_path / "other.db"
+    for argv, match in ((["--sweep", "fts_k=1"], "two values or more"), (["--sweep", "fts_k=1,x"], "an integer"),
+                        (["--sweep", "nope=1,2"], "not a recipe setting"), (["--sweep", "fts_k=1,01"], "given twice")):
+        code = main(["bench", "ablate", "--data", str(DATA / "bench_locomo_tiny.json"), "--db", str(db),
+                     "--embedder", "hashing", *argv])
+        assert code == 2 and match in capsys.readouterr().err
+    assert not db.exists()  # each refused before the database was opened
