@@ -289,8 +289,9 @@ def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, settin
     chosen: dict[str, str] = {}
     held: list[float] = []
     for f in fold_names:
-        def train(i: int) -> float:
-            return sum((table[names[i]]["by_fold"][g] or 0.0) * n[g] for g in fold_names if g != f)
+        def train(i: int, held_out: str = f) -> float:
+            return sum((table[names[i]]["by_fold"][g] or 0.0) * n[g] for g in fold_names if g != held_out)
+
         best = max(order, key=lambda i: (train(i), -order.index(i)))
         chosen[f] = names[best]
         held += [it["variants"][names[best]][run.metric] for it in items if it["fold"] == f]
