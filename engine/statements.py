@@ -1009,6 +1009,17 @@ def told_done(text: str) -> bool:
     return any(past_form(w.casefold().replace("’", "'")) for w in re.findall(r"[\w'’-]+", text))
 
 
+# Reasons slot_claims gives that recall reads back (engine/retrieve/pipeline.py): named here, so
+# a reworded reason cannot silently switch a rule off there.
+TOLD_OF_PAST = "told of the past"
+NO_VERB = "no verb of its own: unsure"
+UNSURE = "not a plain present-tense assertion: "  # + the first unsure clause's not_plain reason
+NO_CLAIM = "no clause of theirs asserts it"
+SOMEONE_ELSES = "someone else's turn"
+WHERE_THEY_ARE = "where they are, not where they live"
+STAY_THAT_ENDS = "a stay or stand-in that ends"  # + " (what ends it)"
+
+
 def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> str | None:
     """Why a clause is not a plain present-tense assertion of a value (a question, a plan, wish or
     intention frame, a negation, a step not yet a state, a time after the day it was said, told of
@@ -1032,9 +1043,9 @@ def _not_plain_unframed(c: Clause, said_on: str | None, reply: bool) -> str | No
         return f"names a time after the day it was said ({ahead})"
     tense = _tense(c)
     if tense == "past":
-        return "told of the past"
+        return TOLD_OF_PAST
     if tense == "" and not reply and c.subject not in ("thing",):
-        return "no verb of its own: unsure"
+        return NO_VERB
     return None
 
 
@@ -1099,7 +1110,7 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
     asks_speaker = question.self_ or (speaker_named is not None and speaker_named.casefold() in question.people)
     if (not asks_speaker and speaker_named is not None and question.people
             and not question.people & (PERSON_NOUNS | PET_NOUNS)):
-        return [], "someone else's turn"
+        return [], SOMEONE_ELSES
     reading = _slot_reading(text, said_on, reply, per_sentence)
     if isinstance(reading, str):
         return [], reading
@@ -1122,7 +1133,7 @@ def slot_claims(text: str, question: Asked, *, reply: bool = False, speaker_name
             out.append(c.text)  # the speaker's act on the asked person: "we're home-educating Max now"
     if out:
         return out, ""
-    return [], f"not a plain present-tense assertion: {unsure[0]}" if unsure else "no clause of theirs asserts it"
+    return [], f"{UNSURE}{unsure[0]}" if unsure else NO_CLAIM
 
 
 _SlotReading = str | tuple[tuple[tuple[Clause, tuple[str, ...]], ...], tuple[str, ...]]
@@ -1228,7 +1239,7 @@ def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool)
     if anchored and not per_sentence:
         return "anchored to a moment: an episode, not a standing state"
     if _PRESENCE.search(text) and not _RESIDENCE.search(text):
-        return "where they are, not where they live"  # "I'm in Lisbon with the band"
+        return WHERE_THEY_ARE  # "I'm in Lisbon with the band"
     parts = clauses(text)
     if anchored and len(anchored) == len({c.sentence for c in parts}):
         return "anchored to a moment: an episode, not a standing state"
@@ -1238,7 +1249,7 @@ def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool)
         if c.retracts:
             return "takes something back"
         if c.visit and c.subject in ("self", "thing", "none") and not _subordinate_stay(parts, at):
-            return f"a stay or stand-in that ends ({temporary(c.text) or 'a visit'})"
+            return f"{STAY_THAT_ENDS} ({temporary(c.text) or 'a visit'})"
     kept: list[tuple[Clause, tuple[str, ...]]] = []
     unsure: list[str] = []
     framed: set[int] = set()  # sentences where a frame opened: "The plan is simple: we move to Leeds"
@@ -1258,3 +1269,50 @@ def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool)
             continue
         kept.append((c, tuple(m.group(1).casefold() for m in _OTHERS_THING.finditer(c.text + " "))))
     return tuple(kept), tuple(unsure)
+
+
+# change_not_yet, told_as_done: the parts of a clause a relative word opens ("signed up for a course
+# that starts in October": the time is ahead for the course, not for the signing up)
+CLAUSE_PARTS = re.compile(r"(?i)\b(?:that|which|who|when)\b")
+
+
+# said_now: a clause that marks itself as the present state ("three months fully vegan now", "it's
+# tuesdays at the arts centre now"): the deictic words of the present, not a topic's
+_NOW_MARK = re.compile(r"(?i)\b(?:now|nowadays|these\s+days|at\s+the\s+moment|currently)\b")
+
+
+# a thing subject held by someone not the speaker ("the neighbours' dog", "Dev's pills"): not "my
+# cat's", "it's", "that's"
+_THEIR_THING = re.compile(r"(?i)^\W*(?:the\s+)?(?!(?:it|that|what|there|here|he|she|who|let|this)['’]s\b)"
+                          r"[a-z]+(?:['’]s|s['’])\s")
+
+
+def later_claims(text: str, said_on: str | None, *, done: bool, now: bool) -> list[tuple[str, str]]:
+    """The clauses of a turn that may state a new value of a slot though slot_claims reads none,
+    each with the reading that found it: "done" (feature told_as_done) where the speaker (or the
+    speaker's thing, or no named subject) tells of something done, a past form among its words
+    ("deleted my LastPass account", "just unboxed the iPhone 15", "the gmail got hacked"), not of
+    a past period ("as a teenager I drank", "back in uni"); "now" (feature said_now) where a
+    clause marks itself as the present ("three months fully vegan now", "it's tuesdays at the arts
+    centre now"). Never a question, plan, wish, hedge, negation, step, stay, take-back or a time
+    still ahead (read in the part of the clause that holds it, as change_not_yet does), nor a
+    clause naming a person's or pet's thing ("my sister's car"); none at all when a clause of the
+    turn has a person or pronoun subject ("Dev has", "they've sold up") or someone else's thing
+    ("the neighbours' dog is a spaniel too, called Juno"): the event may be theirs."""
+    parts = clauses(text)
+    if any(not c.question and (c.subject in ("person", "pronoun") or (c.subject == "thing" and _THEIR_THING.match(c.text)))
+           for c in parts):
+        return []
+    out = []
+    for c in parts:
+        if c.question or c.modal or c.visit or c.retracts or c.subject not in ("self", "thing", "none"):
+            continue
+        if (_FRAME.search(c.text) or HEDGE.search(c.text) or _NEGATION.search(c.text) or _STEP.search(c.text)
+                or any(m.group(1).casefold() in PERSON_NOUNS | PET_NOUNS for m in _OTHERS_THING.finditer(c.text + " "))
+                or any(not told_done(part) and ahead_of(part, said_on) for part in CLAUSE_PARTS.split(c.text))):
+            continue
+        if now and _NOW_MARK.search(c.text) and not _PAST_FRAME.search(c.text):
+            out.append((c.text, "now"))
+        elif done and told_done(c.text) and not _PAST_FRAME.search(c.text):
+            out.append((c.text, "done"))  # not "Quick one about my dentist" (nothing done), "as a teenager I drank"
+    return out

@@ -26,8 +26,16 @@ from ..memo import LRU, text_key
 from ..names import find_mentions, name_key, sentence_opener
 from ..scope import Scope
 from ..statements import (
+    CLAUSE_PARTS,
+    NO_CLAIM,
+    NO_VERB,
     PARSED_TRUST,
     RULES_VERSION,
+    SOMEONE_ELSES,
+    STAY_THAT_ENDS,
+    TOLD_OF_PAST,
+    UNSURE,
+    WHERE_THEY_ARE,
     asks_state,
     clauses,
     content_words,
@@ -35,6 +43,7 @@ from ..statements import (
     encode_clauses,
     encode_slot_readings,
     has_slot_reading,
+    later_claims,
     parsed,
     prime_clauses,
     prime_slot_readings,
@@ -372,7 +381,6 @@ thursday friday saturday sunday next this from on""".split())
 
 
 VECTORS_CLOSE = "their vectors are close"  # same_slot's reason when only the claims' vectors tie them
-_RELATIVE = re.compile(r"(?i)\b(?:that|which|who|when)\b")  # change_not_yet: a clause's parts
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
 BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
@@ -441,71 +449,14 @@ def _put_below(asides: dict[str, Any], aside: CandidateTrace, moved: list[Candid
 
 # slot_claims' reasons that say only that no clause asserts a standing state, not that the turn
 # speaks of a non-change (a plan, hope, visit, stay, retraction, addition, someone else's turn)
-_UNASSERTED_ONLY = ("no clause of theirs asserts it", "not a plain present-tense assertion: told of the past",
-                    "not a plain present-tense assertion: no verb of its own: unsure")
+_UNASSERTED_ONLY = (NO_CLAIM, UNSURE + TOLD_OF_PAST, UNSURE + NO_VERB)
 
 
 # slot_claims' readings of a turn that is about somewhere or someone else: asides_below
-_ELSEWHERE = ("where they are, not where they live", "someone else's turn")
+_ELSEWHERE = (WHERE_THEY_ARE, SOMEONE_ELSES)
 # a turn framed as a supposition anywhere ("hypothetically if i went vegetarian", "say i moved the
 # isa over"): told_as_done reads no event in it
 _MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say\s+(?:i|we)|what\s+if|imagine)\b")
-
-
-# said_now: a clause that marks itself as the present state ("three months fully vegan now", "it's
-# tuesdays at the arts centre now"): the deictic words of the present, not a topic's
-_NOW_MARK = re.compile(r"(?i)\b(?:now|nowadays|these\s+days|at\s+the\s+moment|currently)\b")
-
-
-# a thing subject held by someone not the speaker ("the neighbours' dog", "Dev's pills"): not "my
-# cat's", "it's", "that's"
-_THEIR_THING = re.compile(r"(?i)^\W*(?:the\s+)?(?!(?:it|that|what|there|here|he|she|who|let|this)['’]s\b)"
-                          r"[a-z]+(?:['’]s|s['’])\s")
-
-
-def _later_claims(text: str, said_on: str | None, *, done: bool, now: bool) -> list[tuple[str, str]]:
-    """The clauses of a turn that may state a new value of a slot though slot_claims reads none,
-    each with the reading that found it: "done" (feature told_as_done) where the speaker (or the
-    speaker's thing, or no named subject) tells of something done, a past form among its words
-    ("deleted my LastPass account", "just unboxed the iPhone 15", "the gmail got hacked"), not of
-    a past period ("as a teenager I drank", "back in uni"); "now" (feature said_now) where a
-    clause marks itself as the present ("three months fully vegan now", "it's tuesdays at the arts
-    centre now"). Never a question, plan, wish, hedge, negation, step, stay, take-back or a time
-    still ahead (read in the part of the clause that holds it, as change_not_yet does), nor a
-    clause naming a person's or pet's thing ("my sister's car"); none at all when a clause of the
-    turn has a person or pronoun subject ("Dev has", "they've sold up") or someone else's thing
-    ("the neighbours' dog is a spaniel too, called Juno"): the event may be theirs."""
-    from ..statements import (
-        _FRAME,
-        _NEGATION,
-        _OTHERS_THING,
-        _PAST_FRAME,
-        _STEP,
-        HEDGE,
-        PERSON_NOUNS,
-        PET_NOUNS,
-        ahead_of,
-        clauses,
-        told_done,
-    )
-
-    parts = clauses(text)
-    if any(not c.question and (c.subject in ("person", "pronoun") or (c.subject == "thing" and _THEIR_THING.match(c.text)))
-           for c in parts):
-        return []
-    out = []
-    for c in parts:
-        if c.question or c.modal or c.visit or c.retracts or c.subject not in ("self", "thing", "none"):
-            continue
-        if (_FRAME.search(c.text) or HEDGE.search(c.text) or _NEGATION.search(c.text) or _STEP.search(c.text)
-                or any(m.group(1).casefold() in PERSON_NOUNS | PET_NOUNS for m in _OTHERS_THING.finditer(c.text + " "))
-                or any(not told_done(part) and ahead_of(part, said_on) for part in _RELATIVE.split(c.text))):
-            continue
-        if now and _NOW_MARK.search(c.text) and not _PAST_FRAME.search(c.text):
-            out.append((c.text, "now"))
-        elif done and told_done(c.text) and not _PAST_FRAME.search(c.text):
-            out.append((c.text, "done"))  # not "Quick one about my dentist" (nothing done), "as a teenager I drank"
-    return out
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -1509,7 +1460,7 @@ class Recall:
                         # the time is read in the part of the clause that holds it: "we sold it in
                         # November" is told as done (a month without a year is then past), "signed up
                         # for a course that starts in October" is a step whose state begins later
-                        why = next((ahead for part in _RELATIVE.split(clause)
+                        why = next((ahead for part in CLAUSE_PARTS.split(clause)
                                     if not told_done(part) and (ahead := ahead_of(part, said_on))), None)
                         if why:
                             del changes[mid]
@@ -1645,7 +1596,7 @@ class Recall:
         read = {c.memory_id: slot_claims(_body(c.meta["text"], c.meta["speaker"]), question, per_sentence=passing,
                                          speaker_named=speaker_of(c), said_on=c.meta["source_time"]) for c in pool}
         # a turn with no claim of its own may answer the other speaker's question: only those look back
-        bare = [c.memory_id for c in pool if read[c.memory_id][1] == "no clause of theirs asserts it"]
+        bare = [c.memory_id for c in pool if read[c.memory_id][1] == NO_CLAIM]
         if bare:
             for seed, nb, offset in self._neighbours(bare, 2):
                 if offset < 0:
@@ -1659,7 +1610,7 @@ class Recall:
             claims = [claim for claim in claims if terms(claim)]  # "Not yet.": no value of its own
             if (context is None and (r.on("told_as_done") or r.on("said_now"))
                     and (claims or read[c.memory_id][1] in _UNASSERTED_ONLY) and not _MODAL_TURN.search(c.meta["text"])):
-                for extra, how in _later_claims(_body(c.meta["text"], c.meta["speaker"]), c.meta["source_time"],
+                for extra, how in later_claims(_body(c.meta["text"], c.meta["speaker"]), c.meta["source_time"],
                                                 done=r.on("told_as_done"), now=r.on("said_now")):
                     if extra not in claims and terms(extra):
                         claims.append(extra)
@@ -1703,7 +1654,7 @@ class Recall:
         asked_vecs = CLAUSE_VECTORS.get(self.embedder, list(answered.values()), "query") if answered else {}
         in_slot = {mid for mid, q in answered.items() if float(np.dot(asked_vecs[q], qv)) >= r.slot_question_similarity}
         claim: dict[int, tuple[str, np.ndarray]] = {}  # turn -> (its claim most like the question, the vector)
-        read_as: dict[int, str] = {}  # turn -> "done" / "now" when that claim is one of _later_claims
+        read_as: dict[int, str] = {}  # turn -> "done" / "now" when that claim is one of statements.later_claims
         claim_terms: dict[int, frozenset[str]] = {}  # ... and the claim's own content terms (not the question's it answers)
         for mid, ts in texts.items():
             at = 0 if mid in in_slot else max(range(len(ts)), key=lambda i: float(np.dot(vecs[ts[i]], qv)))
@@ -1848,7 +1799,7 @@ class Recall:
 
         def aside(c: CandidateTrace) -> str | None:
             why = read[c.memory_id][1]
-            if why in NOT_ASSERTED or why.startswith("a stay or stand-in") or why in _ELSEWHERE:
+            if why in NOT_ASSERTED or why.startswith(STAY_THAT_ENDS) or why in _ELSEWHERE:
                 return why  # a reading of the whole turn, not a clause's unsure one (not_plain)
             if _MODAL_TURN.search(c.meta["text"]):
                 return "a supposition"

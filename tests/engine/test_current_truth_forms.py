@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from engine.memory import MemoryEngine
-from engine.retrieve.pipeline import _later_claims
+from engine.statements import later_claims
 
 from .test_current_truth import S, chat, first_of, turn_order
 from .test_current_truth import embedder as embedder  # noqa: F401  (the module's fixture)
@@ -60,15 +60,15 @@ def test_an_event_that_may_be_someone_elses_or_supposed_replaces_nothing(engine,
 
 def test_later_claims_read_the_form_not_the_words():
     said = "2023-10-05T09:00:00Z"
-    assert _later_claims("exported every note into Obsidian", said, done=True, now=True) == [
+    assert later_claims("exported every note into Obsidian", said, done=True, now=True) == [
         ("exported every note into Obsidian", "done")]
-    assert _later_claims("strictly vegan now, no eggs either", said, done=True, now=True)[0][1] == "now"
-    assert _later_claims("strictly vegan now", said, done=True, now=False) == []
-    assert _later_claims("as a teenager I drank litres of cola", said, done=True, now=True) == []  # a past period
-    assert _later_claims("quick one about my dentist", said, done=True, now=True) == []  # nothing done
-    assert _later_claims("the neighbours' dog is a spaniel too, called Juno", said, done=True, now=True) == []
-    assert _later_claims("my wife's car is electric now", said, done=True, now=True) == []
-    assert _later_claims("we applied to Oakwood", said, done=True, now=True) == []  # a step
+    assert later_claims("strictly vegan now, no eggs either", said, done=True, now=True)[0][1] == "now"
+    assert later_claims("strictly vegan now", said, done=True, now=False) == []
+    assert later_claims("as a teenager I drank litres of cola", said, done=True, now=True) == []  # a past period
+    assert later_claims("quick one about my dentist", said, done=True, now=True) == []  # nothing done
+    assert later_claims("the neighbours' dog is a spaniel too, called Juno", said, done=True, now=True) == []
+    assert later_claims("my wife's car is electric now", said, done=True, now=True) == []
+    assert later_claims("we applied to Oakwood", said, done=True, now=True) == []  # a step
 
 
 def test_a_clause_marked_as_the_present_states_the_value(engine):
