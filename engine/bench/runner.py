@@ -33,7 +33,14 @@ from . import datasets as ds
 from .metrics import LEVELS, METRICS_VERSION, dedupe, percentiles
 from .scoring import MEMLENS, lme_official_id, schemes_for, score_question, summarise_run
 from .scoring import describe as describe_scoring
-from .update_metrics import KU_METRICS, UPDATE_METRICS, evidence_order, score_update_question, summarise_extra
+from .update_metrics import (
+    KU_METRICS,
+    UPDATE_METRICS,
+    evidence_order,
+    false_by_rule,
+    score_update_question,
+    summarise_extra,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -390,14 +397,15 @@ def truth_metrics(engine: MemoryEngine, scope: Scope, q: dict[str, Any], res: Re
     return truth
 
 
-def _outdated_turns(engine: MemoryEngine, scope: Scope, res: RecallResult) -> list[tuple[list[str], list[str]]]:
-    """(turn ids of each memory the recall treated as replaced, turn ids of what replaced it)."""
+def _outdated_turns(engine: MemoryEngine, scope: Scope, res: RecallResult) -> list[tuple[list[str], list[str], str]]:
+    """(turn ids of each memory the recall treated as replaced, turn ids of what replaced it, the
+    rule that did)."""
     marks = res.trace.params.get("outdated") or {}
     if not marks:
         return []
     mids = {int(m) for m in marks} | {int(v["by"]) for v in marks.values() if v.get("by") is not None}
     msgs = engine.store.message_ids(scope, sorted(mids))
-    return [(msgs.get(int(m), []), msgs.get(int(v["by"]), []) if v.get("by") is not None else [])
+    return [(msgs.get(int(m), []), msgs.get(int(v["by"]), []) if v.get("by") is not None else [], v.get("rule") or "")
             for m, v in marks.items()]
 
 
@@ -570,7 +578,7 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
     """Every scheme's summary of the done questions, the default scheme's name, latency and tokens."""
     done = [{**it, "excluded": excluded(it)} for it in items if it["status"] == "done"]
     scores = summarise_run(dataset, done, ks)
-    _add_current_truth(scores, done, loaded)
+    by_rule = _add_current_truth(scores, done, loaded)
     judged = [it for it in done if "qa_correct" in (it["metrics"] or {})]
     if judged:  # single-answer QA accuracy (ours under any scheme; abstentions included: declining is correct)
         for summary in scores.values():
@@ -581,17 +589,21 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
     lat = [it["latency_ms"] for it in done if it["latency_ms"] is not None]
     tokens = [it["context_tokens"] for it in done if it["context_tokens"] is not None]
     return {"scoring": schemes_for(dataset)[0].name, "scores": scores,
+            # current truth: how many questions each rule falsely superseded in, overall ("all") and per group
+            **({"false_supersessions_by_rule": by_rule} if by_rule else {}),
             "latency_ms": percentiles(lat, (50, 95, 99)) if lat else {},
             "context_tokens": {"mean": round(sum(tokens) / len(tokens), 1) if tokens else None,
                                "p95": percentiles(tokens, (95,)).get("p95") if tokens else None}}
 
 
-def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None) -> None:
+def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None
+                       ) -> dict[str, dict[str, int]]:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
     category, and for memlens bench updates per part ("dev", "heldout", "blind"), per part and scenario
     kind ("heldout:plan") and per dev batch ("dev:tidy", every "dev:w<N>" and its halves "dev:w<N>a", "dev:w<N>b";
     "dev:half_a" is all of "-w2" with "dev:w3a", the natural talk issue 15's mechanisms round
-    develops on, "dev:half_b" is "dev:w3b": ds.dev_groups)."""
+    develops on, "dev:half_b" is "dev:w3b": ds.dev_groups). Returns the questions each rule
+    falsely superseded in, by the same groups (update_metrics.false_by_rule)."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
     batch_of = loaded.dev_batches() if isinstance(loaded, ds.UpdatesDataset) else {}
 
@@ -605,13 +617,15 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loade
             out += ds.dev_groups(batch)
         return out
 
-    extra = summarise_extra([it for it in done if not it["excluded"]], (*UPDATE_METRICS, *KU_METRICS), groups)
+    counted = [it for it in done if not it["excluded"]]
+    extra = summarise_extra(counted, (*UPDATE_METRICS, *KU_METRICS), groups)
     if not extra["metrics"]:
-        return
+        return {}
     for summary in scores.values():
         summary["metrics"].update(extra["metrics"])
         for group, vals in extra["by_category"].items():
             summary["by_category"].setdefault(group, {}).update(vals)
+    return false_by_rule(counted, groups)
 
 
 def excluded(item: dict[str, Any]) -> bool:

@@ -53,23 +53,53 @@ def first_in(turns: Sequence[str], gold: Iterable[str], k: int) -> float:
     return 1.0 if any(t in gold for t in top) else 0.0
 
 
-def false_supersession(outdated: Iterable[tuple[Sequence[str], Sequence[str]]], gold: Iterable[str]) -> float:
-    """outdated: (turn ids of a memory the recall treated as replaced, turn ids of what replaced it)."""
+def false_supersession(outdated: Iterable[Sequence[Any]], gold: Iterable[str]) -> float:
+    """outdated: (turn ids of a memory the recall treated as replaced, turn ids of what replaced
+    it[, the rule that did]), one per mark."""
+    return 1.0 if false_rules(outdated, gold) else 0.0
+
+
+def false_rules(outdated: Iterable[Sequence[Any]], gold: Iterable[str]) -> list[str]:
+    """The rules (trace.params["outdated"][...]["rule"], "" when a mark names none) that treated a
+    gold turn as replaced by a turn outside the gold, each once, in the order met."""
     gold = set(gold)
-    for turns, by in outdated:
-        if gold.intersection(turns) and not gold.intersection(by):
-            return 1.0
-    return 0.0
+    out: list[str] = []
+    for mark in outdated:
+        turns, by = mark[0], mark[1]
+        rule = str(mark[2]) if len(mark) > 2 and mark[2] else ""
+        if gold.intersection(turns) and not gold.intersection(by) and rule not in out:
+            out.append(rule)
+    return out
 
 
 def score_update_question(qtype: str, turns: Sequence[str], gold: Sequence[str], stale: Sequence[str],
-                          outdated: Iterable[tuple[Sequence[str], Sequence[str]]]) -> dict[str, float]:
+                          outdated: Iterable[Sequence[Any]]) -> dict[str, float]:
+    """The question's metrics; a false supersession also as "false_supersession:<rule>" 1.0 for
+    each rule that made one (RULE_PREFIX; what `bench updates` counts by rule)."""
     if qtype == "history":
         return {"history@3": first_in(turns, gold, HISTORY_K)}
     stated = set(gold) | set(stale)
+    rules = false_rules(list(outdated), gold)
     return {f"{qtype}_first@1": first_in([t for t in turns if t in stated], gold, FIRST_K),
             f"{qtype}_top@1": first_in(turns, gold, FIRST_K),
-            "false_supersession": false_supersession(outdated, gold)}
+            "false_supersession": 1.0 if rules else 0.0,
+            **{f"{RULE_PREFIX}{rule or 'unnamed'}": 1.0 for rule in rules}}
+
+
+RULE_PREFIX = "false_supersession:"
+
+
+def false_by_rule(items: Iterable[Mapping[str, Any]], group_of: Callable[[Mapping[str, Any]], Iterable[str]]
+                  ) -> dict[str, dict[str, int]]:
+    """{group: {rule: questions with a false supersession by it}}, "all" among the groups."""
+    out: dict[str, dict[str, int]] = {}
+    for it in items:
+        for key in it.get("metrics") or {}:
+            if key.startswith(RULE_PREFIX):
+                rule = key[len(RULE_PREFIX):]
+                for g in ("all", *group_of(it)):
+                    out.setdefault(g, {})[rule] = out.get(g, {}).get(rule, 0) + 1
+    return {g: dict(sorted(rules.items())) for g, rules in sorted(out.items())}
 
 
 def evidence_order(question: str, turns: Sequence[str], evidence: Sequence[str],

@@ -97,6 +97,24 @@ def test_false_supersession_is_a_gold_turn_replaced_by_a_turn_outside_gold():
     assert false_supersession([(["s9:0"], ["s2:0"])], ["s1:0"]) == 0.0
 
 
+def test_false_supersessions_are_told_by_the_rule_that_made_them():
+    from engine.bench.update_metrics import false_by_rule, false_rules, score_update_question
+
+    marks = [(["s1:0"], ["s2:0"], "restated_later"), (["s1:0"], ["s3:0"], "same_slot"),
+             (["s1:0"], ["s4:0"], "restated_later"), (["s2:0"], ["s1:0"], "same_slot"), (["s1:0"], ["s5:0"])]
+    assert false_rules(marks, ["s1:0"]) == ["restated_later", "same_slot", ""]
+    got = score_update_question("current", ["s1:0", "s2:0"], ["s1:0"], ["s2:0"], marks)
+    assert got["false_supersession"] == 1.0
+    assert {k for k in got if k.startswith("false_supersession:")} == {
+        "false_supersession:restated_later", "false_supersession:same_slot", "false_supersession:unnamed"}
+    assert "false_supersession:same_slot" not in score_update_question("current", [], ["s1:0"], [], marks[3:4])
+    items = [{"metrics": got, "part": "dev"}, {"metrics": {"false_supersession": 0.0}, "part": "dev"},
+             {"metrics": {"false_supersession:same_slot": 1.0}, "part": "heldout"}]
+    assert false_by_rule(items, lambda it: [it["part"]]) == {
+        "all": {"restated_later": 1, "same_slot": 2, "unnamed": 1},
+        "dev": {"restated_later": 1, "same_slot": 1, "unnamed": 1}, "heldout": {"same_slot": 1}}
+
+
 def test_evidence_order_reads_the_dates_and_the_questions_wording():
     dates = {"a": "2023-01-01T00:00:00Z", "b": "2023-06-01T00:00:00Z"}
     of = lambda t: t.split(":")[0]  # noqa: E731
