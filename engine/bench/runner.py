@@ -457,7 +457,8 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     specs = containers_for(loaded, raw)
     if resume_run is not None:
         prior = bench_sql.run(engine.store, resume_run)
-        blind = bool(((prior or {}).get("config") or {}).get("blind", blind))  # finish it as it started
+        # finish it as it started (a run from before --blind ran the blind part)
+        blind = bool(((prior or {}).get("config") or {}).get("blind", True))
     if isinstance(loaded, ds.UpdatesDataset) and not blind:
         hidden = {sc.scenario_id for sc in loaded.scenarios if sc.split == "blind"}
         specs = [s for s in specs if s["container"] not in hidden]

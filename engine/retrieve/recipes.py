@@ -195,8 +195,8 @@ def switched_off(name: str | None, off: Iterable[str] = (), on: Iterable[str] = 
 def settable() -> dict[str, type]:
     """The Recipe fields `--set NAME=VALUE` may change, by type: the numbers and switches (the
     name, the feature list, the channel weights and the model files have their own options)."""
-    return {f.name: type(f.default) for f in fields(Recipe)
-            if type(f.default) in (int, float, bool) and f.name not in ("k",)}
+    kinds = {"int": int, "float": float, "bool": bool}  # the annotations (a float field may default to 30)
+    return {f.name: kinds[str(f.type)] for f in fields(Recipe) if str(f.type) in kinds and f.name != "k"}
 
 
 def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
