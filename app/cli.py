@@ -867,6 +867,8 @@ def _bench_sweep(args: argparse.Namespace, run_sweep: Any, sweep_markdown: Any, 
 
     if isinstance(args.data, list):
         raise BadInput("--sweep takes one --data file")
+    if args.features or args.off:
+        raise BadInput("--sweep answers under the recipe's own features (--on may add some); drop --features / --off")
     name, sep, text = args.sweep.partition("=")
     values = [v.strip() for v in text.split(",") if v.strip()]
     if not sep or not name.strip() or len(values) < 2:

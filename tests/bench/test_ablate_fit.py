@@ -323,7 +323,8 @@ def test_a_sweep_chooses_each_folds_value_on_the_other_folds(engine, tmp_path, c
     assert files[0].name.endswith("-fts_k.json") and files[1].read_text().startswith("# Sweep of fts_k")
     db = tmp_path / "other.db"
     for argv, match in ((["--sweep", "fts_k=1"], "two values or more"), (["--sweep", "fts_k=1,x"], "an integer"),
-                        (["--sweep", "nope=1,2"], "not a recipe setting"), (["--sweep", "fts_k=1,01"], "given twice")):
+                        (["--sweep", "nope=1,2"], "not a recipe setting"), (["--sweep", "fts_k=1,01"], "given twice"),
+                        (["--sweep", "fts_k=1,2", "--off", "fts"], "drop --features / --off")):
         code = main(["bench", "ablate", "--data", str(DATA / "bench_locomo_tiny.json"), "--db", str(db),
                      "--embedder", "hashing", *argv])
         assert code == 2 and match in capsys.readouterr().err
