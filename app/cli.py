@@ -921,9 +921,10 @@ def _truth_text(out: dict) -> str:
         vals = (out.get("by_category") or {}).get(split)
         if vals:
             lines.append(f"  {split}: " + ", ".join(f"{k} {vals[k]:.4f}" for k in _CURRENT_TRUTH if k in vals))
-    by_rule = (out.get("false_supersessions_by_rule") or {}).get("all")
-    if by_rule:
-        lines.append("  false supersessions by rule (questions): " + ", ".join(f"{r} {n}" for r, n in by_rule.items()))
+    from engine.bench.runner import false_rules_text
+
+    if false := false_rules_text(out):
+        lines.append(f"  false supersessions by rule (questions): {false}")
     return ("\n  current truth:\n" + "\n".join(lines)) if lines else ""
 
 

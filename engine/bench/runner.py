@@ -622,11 +622,14 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loade
     extra = summarise_extra(counted, (*UPDATE_METRICS, *KU_METRICS), groups)
     if not extra["metrics"]:
         return {}
+    by_rule = false_by_rule(counted, groups)
     for summary in scores.values():
         summary["metrics"].update(extra["metrics"])
         for group, vals in extra["by_category"].items():
             summary["by_category"].setdefault(group, {}).update(vals)
-    return false_by_rule(counted, groups)
+        if by_rule:  # stored with the run's scores: bench report and the dashboard read it back
+            summary["false_supersessions_by_rule"] = by_rule
+    return by_rule
 
 
 def excluded(item: dict[str, Any]) -> bool:
@@ -709,6 +712,16 @@ def run_scoring(run: dict[str, Any]) -> dict[str, Any]:
     return {"default": "memlens", "schemes": {"memlens": {
         "label": f"memlens (ours), metric definitions {version}: recorded before definitions were stored",
         "official": False, "definitions": {}, "notes": []}}}
+
+
+def false_rules_text(summary: Mapping[str, Any]) -> str:
+    """"restated_later 12 (dev 12)": the questions each rule falsely superseded in, over the run
+    and per part of an updates file; "" when none (or a run from before they were counted)."""
+    by_rule = summary.get("false_supersessions_by_rule") or {}
+    parts = [g for g in ds.UPDATE_SPLITS if g in by_rule]
+    return ", ".join(f"{rule} {n}" + (" (" + ", ".join(f"{g} {by_rule[g][rule]}" for g in parts if rule in by_rule[g])
+                                       + ")" if parts else "")
+                     for rule, n in (by_rule.get("all") or {}).items())
 
 
 def run_scores(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -805,6 +818,8 @@ def _markdown(run: dict[str, Any], other: dict[str, Any] | None, diffs: list[dic
              *(f"- scoring `{name}`{' (default)' if name == base else ''}: "
                f"{(scoring['schemes'].get(name) or {}).get('label', name)}" for name in order),
              f"- latency ms {run['latency_ms']}", f"- context tokens {run['context_tokens']}",
+             *([f"- false supersessions by rule (questions): {false_rules_text(scores[base])}"]
+               if false_rules_text(scores.get(base) or {}) else []),
              *([f"- compared with run {other['id']}, which differs in: {describe_differences(diffs)}"] if other and diffs
                else [f"- compared with run {other['id']}, same setup"] if other else []), "",
              "| metric | " + " | ".join(order) + " |" + (f" run {other['id']} {base} | delta |" if other else ""),

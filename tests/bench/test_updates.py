@@ -113,6 +113,11 @@ def test_false_supersessions_are_told_by_the_rule_that_made_them():
     assert false_by_rule(items, lambda it: [it["part"]]) == {
         "all": {"restated_later": 1, "same_slot": 2, "unnamed": 1},
         "dev": {"restated_later": 1, "same_slot": 1, "unnamed": 1}, "heldout": {"same_slot": 1}}
+    from engine.bench.runner import false_rules_text
+
+    told = false_rules_text({"false_supersessions_by_rule": false_by_rule(items, lambda it: [it["part"]])})
+    assert told == "restated_later 1 (dev 1), same_slot 2 (dev 1, heldout 1), unnamed 1 (dev 1)"
+    assert false_rules_text({}) == ""  # a run from before they were counted
 
 
 def test_evidence_order_reads_the_dates_and_the_questions_wording():

@@ -424,3 +424,22 @@ def test_current_truth_is_drawn_per_half(panes, seeded):
     assert [name for _, name in axis._tickLevels[0]] == ["dev:\ncurrent"]
     b.select_run(seeded.runs[1])  # a run without current truth hides the panel
     assert not b.truth_plot.isVisibleTo(b)
+
+
+def test_the_summary_says_which_rule_made_the_false_supersessions(panes, seeded):
+    b, _ = panes
+    truth = {"current_first@1": 0.9, "false_supersession": 0.25}
+    run = store_run(seeded.engine, recipe="offline", metrics={"turn_recall_any@5": 1.0, **truth},
+                    by_category={"dev": truth, "heldout": truth}, items=[])
+    by_rule = {"all": {"restated_later": 3, "same_slot": 1}, "dev": {"restated_later": 3}, "heldout": {"same_slot": 1}}
+    bench_sql.finish_run(seeded.engine.store, run, status="done", sample_count=0, failures=0,
+                         metrics={"turn_recall_any@5": 1.0, **truth}, by_category={"dev": truth, "heldout": truth},
+                         latency_ms={}, context_tokens={}, finished_at="2024-02-01T00:02:00Z",
+                         scores={"memlens": {"metrics": {"turn_recall_any@5": 1.0, **truth},
+                                             "by_category": {"dev": truth, "heldout": truth},
+                                             "false_supersessions_by_rule": by_rule}})
+    b.refresh()
+    b.select_run(run)
+    assert "false supersessions, questions by rule: restated_later 3 (dev 3), same_slot 1 (heldout 1)" in b.summary.text()
+    b.select_run(run - 1)  # a run without the counts says nothing of them
+    assert "false supersessions" not in b.summary.text()

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 
 from engine.bench import DATASETS
 from engine.bench.metrics import AT_K_METRICS
-from engine.bench.runner import describe_differences, run_scores, run_scoring, setup_differences
+from engine.bench.runner import describe_differences, false_rules_text, run_scores, run_scoring, setup_differences
 from engine.bench.scoring import definition
 from engine.retrieve.recipes import RECIPES
 from ui.models.bench_models import (
@@ -405,7 +405,9 @@ class BenchPane(PaneBase):
             f"{(run.get('git_commit') or 'unknown')[:10]} · extract {cfg.get('extract', '?')}</small><br>"
             f"<small>scoring <b>{html.escape(scoring['default'])}</b> (default): "
             f"{html.escape((scoring['schemes'].get(scoring['default']) or {}).get('label', ''))}"
-            + "".join(f"; {html.escape(n)} beside it" for n in schemes if n != scoring["default"]) + "</small>")
+            + "".join(f"; {html.escape(n)} beside it" for n in schemes if n != scoring["default"]) + "</small>"
+            + (f"<br><small>false supersessions, questions by rule: {html.escape(false)}</small>"
+               if (false := false_rules_text(run_scores(run).get(scoring["default"]) or {})) else ""))
         self._draw()
         self._fill_items()
         self.sigRunShown.emit(run)
