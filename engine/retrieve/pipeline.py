@@ -500,8 +500,9 @@ class Recall:
         if any(f in r.off for f in NOT_SHIPPED):  # built, left off by every shipped recipe
             trace.params["not_shipped"] = [f for f in r.off if f in NOT_SHIPPED]
         # turns this recall looked up in memory_clauses: (memory id, text, said on, the stored row
-        # or None), written back with what the recall added to them (_stored_clauses, _new_parses)
-        self._unstored: list[tuple[int, str, str | None, StoredParse | None]] = []
+        # or None, the clause vectors read from it), written back with what the recall added to
+        # them (_stored_clauses, _new_parses)
+        self._unstored: list[tuple[int, str, str | None, StoredParse | None, dict[str, np.ndarray]]] = []
         t0 = time.perf_counter()
         if query_vector is None:
             query_vector = self.embedder.embed([query], kind="query")[0]
@@ -526,7 +527,7 @@ class Recall:
         vectors it made of the turns it looked up (self._unstored) that the store did not hold."""
         rows: list[ClauseRow] = []
         model = CLAUSE_VECTORS.model_of(self.embedder)
-        for mid, body, said_on, row in self._unstored:
+        for mid, body, said_on, row, kept in self._unstored:
             if not parsed(body):
                 continue
             had = row.readings if row is not None else None
@@ -535,7 +536,6 @@ class Recall:
                 readings = json.dumps({**json.loads(had), **json.loads(readings)}, ensure_ascii=False,
                                       separators=(",", ":"))
             readings = readings or had
-            kept = _stored_vectors(row, model, body)
             vecs = kept | _clause_vectors(self.embedder, body)
             if row is None or readings != had or len(vecs) > len(kept):
                 rows.append((mid, text_digest(body), RULES_VERSION, encode_clauses(clauses(body)), readings,
@@ -1052,11 +1052,12 @@ class Recall:
                     prime_clauses(body, decode_clauses(row.clauses))
                 if row.readings is not None:
                     prime_slot_readings(body, said_on[mid], json.loads(row.readings))
-                if row.vectors is not None:
-                    CLAUSE_VECTORS.prime(self.embedder, _stored_vectors(row, model, body))
-                self._unstored.append((mid, body, said_on[mid], row))
+                kept = _stored_vectors(row, model, body)  # read once: _new_parses compares with it
+                if kept:
+                    CLAUSE_VECTORS.prime(self.embedder, kept)
+                self._unstored.append((mid, body, said_on[mid], row, kept))
             else:
-                self._unstored.append((mid, body, said_on[mid], None))
+                self._unstored.append((mid, body, said_on[mid], None, {}))
 
     def _claim_supersession(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
                             claims: dict[int, list[dict[str, Any]]], newer: dict[int, list[int]]) -> None:

@@ -206,14 +206,17 @@ def test_recall_writes_the_readings_the_store_lacked_and_keeps_the_parse(eng):
     statements.clauses(body)
     statements._slot_reading(body, when, True, True)  # only the reply variant in this process
     recall = Recall(eng.store, S, eng.embedder, None, recipes.get_recipe("offline"))
-    recall._unstored = [(mid, body, when, StoredParse(statements.text_digest(body), "", had, None, None, None))]
+    recall._unstored = [(mid, body, when, StoredParse(statements.text_digest(body), "", had, None, None, None), {})]
     (row,) = recall._new_parses()
     merged = json.loads(row[4])
     assert set(merged) == {statements.reading_variant(when, False, True), statements.reading_variant(when, True, True)}
     assert merged[statements.reading_variant(when, False, True)] == json.loads(had)[
         statements.reading_variant(when, False, True)]
     # and nothing to write when the store holds every reading this process made
-    recall._unstored = [(mid, body, when, StoredParse(row[1], row[3], row[4], *row[5:]))]
+    from engine.retrieve.pipeline import CLAUSE_VECTORS, _stored_vectors
+
+    stored = StoredParse(row[1], row[3], row[4], *row[5:])
+    recall._unstored = [(mid, body, when, stored, _stored_vectors(stored, CLAUSE_VECTORS.model_of(eng.embedder), body))]
     assert recall._new_parses() == []
 
 
