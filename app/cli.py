@@ -834,58 +834,36 @@ def _fit_done(args: argparse.Namespace, name: str, out: dict[str, Any], write_mo
 
 
 def _bench_ablate(args: argparse.Namespace) -> int:
-    from engine.bench.ablate import markdown, run_ablation, run_pooled_ablation, run_sweep, sweep_markdown, write_report
+    """bench ablate: each feature switched off on folds, or (--sweep) one recipe number chosen on them."""
+    from engine.bench.ablate import markdown, run_ablation, run_pooled_ablation, run_sweep, write_report
     from engine.memory import MemoryEngine
+    from engine.retrieve.recipes import parse_sweep
 
     if args.sweep:
-        return _bench_sweep(args, run_sweep, sweep_markdown, write_report)
-
+        if isinstance(args.data, list):
+            raise BadInput("--sweep takes one --data file")
+        if args.features or args.off:
+            raise BadInput("--sweep answers under the recipe's own features (--on may add some); drop --features / --off")
+        parse_sweep(args.sweep)  # before the database is opened: bad input writes nothing
     features = _features(args.features) if args.features else None
-    common = {"features": features, "metric": args.metric, "recipe": args.recipe, "workers": args.workers,
+    common = {"metric": args.metric, "recipe": args.recipe, "workers": args.workers,
               "on": _features(args.on) if args.on else [],
               "embedder": args.embedder, "extract": args.extract, "limit": args.limit, "fresh": args.fresh,
               "progress": None if args.json else _progress}
     with MemoryEngine(_db_path(args), llm=False) as engine:
-        if isinstance(args.data, list):  # several files: pooled folds (each file's own)
+        if args.sweep:
+            out = run_sweep(engine, args.data, sweep=args.sweep, folds=args.folds, **common)
+        elif isinstance(args.data, list):  # several files: pooled folds (each file's own)
             if args.folds:
                 raise BadInput("--folds applies to one --data file; a pooled ablation uses each file's own folds")
-            out = run_pooled_ablation(engine, args.data, **common)
+            out = run_pooled_ablation(engine, args.data, features=features, **common)
         else:
-            out = run_ablation(engine, args.data, folds=args.folds, **common)
+            out = run_ablation(engine, args.data, features=features, folds=args.folds, **common)
     if not args.json:
         sys.stderr.write("\n")
     if args.out:
         out["files"] = [str(p) for p in write_report(out, args.out)]
     _emit(args, out, markdown(out))
-    return 0
-
-
-def _bench_sweep(args: argparse.Namespace, run_sweep: Any, sweep_markdown: Any, write_report: Any) -> int:
-    """bench ablate --sweep NAME=V1,V2,...: one recipe setting chosen on leave-one-fold-out folds."""
-    from engine.memory import MemoryEngine
-    from engine.retrieve.recipes import parse_settings
-
-    if isinstance(args.data, list):
-        raise BadInput("--sweep takes one --data file")
-    if args.features or args.off:
-        raise BadInput("--sweep answers under the recipe's own features (--on may add some); drop --features / --off")
-    name, sep, text = args.sweep.partition("=")
-    values = [v.strip() for v in text.split(",") if v.strip()]
-    if not sep or not name.strip() or len(values) < 2:
-        raise BadInput(f"--sweep wants NAME=V1,V2,... with two values or more, got {args.sweep!r}")
-    parsed = [parse_settings([f"{name.strip()}={v}"])[name.strip()] for v in values]  # before the database opens
-    if len(set(parsed)) < len(parsed):
-        raise BadInput(f"--sweep: a value of {name.strip()} is given twice")
-    with MemoryEngine(_db_path(args), llm=False) as engine:
-        out = run_sweep(engine, args.data, setting=name.strip(), values=values, folds=args.folds, metric=args.metric,
-                        recipe=args.recipe, workers=args.workers, embedder=args.embedder, extract=args.extract,
-                        limit=args.limit, fresh=args.fresh, on=_features(args.on) if args.on else [],
-                        progress=None if args.json else _progress)
-    if not args.json:
-        sys.stderr.write("\n")
-    if args.out:
-        out["files"] = [str(p) for p in write_report(out, args.out)]
-    _emit(args, out, sweep_markdown(out))
     return 0
 
 

@@ -246,28 +246,24 @@ def run_pooled_ablation(engine: MemoryEngine, data_paths: list[str], *, features
     return pooled
 
 
-def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, setting: str, values: list[Any],
+def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, sweep: str,
               folds: str | None = None, metric: str | None = None, recipe: str = "offline", workers: int = 1,
               embedder: str | None = None, extract: str | None = None, limit: int | None = None,
               fresh: bool = False, on: list[str] | None = None,
               progress: Callable[[float, str], None] | None = None,
               should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """A recipe setting chosen on folds (`bench ablate --sweep NAME=V1,V2,...`): every question
-    answered under each value; for each fold, the value the other folds score best (ties: the
-    recipe's own value, then the order given) is scored on that fold. The cross-validated figure
-    beside the recipe's own value's says whether a hand-set threshold is one the data would pick
-    where it was not tuned."""
-    from ..retrieve.recipes import get_recipe, parse_settings
+    """A recipe setting chosen on folds (`bench ablate --sweep NAME=V1,V2,...`, recipes.parse_sweep):
+    every question answered under each value; for each fold, the value the other folds score best
+    (ties: the recipe's own value, then the order given) is scored on that fold. The cross-validated
+    figure beside the recipe's own value's says whether a hand-set threshold is one the data would
+    pick where it was not tuned."""
+    from ..retrieve.recipes import get_recipe, parse_sweep
 
-    if len(values) < 2:
-        raise BadInput("--sweep wants NAME=V1,V2,... with two values or more")
-    parsed = [parse_settings([f"{setting}={v}"])[setting] for v in values]
-    run = _Ablation(engine, data_path, features=[], folds=folds, metric=metric, recipe=recipe,
+    setting, parsed = parse_sweep(sweep)
+    run = _Ablation(engine, data_path, features=None, folds=folds, metric=metric, recipe=recipe,
                     embedder=embedder, extract=extract, limit=limit, fresh=fresh, on=on)
     default = getattr(get_recipe(recipe), setting)
     names = [f"{setting}={v}" for v in parsed]
-    if len(set(names)) < len(names):
-        raise BadInput(f"--sweep: a value of {setting} is given twice")
     off = list(run.base_recipe.off)
     for spec in run.specs:
         spec["variants"] = {name: {"off": off, "set": {setting: v}} for name, v in zip(names, parsed)}
@@ -411,7 +407,9 @@ def _run(specs: list[dict[str, Any]], workers: int, should_stop: ShouldStop | No
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The ablation table as Markdown (also written beside the JSON by `--out`)."""
+    """The ablation table (or a sweep's, sweep_markdown) as Markdown (also written beside the JSON by `--out`)."""
+    if "setting" in report:
+        return sweep_markdown(report)
     m = report["metric"]
     base = report["baseline"]
     cv = report.get("cross_validated") or {}
@@ -458,5 +456,5 @@ def write_report(report: dict[str, Any], out_dir: str | os.PathLike[str]) -> lis
     stem = f"ablate-{report['dataset']}-{stems}" + (f"-{report['setting']}" if "setting" in report else "")
     js, md = out / f"{stem}.json", out / f"{stem}.md"
     write_private(js, json.dumps(report, indent=2, sort_keys=True) + "\n")
-    write_private(md, sweep_markdown(report) if "setting" in report else markdown(report))
+    write_private(md, markdown(report))
     return [js, md] + [p for r in report.get("by_file") or [] for p in write_report(r, out_dir)]

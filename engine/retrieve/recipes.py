@@ -194,7 +194,7 @@ def switched_off(name: str | None, off: Iterable[str] = (), on: Iterable[str] = 
 
 def settable() -> dict[str, type]:
     """The Recipe fields `--set NAME=VALUE` may change, by type: the numbers and switches (the
-    name, the feature list, the channel weights and the model files have their own options)."""
+    name, the feature list, the channel weights, the model files and k have their own options)."""
     kinds = {"int": int, "float": float, "bool": bool}  # the annotations (a float field may default to 30)
     return {f.name: kinds[str(f.type)] for f in fields(Recipe) if str(f.type) in kinds and f.name != "k"}
 
@@ -226,6 +226,20 @@ def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
             raise BadInput(f"--set {name}: wants a finite number, got {text!r}")
         out[name] = value
     return out
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """(NAME, [values]) from "NAME=V1,V2,..." (the CLI's bench ablate --sweep), each value read as
+    the field's type (parse_settings); BadInput in one line unless there are two distinct values."""
+    name, sep, rest = text.partition("=")
+    name = name.strip()
+    raw = [v.strip() for v in rest.split(",") if v.strip()]
+    if not sep or not name or len(raw) < 2:
+        raise BadInput(f"--sweep wants NAME=V1,V2,... with two values or more, got {text!r}")
+    values = [parse_settings([f"{name}={v}"])[name] for v in raw]
+    if len(set(values)) < len(values):
+        raise BadInput(f"--sweep: a value of {name} is given twice")
+    return name, values
 
 
 def get_recipe(name: str | None, **overrides: Any) -> Recipe:

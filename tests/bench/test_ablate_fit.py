@@ -308,8 +308,8 @@ def test_a_sweep_chooses_each_folds_value_on_the_other_folds(engine, tmp_path, c
     recipe's value, and each fold is scored under the choice made without it."""
     from app.cli import main
 
-    out = ablate.run_sweep(engine, DATA / "bench_locomo_tiny.json", setting="fts_k", values=["0", "100"],
-                           embedder="hashing", metric="turn_mrr")
+    out = ablate.run_sweep(engine, DATA / "bench_locomo_tiny.json", sweep="fts_k=0,100", embedder="hashing",
+                           metric="turn_mrr")
     assert out["setting"] == "fts_k" and out["recipe_value"] == 100 and out["values"] == [0, 100]
     assert set(out["folds"]) == {"conv-x1", "conv-x2"} and set(out["table"]) == {"fts_k=0", "fts_k=100"}
     full, empty = out["table"]["fts_k=100"], out["table"]["fts_k=0"]
