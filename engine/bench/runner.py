@@ -455,10 +455,15 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
     if loaded.name != dataset:
         raise BadInput(f"{path}: this is a {loaded.name} file, not {dataset}")
     specs = containers_for(loaded, raw)
-    if resume_run is not None:
+    prior: dict[str, Any] | None = None
+    if resume_run is not None:  # read once: what the run started with decides what is left to run
         prior = bench_sql.run(engine.store, resume_run)
+        if prior is None:
+            raise BadInput(f"no benchmark run {resume_run}")
+        if prior["sha256"] != loaded.sha256:
+            raise BadInput(f"run {resume_run} used a different file (sha256 {prior['sha256'][:12]}...)")
         # finish it as it started (a run from before --blind ran the blind part)
-        blind = bool(((prior or {}).get("config") or {}).get("blind", True))
+        blind = bool((prior.get("config") or {}).get("blind", True))
     if isinstance(loaded, ds.UpdatesDataset) and not blind:
         hidden = {sc.scenario_id for sc in loaded.scenarios if sc.split == "blind"}
         specs = [s for s in specs if s["container"] not in hidden]
@@ -482,12 +487,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                      "timeout": c.timeout, "max_retries": c.max_retries, "first_call_timeout": c.first_call_timeout}
         models = {"answer": c.model_for("ANSWER"), "judge": c.model_for("JUDGE")}
         prompt_hashes = qa_v1.prompt_hashes()
-    if resume_run is not None:
-        prior = bench_sql.run(store, resume_run)
-        if prior is None:
-            raise BadInput(f"no benchmark run {resume_run}")
-        if prior["sha256"] != loaded.sha256:
-            raise BadInput(f"run {resume_run} used a different file (sha256 {prior['sha256'][:12]}...)")
+    if resume_run is not None and prior is not None:  # resuming (read and checked above)
         version = (prior.get("config") or {}).get("metrics_version", 1)
         if version != METRICS_VERSION:
             raise BadInput(f"run {resume_run} was scored with metric definitions {version}, this memlens uses "
