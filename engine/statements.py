@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,9 @@ _FUTURE_PRESENT = re.compile(
     r"|(?:on|from|by)\s+(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|the\s+\d+\w*|\d+\w*)"
     r"|in\s+(?:a|two|three|\d+)\s+(?:days?|weeks?|months?))\b")
 # Not a claim about the world: "I'm not sure yet", "no idea".
-HEDGE = re.compile(r"(?i)\b(?:not\s+sure|unsure|no\s+idea|(?:don['’]t|do\s+not)\s+know|undecided|on\s+the\s+fence)\b")
+# Or that nothing has changed yet: "not doing anything yet", "haven't moved yet", "just thinking out loud".
+HEDGE = re.compile(r"(?i)\b(?:not\s+sure|unsure|no\s+idea|(?:don['’]t|do\s+not)\s+know|undecided|on\s+the\s+fence"
+                   r"|(?:not|n['’]t)\s+(?:[\w'’]+\s+){0,3}?yet|nothing\s+(?:[\w'’]+\s+){0,2}?yet|thinking\s+out\s+loud)\b")
 VISIT = re.compile(
     r"(?i)\b(?:(?:was|were)\s+(?:in|at|over\s+in|down\s+in|up\s+in)\s|visit(?:ed|ing)?|trip|holiday|vacation"
     r"|conference|spent\s+(?:a|an|one|two|three|four|five|six|\d+|the|last|a\s+few|a\s+couple\s+of)\s+"
@@ -366,6 +368,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
                                                                          "older", "best", "current", "former",
                                                                          "own", "lab", "twin", "baby"):
             noun_at += 1
+        if noun_at + 2 < len(rest) and rest[noun_at + 1].casefold() == "and" and _SELF.match(rest[noun_at + 2]):
+            return "self", None, False  # "my wife and I moved to Leeds"
         noun = rest[noun_at].casefold().replace("’", "'")
         base = noun[:-2] if noun.endswith("'s") else noun
         if low == "our" and base in _GROUPS:
@@ -409,6 +413,8 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "thing", ident[0], False  # "Disney+ is the only streaming service we pay for", "Monzo's my bank"
     if first[:1].isupper() and re.search(r"['’]s$", first):
         return "person", re.sub(r"['’]s$", "", low), False  # "Ella's first term at Brookfield"
+    if len(rest) > 2 and rest[1].casefold() == "and" and _SELF.match(rest[2]):
+        return "self", None, False  # "Aisha and I are separating": the speaker is in it
     if first[:1].isupper() and not (low.endswith("ed") or low in _PAST_IRREGULAR or low.endswith("ing")):
         ended = [w.casefold() for w in rest[1:3]]
         if ended and (ended[0] in ("is", "are", "'s", "’s") and ended[1:2] and ended[1] in _ENDED
@@ -522,6 +528,53 @@ def _long_clauses(text: str) -> tuple[Clause, ...]:
     return hit
 
 
+def _name_like(word: str) -> bool:
+    """A word that can stand for a person in a subject: a name, a person noun, I or me."""
+    low = word.casefold().replace("’", "'").removesuffix("'s")
+    return (low in PERSON_NOUNS or low in ("i", "me", "we", "us") or low.rstrip("s") in PERSON_NOUNS
+            or (word[:1].isupper() and low not in _LEAD and low not in _FUNCTION))
+
+
+def _joins_subjects(before: str, after: str) -> bool:
+    """Does an "and" join two people into one subject ("Aisha and I are separating", "well mum
+    and dad did", "me and my boyfriend are skint") rather than two clauses? What precedes it in
+    its clause is a person alone (after lead words; "my" or "our" before a person noun), and a
+    person follows it."""
+    words = _WORD.findall(before)
+    while words and words[0].casefold() in _LEAD:
+        words = words[1:]
+    if words and words[0].casefold() in ("my", "our"):
+        words = words[1:]
+    nxt = _WORD.findall(after)[:2]
+    if nxt and nxt[0].casefold() in ("my", "our") and len(nxt) > 1:
+        nxt = nxt[1:]
+    return len(words) == 1 and _name_like(words[0]) and bool(nxt) and _name_like(nxt[0])
+
+
+# A correction of who did it, right after the clause it corrects: "we've started on metformin -
+# well, Dev has", "so we finally moved!! well mum and dad did", "we picked up our new Range
+# Rover!! well, my husband's". The corrected clause is theirs, not the speaker's.
+_SUBJECT_CORRECTION = re.compile(
+    r"(?i)^\W*(?:well|or\s+rather|i\s+mean|technically|strictly)\W+(?:(?:my|our)\s+)?"
+    r"(?P<who>[\w'’]+)(?:\s+and\s+(?:my\s+|our\s+)?[\w'’]+)?"
+    r"(?:\s+(?:did|has|have|had|does|do|is|are|was|were)|['’]s)\W*$")
+
+
+def _only_lead(piece: str) -> bool:
+    """A piece of nothing but lead words ("well", "or rather")."""
+    words = _WORD.findall(piece)
+    return bool(words) and all(w.casefold() in _LEAD or w.casefold() in ("rather", "or", "mean") for w in words)
+
+
+def _corrected_subject(piece: str) -> str | None:
+    """The person a piece hands the clause before it to ("well, Dev has" -> "dev"), or None."""
+    m = _SUBJECT_CORRECTION.match(piece)
+    if m is None or not _name_like(m.group("who")) or m.group("who").casefold() in ("i", "me", "we", "us"):
+        return None
+    who = m.group("who").casefold().replace("’", "'").removesuffix("'s")
+    return who[:-1] if who.endswith("s") and who[:-1] in PERSON_NOUNS else who  # as _subject keys them
+
+
 def _clauses(text: str) -> tuple[Clause, ...]:
     out: list[Clause] = []
     last_person: str | None = None
@@ -538,6 +591,8 @@ def _clauses(text: str) -> tuple[Clause, ...]:
         for m in _CLAUSE_BREAK.finditer(sentence):
             if m.end() == m.start() and m.start() == at:
                 continue  # a lookahead break at the start of a clause
+            if m.group().casefold() == "and" and _joins_subjects(sentence[at:m.start()], sentence[m.end():]):
+                continue  # "Aisha and I are giving it another go", "mum and dad did": one subject
             pieces.append(sentence[at:m.start()])
             at = m.end()
         pieces.append(sentence[at:])
@@ -561,8 +616,19 @@ def _clauses(text: str) -> tuple[Clause, ...]:
                     nouns = ident[1]  # "Disney+ is the only streaming service": streaming, service
                 elif key is not None:
                     nouns = (key,)  # "Spotify is history", "New contract signed"
+            who = _corrected_subject(piece) or (
+                _corrected_subject(f"{pieces[index - 1]} {piece}") if index and _only_lead(pieces[index - 1]) else None)
+            if who is not None:
+                # the speaker's clause just before it was theirs: "we've started on metformin - well, Dev has"
+                corrected = next((i for i in range(len(out) - 1, -1, -1) if out[i].sentence >= number - 1
+                                  and out[i].subject == "self" and not _only_lead(out[i].text)), None)
+                if corrected is not None:
+                    out[corrected] = replace(out[corrected], subject="person", key=who)
+                subject, key, implied = "person", who, False
             continued = subject == "none" and carry[0] != "none"
-            if carry[0] != "none" and (subject == "none" or (implied and carry[0] == "person")):
+            if _only_lead(piece):
+                pass  # "well", "ok": no clause of anyone's
+            elif carry[0] != "none" and (subject == "none" or (implied and carry[0] == "person")):
                 subject, key = carry  # "My husband left Google and [he] joined a startup"
                 if subject == "thing" and out and out[-1].sentence == number:
                     nouns = out[-1].nouns
@@ -667,6 +733,8 @@ class Asked:
     self_: bool
     people: frozenset[str]
     words: frozenset[str] = frozenset()
+    # the speaker alone, not their household: "do I have any dietary restrictions myself?"
+    alone: bool = False
 
 
 _Q_POSSESSIVE = re.compile(r"(?i)\b(?:my|our)\s+(?:(?:new|old|little|younger|older|best)\s+)?([\w'’-]+)")
@@ -674,6 +742,19 @@ _Q_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b([A-Z][a-zà-ÿ]+)\b")
 _CALENDAR = _MONTHS | frozenset("""monday tuesday wednesday thursday friday saturday sunday mondays tuesdays
     wednesdays thursdays fridays saturdays sundays christmas easter""".split())
 _Q_SELF = re.compile(r"(?i)\b(?:i|me|my|mine|myself|we|us|our|ours|i'm|i've|i’m|i’ve)\b")
+
+
+_ALONE = re.compile(r"(?i)\b(?:myself|personally|(?:just|only)\s+me|on\s+my\s+own)\b")
+_PLURAL_SELF = frozenset("we we're we've we'd we'll us".split())
+
+
+def _household(c: Clause, question: Asked) -> bool:
+    """A clause of the speaker's household ("we've gone dairy free at home") for a question about
+    the speaker alone ("... myself?"): not theirs alone to state or change."""
+    if not (question.alone and c.subject == "self"):
+        return False
+    first = next((w.casefold().replace("’", "'") for w in _WORD.findall(c.text) if _SELF.match(w)), None)
+    return first in _PLURAL_SELF
 
 
 def asked(question: str) -> Asked:
@@ -691,7 +772,8 @@ def asked(question: str) -> Asked:
                          and not re.search(r"(?i)\b(?:i|me|we|us)\b", question))
     words = {w.casefold().replace("’", "'").removesuffix("'s") for w in _WORD.findall(question)}
     words |= {w[:-1] for w in words if w.endswith("s")}
-    return Asked(self_=self_ or not people, people=frozenset(people), words=frozenset(words))
+    return Asked(self_=self_ or not people, people=frozenset(people), words=frozenset(words),
+                 alone=bool(_ALONE.search(question)))
 
 
 def widened(question: Asked, text: str) -> Asked:
@@ -700,7 +782,8 @@ def widened(question: Asked, text: str) -> Asked:
     boiler", though the question "how do we heat the house?" never says boiler)."""
     extra = {w.casefold().replace("’", "'").removesuffix("'s") for w in _WORD.findall(text)}
     extra = {w for w in extra if len(w) > 2 and w not in _FUNCTION and w not in _LEAD and not w.isdigit()}
-    return Asked(self_=question.self_, people=question.people, words=question.words | frozenset(extra))
+    return Asked(self_=question.self_, people=question.people, words=question.words | frozenset(extra),
+                 alone=question.alone)
 
 
 def leads_for(text: str, question: Asked, *, speaker_named: str | None = None) -> str | None:
@@ -727,6 +810,8 @@ def changes_for(text: str, question: Asked, *, speaker_named: str | None = None)
     ended = set()  # sentences where a thing changed before the clause: "the old Samsung died, so I got a Pixel"
     out: list[str] = []
     for c in parts:
+        if _household(c, question):
+            continue
         asked_thing = c.subject == "thing" and names_thing(c, question)
         if asked_thing and c.asserts and not c.visit and (c.states_change or c.sentence in changed):
             out.append(c.text)  # "my new phone is an iPhone 15" for "what phone do I have?"
@@ -808,7 +893,7 @@ def _own(c: Clause, question: Asked, asks_speaker: bool, *, relation: bool = Fal
     that ties someone or something to the speaker counts too ("Spotify is my go-to", "you can
     reach me on 07700 900123"): a statement of the speaker's state, though never their change."""
     if c.subject == "self":
-        return True
+        return not _household(c, question)
     if relation and asks_speaker and c.subject in ("person", "thing", "pronoun") and _ties_to_speaker(c.text):
         return True
     if c.subject == "thing":

@@ -603,14 +603,23 @@ def test_a_change_told_as_done_with_a_month_is_still_a_change(engine):
     assert not res.trace.params.get("change_not_yet")
 
 
-def test_a_change_of_another_claim_of_the_turn_replaces_nothing_asked(engine):
+@pytest.mark.parametrize("engaged, rule", [
+    # the change and the name apart: the change clause is nearer the partner claim than the allergy
+    ("I proposed and he said yes!!! 💍 Sam, engaged as of Saturday. Help me plan a small party?", True),
+    # "Sam and I" is one subject, the clause names Sam: no rule is needed to see it is the partner claim
+    ("Sam and I are engaged!!! Help me plan a small party?", False),
+])
+def test_a_change_of_another_claim_of_the_turn_replaces_nothing_asked(engine, engaged, rule):
     chat(engine, [("2023-01-12T09:00:00Z", ["Cooking for my boyfriend Sam tonight, he's allergic to peanuts. "
                                             "Any curry ideas?", "A coconut korma."]),
-                  ("2023-08-20T09:00:00Z", ["Sam and I are engaged!!! Help me plan a small party?", "Congratulations!"])],
+                  ("2023-08-20T09:00:00Z", [engaged, "Congratulations!"])],
          extract=engine.extract_mode)
     res = engine.recall("What is Sam allergic to?", scope=S)
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
     assert not res.trace.params.get("outdated")
+    if not rule:
+        assert not res.trace.params.get("asked_claim_only")
+        return
     assert "allergic to peanuts" in next(iter(res.trace.params["asked_claim_only"].values()))
     off = engine.recall("What is Sam allergic to?", scope=S, off=("asked_claim_only",))
     assert off.trace.params.get("outdated")  # without the rule the engagement replaced the allergy

@@ -368,3 +368,51 @@ def test_a_stay_that_qualifies_its_own_later_clause_leaves_the_claim_before_it(q
 def test_a_stay_that_bounds_the_statement_still_makes_it_no_value(question, text):
     claims, why = slot_claims(text, asked(question))
     assert not claims and why.startswith("a stay or stand-in that ends")
+
+
+@pytest.mark.parametrize("text, subject", [
+    ("Priya and I are giving it another go.", "self"),  # one subject with the speaker in it
+    ("My wife and I moved to Leeds in May.", "self"),
+    ("well mum and dad did, into a flat by the sea", "person"),
+])
+def test_an_and_between_two_people_joins_one_subject(text, subject):
+    first = next(c for c in clauses(text) if c.subject != "none")
+    assert " and " in first.text and first.subject == subject
+
+
+def test_an_and_between_two_clauses_still_splits():
+    assert [(c.text, c.subject) for c in clauses("I live in Leeds and Tom lives in York")] == [
+        ("I live in Leeds", "self"), ("Tom lives in York", "person")]
+    assert [c.subject for c in clauses("I quit and my wife moved")] == ["self", "person"]
+
+
+@pytest.mark.parametrize("text, question, who", [
+    ("we've switched to oat milk this month - well, Sam has, she read about it", "What milk do I drink?", "sam"),
+    ("so we finally moved!! well my parents did, into a cottage in Oban.", "Where do I live now?", "parent"),
+    ("we got a new Tesla!! well, my wife's, it's her company car.", "What car do I drive?", "wife"),
+])
+def test_a_correction_of_who_did_it_hands_the_change_to_them(text, question, who):
+    # the speaker said "we", then corrected it: the change is theirs, not the speaker's
+    assert leads_for(text, asked(question)) is None
+    assert any(c.subject == "person" and c.key == who and c.states_change for c in clauses(text))
+
+
+def test_a_change_said_plainly_is_still_the_speakers():
+    assert leads_for("we finally moved into a cottage in Oban!! well worth the wait", asked("Where do I live now?"))
+
+
+@pytest.mark.parametrize("text", [
+    "just thinking out loud, not doing anything yet",
+    "haven't handed in my notice yet",
+    "nothing's decided yet",
+])
+def test_nothing_done_yet_asserts_no_state(text):
+    assert claims_for(text, asked("What's my job now?")) == []
+
+
+def test_a_question_about_the_speaker_alone_leaves_the_households_changes_out():
+    alone = asked("Do I eat meat myself?")
+    assert leads_for("we've gone vegetarian at home since the kids asked", alone) is None
+    assert leads_for("I've gone vegetarian since the spring", alone) is not None
+    # asked of the household, its change counts
+    assert leads_for("we've gone vegetarian at home since the kids asked", asked("Do we eat meat?")) is not None
