@@ -153,7 +153,9 @@ _TEMPORARY = (
     # a short stated duration: "for the fortnight", "two weeks in Tokyo", "for a few nights"; not
     # "have lived here for two years", a state that holds
     ("a short stay", re.compile(
-        r"(?i)(?<!twice\s)(?<!once\s)(?<!times\s)(?<!per\s)(?<!every\s)\b(?:for\s+)?(?:the|a|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+"
+        # not a habit's rate: "three mornings a week at the pool", "two days a week at the office"
+        r"(?i)(?<!twice\s)(?<!once\s)(?<!times\s)(?<!per\s)(?<!every\s)(?<!days\s)(?<!mornings\s)(?<!evenings\s)"
+        r"(?<!nights\s)(?<!afternoons\s)(?<!sessions\s)(?<!shifts\s)(?<!hours\s)(?<!classes\s)\b(?:for\s+)?(?:the|a|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+"
         r"(?:days?|nights?|weeks?|fortnight)\s+(?:in|at|with|on|away|off)\b"
         r"|\bfor\s+(?:the|a|one|two|three|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|nights?|weeks?|fortnight|weekend)\b")),
     # a way back: "back from two weeks in Tokyo", "then home", "back Monday", "back to normal"
@@ -199,11 +201,13 @@ RETRACTS = re.compile(
     r"|after\s+all|never\s*mind|fell\s+through|pulled\s+out|called\s+(?:it\s+)?off|changed\s+"
     r"(?:my|our)\s+minds?|decided\s+(?:to\s+stay|against)|staying\s+(?:put|in|at|on|with)|still\s+(?:in|at|with|on)"
     r"|turned\s+(?:\w+\s+){0,3}down|returned\s+the|back\s+(?:on|to|at|with)|talked\s+it\s+out|another\s+go"
+    # a return to a habit: "back playing on Wednesdays", "running again"
+    r"|back\s+\w+ing|\w+ing\s+again"
     r"|not\s+\w+ing\s+after\s+all|scratch\s+that|ignore\s+(?:that|my\s+last)|forget\s+(?:that|what\s+i\s+said)"
     r"|same\s+(?:old\s+)?\w+\s+as\s+before|keeping\s+the\s+old)\b")
 CHANGE = re.compile(
     r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
-    r"|gave\s+up|given\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
+    r"|gave\s+up|given\s+up|giving\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"
     r"|retired|transferred|signed\s+up|picked\s+up|upgraded|downgraded|broke\s+up|split\s+up|divorced|separated"
     r"|married|engaged|proposed|promoted|promotion|hired|resigned|handed\s+in|graduated|enrolled|arrived"
     r"|put\s+(?:me|us)\s+on(?:to)?|signed\s+(?:for|the\s+lease)"

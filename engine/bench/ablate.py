@@ -7,7 +7,8 @@ vector is computed once per question, so a variant costs only its recall.
 
 Folds: LoCoMo's are its conversations, LongMemEval's its question types (`--folds conversation`
 or `--folds type`; the default is the file's natural one). A feature's contribution on a fold is
-the baseline's mean metric minus the mean with the feature off. Its held-out contribution is
+the baseline's mean metric minus the mean with the feature off (the other way round for a metric
+where less is better, LOWER_IS_BETTER: `--metric false_supersession`). Its held-out contribution is
 leave-one-fold-out: for each fold, the feature is kept unless it hurts on the other folds, and
 then credited with what it does on the held-out fold. A feature that helps on average but whose
 held-out contribution is negative is fitted to particular folds, not a mechanism.
@@ -61,6 +62,14 @@ SECONDARY = ("turn_evidence_recall@5", "turn_recall_all@10", "session_recall_all
 # all-on one, so every ablation compared against the recipe without that channel and measured the
 # channel itself as 0. No feature's name has a space.
 BASELINE = "all on"
+# Metrics where less is better: a feature helps when it lowers them (its contribution is then
+# positive, as for every other metric), and a sweep picks the value that scores lowest.
+LOWER_IS_BETTER = frozenset({"false_supersession"})
+
+
+def _gain(metric: str) -> float:
+    """+1 where more of `metric` is better, -1 where less is (LOWER_IS_BETTER)."""
+    return -1.0 if metric in LOWER_IS_BETTER else 1.0
 
 
 def ablate_container(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -135,7 +144,7 @@ def summarise_ablation(items: list[dict[str, Any]], features: list[str], metric:
     for feat in features:
         if not scored or feat not in scored[0]["variants"]:
             continue
-        delta = {f: base[f] - mean_of(by_fold[f], feat) for f in folds}
+        delta = {f: _gain(metric) * (base[f] - mean_of(by_fold[f], feat)) + 0.0 for f in folds}  # no -0.0
         overall = sum(delta[f] * n[f] for f in folds) / total
         held, kept_on = 0.0, []
         for f in folds:
@@ -286,7 +295,8 @@ def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, sweep:
     held: list[float] = []
     for f in fold_names:
         def train(i: int, held_out: str = f) -> float:
-            return sum((table[names[i]]["by_fold"][g] or 0.0) * n[g] for g in fold_names if g != held_out)
+            return _gain(run.metric) * sum((table[names[i]]["by_fold"][g] or 0.0) * n[g]
+                                           for g in fold_names if g != held_out)
 
         best = max(order, key=lambda i: (train(i), -order.index(i)))
         chosen[f] = names[best]
@@ -297,7 +307,8 @@ def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, sweep:
         "recipe_value_overall": table[f"{setting}={default}"]["overall"][run.metric]
         if f"{setting}={default}" in table else None,
         "cross_validated": {"overall": _mean(held), "chosen_by_fold": chosen},
-        "best_on_all": names[max(order, key=lambda i: ((table[names[i]]["overall"][run.metric] or 0.0), -order.index(i)))]}
+        "best_on_all": names[max(order, key=lambda i: (_gain(run.metric) * (table[names[i]]["overall"][run.metric] or 0.0),
+                                                         -order.index(i)))]}
     out = run.describe(report, time.perf_counter() - t0)
     out["not_measured"] = []  # a sweep switches no feature
     return out
@@ -420,8 +431,10 @@ def markdown(report: dict[str, Any]) -> str:
              f"- {report['questions']} scored questions in {len(folds)} folds by {report['fold_kind']}",
              f"- all features: **{base['overall']:.4f}**; cross-validated (each fold under the features the "
              f"other folds kept): **{(cv.get('overall') or 0):.4f}**", "",
-             "Contribution = metric with the feature minus without it. Held-out = leave-one-fold-out: a fold "
-             "counts the feature's effect there unless the other folds say it hurts.", "",
+             "Contribution = metric with the feature minus without it"
+             + (f" (`{m}`: lower is better, so without it minus with it)" if m in LOWER_IS_BETTER else "")
+             + ". Held-out = leave-one-fold-out: a fold counts the feature's effect there unless the other folds "
+             "say it hurts.", "",
              *(["- pooled: every question weighs the same, folds are each file's own; each file alone, all "
                 "features / cross-validated: " + "; ".join(
                     f"{Path(r['data_path']).name} {r['baseline']['overall']:.4f} / "

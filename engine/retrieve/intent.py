@@ -84,6 +84,9 @@ _F = [
     Feature("return_to_held", "rank", "restated_later: a later clause that says the speaker is back, still or again "
             "in a state and names nothing the earlier statement does not hold (\"I'm back at the trust Monday\") "
             "replaces nothing"),
+    Feature("return_restores", "rank", "restated_later: a stop (\"quitting five-a-side\", \"no more glasses\") "
+            "and then a return (\"back playing on Wednesdays\", \"back to specs\") restore what held before the stop: "
+            "that statement is current again, right below the return, no longer marked replaced"),
     Feature("change_not_yet", "rank", "restated_later: a later change that names a time after the day it was said "
             "(\"signed up for a course that starts in October\") is an arrangement: it goes "
             "below the state it would replace, as a plan does"),

@@ -30,6 +30,7 @@ from ..statements import (
     NO_CLAIM,
     NO_VERB,
     PARSED_TRUST,
+    RETRACTS,
     RULES_VERSION,
     SOMEONE_ELSES,
     STAY_THAT_ENDS,
@@ -376,6 +377,11 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
 # with no word beside these (and times) that the earlier statement does not hold, it names the
 # value already held ("I'm back at the trust Monday")
 RETURNS = re.compile(r"(?i)\b(?:back|again|still)\b")
+# return_restores: a change that stops a state ("quitting five-a-side", "no more glasses", "we're
+# separating"); a return after it restores what held before
+STOPS = re.compile(r"(?i)\b(?:quit|quitting|stopp(?:ed|ing)|gave\s+up|giv(?:en|ing)\s+up|no\s+more|no\s+longer"
+                   r"|any\s*more|cancell?(?:ed|ing)|broke\s+up|split\s+up|separat(?:ed|ing)|divorc(?:ed|ing)"
+                   r"|dropp(?:ed|ing)\s+out|done\s+with)\b")
 _RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week weekend month monday tuesday wednesday
 thursday friday saturday sunday next this from on""".split())
 
@@ -384,6 +390,16 @@ VECTORS_CLOSE = "their vectors are close"  # same_slot's reason when only the cl
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
 BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
+
+
+def _stopping(clauses_: list[str]) -> str | None:
+    """The clause of a change that stops a state (STOPS), or None."""
+    return next((c for c in clauses_ if STOPS.search(c)), None)
+
+
+def _returning(clauses_: list[str]) -> str | None:
+    """The clause of a change that returns to a state ("back swimming", "another go"), or None."""
+    return next((c for c in clauses_ if RETURNS.search(c) or RETRACTS.search(c)), None)
 
 
 def _taken_back(change: dict[str, Any], turns: list[CandidateTrace], replaced: str = "") -> str | None:
@@ -1415,6 +1431,8 @@ class Recall:
 
         def follow(answer: CandidateTrace) -> None:
             pending: list[tuple[CandidateTrace, str]] = []  # asides met along the chain
+            # the statement `answer` replaced, and the clauses that replaced it (return_restores)
+            came_by: tuple[CandidateTrace, list[str]] | None = None
             while answer.memory_id not in seen:
                 seen.add(answer.memory_id)
                 later = [c for c in pool if c.meta["source_time"] > answer.meta["source_time"]
@@ -1444,8 +1462,10 @@ class Recall:
                     # NHS trust": a return names the value already held; it replaces nothing
                     held = words(_body(answer.meta["text"], answer.meta["speaker"]))
                     for mid, clause in list(changes.items()):
-                        rest = words(clause) - _RETURN_NOISE - q_terms if clause and RETURNS.search(clause) else set()
-                        if rest and rest <= held:
+                        if not (clause and RETURNS.search(clause)):
+                            continue
+                        # "back to school today" names nothing beside what is asked: no new value
+                        if words(clause) - _RETURN_NOISE - q_terms <= held:
                             del changes[mid]
                             trace.params.setdefault("return_to_held", {})[str(mid)] = (
                                 f"'{clause}' names what m{answer.memory_id} already holds")
@@ -1510,7 +1530,46 @@ class Recall:
                     marks[str(m.memory_id)] = {
                         "by": nxt.memory_id, "rule": "restated_later", "on": on, "text": nxt.meta["text"],
                         "reason": f"the same speaker later ({on}) states a change about it: '{changes[nxt.memory_id]}'"}
+                # each change's clauses (the one restated_later chose, at least)
+                told_of = {mid: found.get(mid) or [clause or ""] for mid, clause in changes.items()}
+                told = told_of[nxt.memory_id]
+                if r.on("return_restores") and (back_clause := _returning(told)):
+                    # a stop between the answer and the return (both later than it), or the stop that
+                    # made the answer current: what held before the stop holds again
+                    between = [c for c in later if c.memory_id in changes and c.memory_id != nxt.memory_id
+                               and c.meta["source_time"] < nxt.meta["source_time"]
+                               and _stopping(told_of[c.memory_id])]
+                    if between:
+                        stop = max(between, key=lambda c: c.meta["source_time"])
+                        restore(answer, stop, told_of[stop.memory_id], nxt, back_clause)
+                    elif came_by is not None and _stopping(came_by[1]):
+                        restore(came_by[0], answer, came_by[1], nxt, back_clause)
+                came_by = (answer, told)
                 answer = nxt
+
+        def restore(before: CandidateTrace, stop: CandidateTrace, stopped: list[str], back: CandidateTrace,
+                    back_clause: str) -> None:
+            """return_restores: a stop ("giving up swimming", "no more glasses") and then a return ("back
+            swimming three mornings a week", "back to specs") restore what held before the stop: that
+            statement is current again, no longer marked replaced, right below the return; the stop
+            is history, replaced by the return."""
+            held = group(before)
+            for m in held:
+                if marks.get(str(m.memory_id), {}).get("by") in (stop.memory_id, back.memory_id):
+                    del marks[str(m.memory_id)]
+            on = back.meta["source_time"][:10]
+            for m in group(stop):
+                marks.setdefault(str(m.memory_id), {
+                    "by": back.memory_id, "rule": "restated_later", "on": on, "text": back.meta["text"],
+                    "reason": f"the same speaker later ({on}) returns to what it stopped: '{back_clause}'"})
+                m.components.setdefault("restated_later", 0.0)
+            floor = max(m.score for m in group(stop))
+            for m in held:
+                lift_above(m, floor, "return_restores")
+            lift_above(back, max(m.score for m in held), "restated_later")
+            trace.params.setdefault("return_restores", {})[str(before.memory_id)] = (
+                f"m{stop.memory_id} stopped it ('{_stopping(stopped)}'), m{back.memory_id} returned to it "
+                f"('{back_clause}'): it holds again")
 
         # Follow the chain from each of the statements that would answer now (the best-scored
         # statements of the asked state): a later change about the same thing leads it and becomes

@@ -39,6 +39,22 @@ def test_a_feature_that_helps_one_fold_and_hurts_the_others_is_not_a_mechanism()
     assert r["verdict"] == "hurts on held-out folds" and (r["folds_helped"], r["folds_hurt"]) == (1, 2)
 
 
+def test_a_feature_that_lowers_a_rate_that_should_be_low_helps():
+    # false_supersession: with f 0.0 (none), without 1.0; a positive contribution means it helps
+    def item(fold, base, off, qid):
+        return {"question_id": qid, "category": "dev:w2", "fold": fold, "excluded": False, "gold": {},
+                "variants": {ablate.BASELINE: {"false_supersession": base}, "f": {"false_supersession": off}}}
+
+    report = ablate.summarise_ablation([item("a", 0.0, 1.0, "q1"), item("b", 0.0, 0.0, "q2"), item("c", 0.0, 1.0, "q3")],
+                                       ["f"], "false_supersession")
+    r = report["features"]["f"]
+    assert r["by_fold"] == {"a": 1.0, "b": 0.0, "c": 1.0} and r["contribution"] == pytest.approx(2 / 3)
+    assert r["verdict"] == "helps on held-out folds" and ablate.cv_selection(report) == {"a": [], "b": [], "c": []}
+    worse = ablate.summarise_ablation([item("a", 1.0, 0.0, "q1"), item("b", 1.0, 0.0, "q2")], ["f"], "false_supersession")
+    assert worse["features"]["f"]["verdict"] == "hurts on held-out folds"
+    assert ablate.cv_selection(worse) == {"a": ["f"], "b": ["f"]}
+
+
 def test_tuning_weighs_what_the_official_scoring_counts():
     # LoCoMo's adversarial questions are counted by its own scoring (a fit without them traded the
     # category away); LongMemEval's abstention questions have nothing to find

@@ -11,7 +11,7 @@ import pytest
 from engine.embed.local import LocalEmbedder
 from engine.ingest.formats.chat import parse_json
 from engine.memory import MemoryEngine
-from engine.retrieve.recipes import NOT_SHIPPED
+from engine.retrieve.recipes import NOT_SHIPPED, get_recipe
 from engine.scope import Scope
 
 S = Scope.default("dana", "bot")
@@ -725,3 +725,44 @@ def test_the_rules_top_k_breaks_ties_as_the_ranking_does():
     assert _top_k(t) == {7, 3}
     t.candidates[3].drop("filters", "expired")
     assert _top_k(t) == {7, 9}  # only alive candidates count
+
+
+def test_a_return_that_names_nothing_new_replaces_nothing(engine):
+    # "back at school" names only what is asked: it is the same school, not a new one
+    chat(engine, [("2024-01-10T09:00:00Z", ["Mia's parents' evening at Ashgrove Primary is on Thursday, any questions "
+                                            "I should ask?", "Ask about reading."]),
+                  ("2024-09-04T09:00:00Z", ["back to school today, year 4 already! how do I get her organised?",
+                                            "A checklist by the door."])],
+         extract=engine.extract_mode)
+    res = engine.recall("Which school does Mia go to now?", scope=S)
+    assert not res.trace.params.get("outdated")
+    assert "already holds" in next(iter(res.trace.params["return_to_held"].values()))
+    off = engine.recall("Which school does Mia go to now?", scope=S, off=(*get_recipe("default").off, "return_to_held"))
+    assert off.trace.params.get("outdated")  # read as a change of school without the rule
+
+
+STOP_AND_RETURN = [("2023-02-01T09:00:00Z", ["I swim three mornings a week at the leisure centre pool, any tips for "
+                                             "tumble turns?", "Practise the somersault first."]),
+                   ("2023-05-10T09:00:00Z", ["giving up swimming, the chlorine is wrecking my skin", "Sorry to hear."]),
+                   ("2023-09-20T09:00:00Z", ["found a barrier cream that works so I'm back swimming three mornings a "
+                                             "week. best goggles for long sessions?", "Anti-fog ones."])]
+
+
+def test_a_return_after_a_stop_restores_what_held_before(engine):
+    chat(engine, STOP_AND_RETURN, extract=engine.extract_mode)
+    res = engine.recall("Do I still swim?", scope=S)
+    order = turn_order(engine, res)
+    assert first_of(order, "s1:0", "s2:0", "s3:0") == "s3:0"
+    assert order.index("s1:0") < order.index("s2:0")  # what holds again before the stop that ended it
+    marks = res.trace.params.get("outdated") or {}
+    assert not any(m["by"] == res_mid(engine, res, "s2:0") for m in marks.values())  # s1 no longer replaced by the stop
+    assert "holds again" in next(iter(res.trace.params["return_restores"].values()))
+    off = engine.recall("Do I still swim?", scope=S, off=(*get_recipe("default").off, "return_restores"))
+    assert not off.trace.params.get("return_restores")
+
+
+def res_mid(engine, res, turn: str) -> int:
+    """The memory id of the turn `turn` among a recall's results."""
+    msgs = engine.store.message_ids(S, res.ordered_ids)
+    return next(mid for mid in res.ordered_ids if msgs.get(mid) == [turn] and mid in res.trace.candidates
+                and res.trace.candidates[mid].meta.get("kind") == "episode")
