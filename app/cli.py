@@ -259,7 +259,8 @@ def _add_commands(sub) -> None:
                    help="change a number or switch of the recipe for every recall of the run (repeat for several; "
                         "e.g. restatement_pool=10): a what-if that reuses the containers")
     p.add_argument("--blind", action="store_true",
-                   help="for updates: also run the blind part (left out by default: a check read once, as aggregates)")
+                   help="for updates and misses on it: also run the blind part (left out by default: a check read once, "
+                        "as aggregates)")
     p.add_argument("--off", default=None, metavar="FEATURES",
                    help="comma-separated retrieval features to switch off in the recipe (see bench ablate)")
     p.add_argument("--on", default=None, metavar="FEATURES",
@@ -878,7 +879,7 @@ def _bench_misses(args: argparse.Namespace) -> int:
     with MemoryEngine(_db_path(args), llm=False) as engine:
         out = run_misses(engine, args.data, recipe=args.recipe, k=k, workers=args.workers, embedder=args.embedder,
                          extract=args.extract, limit=args.limit, off=_features(args.off) if args.off else [],
-                         on=_features(args.on) if args.on else [])
+                         on=_features(args.on) if args.on else [], blind=args.blind)
     if args.out:
         from engine.files import private_dir, write_private
 

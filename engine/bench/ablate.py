@@ -42,6 +42,7 @@ from .runner import (
     truth_metrics,
     tuned_on,
     turn_ranking,
+    without_blind,
 )
 
 if TYPE_CHECKING:
@@ -362,14 +363,8 @@ class _Ablation:
         self.extract = extract or ds.default_extract(self.loaded.name)
         self.recipe = recipe
         self.emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
-        specs = containers_for(self.loaded, raw)
-        if isinstance(self.loaded, ds.UpdatesDataset):
-            # The blind part is a check read once, as aggregates, when nothing is left to choose
-            # (README): a fold of it would vote in the other folds' cross-validated selection.
-            # Never run here, as bench fit --model order never runs it.
-            blind = {sc.scenario_id for sc in self.loaded.scenarios if sc.split == "blind"}
-            specs = [s for s in specs if s["container"] not in blind]
-        self.specs = limit_questions(specs, limit)
+        # never the blind part of an updates file: a fold of it would vote in the others' selection
+        self.specs = limit_questions(without_blind(self.loaded, containers_for(self.loaded, raw)), limit)
         cache = cache_dir_for(engine.path)
         work = Path(str(engine.path) + ".bench") / "ablate"
         variants = {BASELINE: list(self.base_recipe.off)} | {f: sorted({*self.base_recipe.off, f})

@@ -34,6 +34,7 @@ from .runner import (
     git_commit,
     limit_questions,
     turn_ranking,
+    without_blind,
 )
 
 if TYPE_CHECKING:
@@ -144,8 +145,9 @@ def summarise(items: list[dict[str, Any]], k: int) -> dict[str, Any]:
 
 def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recipe: str = "offline", k: int = 10,
                workers: int = 1, embedder: str | None = None, extract: str | None = None, limit: int | None = None,
-               off: list[str] | None = None, on: list[str] | None = None) -> dict[str, Any]:
-    """The `bench misses --json` document for one benchmark file."""
+               off: list[str] | None = None, on: list[str] | None = None, blind: bool = False) -> dict[str, Any]:
+    """The `bench misses --json` document for one benchmark file (an updates file's blind part only
+    with `blind`, as `bench updates --blind`)."""
     from ..retrieve.recipes import switched_off
     from .containers import cache_dir_for
 
@@ -158,7 +160,8 @@ def run_misses(engine: MemoryEngine, data_path: str | os.PathLike[str], *, recip
     loaded, raw = ds.read_dataset(path)
     emb = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"
     work = Path(str(engine.path) + ".bench") / "misses"
-    specs = limit_questions(containers_for(loaded, raw), limit)
+    specs = containers_for(loaded, raw)
+    specs = limit_questions(specs if blind else without_blind(loaded, specs), limit)
     for i, s in enumerate(specs):
         s.update({"db": str(work / f"c{i}.db"), "k": k, "recipe": recipe, "embedder": emb,
                   "extract": extract or ds.default_extract(loaded.name), "cache": str(cache_dir_for(engine.path)),

@@ -158,6 +158,16 @@ def containers_for(dataset: ds.Dataset, raw: Any) -> list[dict[str, Any]]:
     return CONTAINERS[dataset.name](dataset, raw)
 
 
+def without_blind(dataset: ds.Dataset, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The specs but those of an updates file's blind part: a check read once, as aggregates, when
+    nothing is left to choose (README). `bench updates` runs it only with --blind, `bench misses`
+    likewise; `bench ablate` and `bench fit` never (a fold of it would vote in the others' choice)."""
+    if not isinstance(dataset, ds.UpdatesDataset):
+        return specs
+    hidden = {sc.scenario_id for sc in dataset.scenarios if sc.split == "blind"}
+    return [s for s in specs if s["container"] not in hidden]
+
+
 _EMBEDDERS: dict[str, Embedder] = {}
 
 
@@ -464,9 +474,8 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
             raise BadInput(f"run {resume_run} used a different file (sha256 {prior['sha256'][:12]}...)")
         # finish it as it started (a run from before --blind ran the blind part)
         blind = bool((prior.get("config") or {}).get("blind", True))
-    if isinstance(loaded, ds.UpdatesDataset) and not blind:
-        hidden = {sc.scenario_id for sc in loaded.scenarios if sc.split == "blind"}
-        specs = [s for s in specs if s["container"] not in hidden]
+    if not blind:
+        specs = without_blind(loaded, specs)
     scoring = describe_scoring(dataset)
     specs = limit_questions(specs, limit)
     emb_name = embedder or os.environ.get("MEMLENS_EMBEDDER") or "local"

@@ -265,6 +265,22 @@ def test_misses_say_why_each_gold_turn_is_outside_the_top_k_and_the_headroom_of_
         misses.run_misses(engine, DATA / "bench_locomo_tiny.json", embedder="hashing", off=["nope"])
 
 
+def test_misses_leave_the_blind_part_of_updates_out_unless_asked(engine, tmp_path):
+    """The blind part is read once, as aggregates: `bench misses` on updates ran it every time."""
+    from engine.bench import datasets as ds
+    from engine.bench import misses
+
+    raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
+    blind = next(s for s in raw["scenarios"] if s["split"] == "blind")
+    raw["scenarios"] = [s for s in raw["scenarios"] if s["id"] == "home-d1"] + [blind]
+    path = tmp_path / "updates.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    plain = misses.run_misses(engine, path, k=1, embedder="hashing")
+    asked = misses.run_misses(engine, path, k=1, embedder="hashing", blind=True)
+    assert not any(c.startswith("blind") for c in plain["by_category"])
+    assert any(c.startswith("blind") for c in asked["by_category"])
+
+
 def test_misses_keep_off_what_the_recipe_leaves_off(engine, monkeypatch):
     """`bench misses` once passed its own --off list alone, which replaced the recipe's: every
     feature the recipe leaves off (recipes.NOT_SHIPPED) was on in its figures."""
