@@ -341,6 +341,9 @@ _NAME_VERB = re.compile(r"(?i)^(?:is|was|has|had|and|'s|’s|isn't|wasn't|didn't
                         r"|left|quit|died|sold|made|took|became|finally|just|now|\w+ed|\w+s)$")
 
 
+_FIRST_PERIODS = frozenset("day days week weeks month months term semester year shift".split())
+
+
 def _subject(words: list[str]) -> tuple[str, str | None, bool]:
     """(subject kind, key, implied) of a clause from its first words; implied: chat dropped the
     "I" ("Packed up and moved to Denver")."""
@@ -364,6 +367,10 @@ def _subject(words: list[str]) -> tuple[str, str | None, bool]:
         return "none", None, False
     first = rest[0]
     low = first.casefold()
+    at = 1 if low in ("my", "our") else 0
+    if (len(rest) > at + 2 and rest[at].casefold() == "first" and rest[at + 1].casefold() in _FIRST_PERIODS
+            and rest[at + 2].casefold() in ("at", "in", "as", "with", "of")):
+        return "self", None, True  # "First week at Deloitte done!!": the speaker's first week there
     if _SELF.match(first):
         return "self", None, False
     if low in ("my", "our", "the", "his", "her", "their") and len(rest) > 1:

@@ -416,3 +416,14 @@ def test_a_question_about_the_speaker_alone_leaves_the_households_changes_out():
     assert leads_for("I've gone vegetarian since the spring", alone) is not None
     # asked of the household, its change counts
     assert leads_for("we've gone vegetarian at home since the kids asked", asked("Do we eat meat?")) is not None
+
+
+@pytest.mark.parametrize("text", [
+    "First week at Brightwell Labs done!! the coffee machine is a mystery",
+    "my first day as a paramedic, knackered",
+])
+def test_a_first_week_somewhere_is_the_speakers_change(text):
+    # chat drops the "I": the first week at a place is the speaker's, not a thing called "first"
+    first = clauses(text)[0]
+    assert (first.subject, first.states_change) == ("self", True)
+    assert leads_for(text, asked("Where do I work now?")) is not None
