@@ -579,6 +579,10 @@ class MemoryEngine(InspectorReads):
                 if mark:
                     out[key] = mark
                     out["detail"] += f"; {what} ({mark['rule']}): {mark['reason']}"
+            restored = (result.trace.params.get("return_restores") or {}).get(str(memory_id))
+            if restored:  # a stop, then a return to what it held
+                out["restored"] = restored
+                out["detail"] += f"; current again (return_restores): {restored}"
         if result.results:
             out["last_kept_score"] = result.results[-1]["score"]
         return out

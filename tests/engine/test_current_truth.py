@@ -757,6 +757,8 @@ def test_a_return_after_a_stop_restores_what_held_before(engine):
     marks = res.trace.params.get("outdated") or {}
     assert not any(m["by"] == res_mid(engine, res, "s2:0") for m in marks.values())  # s1 no longer replaced by the stop
     assert "holds again" in next(iter(res.trace.params["return_restores"].values()))
+    why = engine.explain("Do I still swim?", res_mid(engine, res, "s1:0"), scope=S)
+    assert "current again (return_restores)" in why["detail"] and "updated_by" not in why
     off = engine.recall("Do I still swim?", scope=S, off=(*get_recipe("default").off, "return_restores"))
     assert not off.trace.params.get("return_restores")
 
