@@ -267,14 +267,11 @@ def test_misses_say_why_each_gold_turn_is_outside_the_top_k_and_the_headroom_of_
 
 def test_misses_leave_the_blind_part_of_updates_out_unless_asked(engine, tmp_path):
     """The blind part is read once, as aggregates: `bench misses` on updates ran it every time."""
-    from engine.bench import datasets as ds
     from engine.bench import misses
 
-    raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
-    blind = next(s for s in raw["scenarios"] if s["split"] == "blind")
-    raw["scenarios"] = [s for s in raw["scenarios"] if s["id"] == "home-d1"] + [blind]
-    path = tmp_path / "updates.json"
-    path.write_text(json.dumps(raw), encoding="utf-8")
+    from .test_updates import dev_and_blind
+
+    path, _ = dev_and_blind(tmp_path)
     plain = misses.run_misses(engine, path, k=1, embedder="hashing")
     asked = misses.run_misses(engine, path, k=1, embedder="hashing", blind=True)
     assert not any(c.startswith("blind") for c in plain["by_category"])

@@ -146,18 +146,23 @@ def test_a_run_reports_current_truth_per_half_and_kind(tmp_path, bundled):
     assert 0.0 <= out["by_category"]["dev"]["current_first@1"] <= 1.0
 
 
-def test_the_blind_part_runs_only_when_asked(tmp_path, bundled):
-    """The blind part is read once, as aggregates: a plain run neither recalls nor reports it."""
+def dev_and_blind(tmp_path):
+    """An updates file of one dev scenario (home-d1) and one blind one: (its path, its scenarios)."""
     raw = json.loads(ds.updates_default_path().read_text(encoding="utf-8"))
     blind = next(s for s in raw["scenarios"] if s["split"] == "blind")
     raw["scenarios"] = [s for s in raw["scenarios"] if s["id"] == "home-d1"] + [blind]
     path = tmp_path / "updates.json"
     path.write_text(json.dumps(raw), encoding="utf-8")
+    return path, raw["scenarios"]
+
+
+def test_the_blind_part_runs_only_when_asked(tmp_path, bundled):
+    """The blind part is read once, as aggregates: a plain run neither recalls nor reports it."""
+    path, (dev, blind) = dev_and_blind(tmp_path)
     with MemoryEngine(tmp_path / "main.db", llm=False) as engine:
         plain = run_benchmark(engine, "updates", path, k_values=(1,), embedder="hashing", extract="heuristic")
         asked = run_benchmark(engine, "updates", path, k_values=(1,), embedder="hashing", extract="heuristic",
                               blind=True)
-    dev = next(s for s in raw["scenarios"] if s["id"] == "home-d1")
     assert plain["questions"] == len(dev["questions"])
     assert not any(key.startswith("blind") for key in plain["by_category"])
     assert asked["questions"] == len(dev["questions"]) + len(blind["questions"])
