@@ -496,7 +496,7 @@ def run_benchmark(engine: MemoryEngine, dataset: str, data_path: str | os.PathLi
                      "timeout": c.timeout, "max_retries": c.max_retries, "first_call_timeout": c.first_call_timeout}
         models = {"answer": c.model_for("ANSWER"), "judge": c.model_for("JUDGE")}
         prompt_hashes = qa_v1.prompt_hashes()
-    if resume_run is not None and prior is not None:  # resuming (read and checked above)
+    if resume_run is not None and prior is not None:  # resuming (read and checked above; both set together)
         version = (prior.get("config") or {}).get("metrics_version", 1)
         if version != METRICS_VERSION:
             raise BadInput(f"run {resume_run} was scored with metric definitions {version}, this memlens uses "

@@ -53,15 +53,11 @@ def first_in(turns: Sequence[str], gold: Iterable[str], k: int) -> float:
     return 1.0 if any(t in gold for t in top) else 0.0
 
 
-def false_supersession(outdated: Iterable[Sequence[Any]], gold: Iterable[str]) -> float:
-    """outdated: (turn ids of a memory the recall treated as replaced, turn ids of what replaced
-    it[, the rule that did]), one per mark."""
-    return 1.0 if false_rules(outdated, gold) else 0.0
-
-
 def false_rules(outdated: Iterable[Sequence[Any]], gold: Iterable[str]) -> list[str]:
     """The rules (trace.params["outdated"][...]["rule"], "" when a mark names none) that treated a
-    gold turn as replaced by a turn outside the gold, each once, in the order met."""
+    gold turn as replaced by a turn outside the gold, each once, in the order met. outdated: (turn
+    ids of a memory the recall treated as replaced, turn ids of what replaced it[, the rule that
+    did]), one per mark; the question's false_supersession is 1 when this is not empty."""
     gold = set(gold)
     out: list[str] = []
     for mark in outdated:

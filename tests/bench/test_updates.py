@@ -10,7 +10,7 @@ import pytest
 
 from engine.bench import datasets as ds
 from engine.bench.runner import run_benchmark
-from engine.bench.update_metrics import evidence_order, false_supersession, score_update_question
+from engine.bench.update_metrics import evidence_order, score_update_question
 from engine.errors import BadInput
 from engine.memory import MemoryEngine
 
@@ -89,6 +89,11 @@ def test_first_at_1_counts_only_value_turns_and_top_at_1_everything():
     assert m == {"current_first@1": 1.0, "current_top@1": 0.0, "false_supersession": 0.0}
     assert score_update_question("current", ["s1:0", "s2:0"], ["s2:0"], ["s1:0"], [])["current_first@1"] == 0.0
     assert score_update_question("history", ["s2:0", "s9:9", "s1:0"], ["s1:0"], [], []) == {"history@3": 1.0}
+
+
+def false_supersession(outdated, gold) -> float:
+    """The metric as a current question is scored with it."""
+    return score_update_question("current", [], gold, [], outdated)["false_supersession"]
 
 
 def test_false_supersession_is_a_gold_turn_replaced_by_a_turn_outside_gold():
