@@ -205,6 +205,26 @@ RETRACTS = re.compile(
     r"|back\s+\w+ing|\w+ing\s+again"
     r"|not\s+\w+ing\s+after\s+all|scratch\s+that|ignore\s+(?:that|my\s+last)|forget\s+(?:that|what\s+i\s+said)"
     r"|same\s+(?:old\s+)?\w+\s+as\s+before|keeping\s+the\s+old)\b")
+# A clause that says the speaker is back, still or again in a state (recall's return_to_held and
+# return_restores).
+RETURNS = re.compile(r"(?i)\b(?:back|again|still)\b")
+# A change that stops a state ("quitting five-a-side", "no more glasses", "we're separating"): a
+# return after it restores what held before (recall's return_restores).
+STOPS = re.compile(r"(?i)\b(?:quit|quitting|stopp(?:ed|ing)|gave\s+up|giv(?:en|ing)\s+up|no\s+more|no\s+longer"
+                   r"|any\s*more|cancell?(?:ed|ing)|broke\s+up|split\s+up|separat(?:ed|ing)|divorc(?:ed|ing)"
+                   r"|dropp(?:ed|ing)\s+out|done\s+with)\b")
+
+
+def stopping(texts: list[str]) -> str | None:
+    """The first of a change's clauses that stops a state (STOPS), or None."""
+    return next((t for t in texts if STOPS.search(t)), None)
+
+
+def returning(texts: list[str]) -> str | None:
+    """The first of a change's clauses that returns to a state ("back swimming", "another go"), or None."""
+    return next((t for t in texts if RETURNS.search(t) or RETRACTS.search(t)), None)
+
+
 CHANGE = re.compile(
     r"(?i)\b(?:moved|relocated|switched|changed|replaced|swapped|traded|sold|left|joined|quit|quitting|stopped"
     r"|gave\s+up|given\s+up|giving\s+up|dropped|ditched|dumped|cancell?ed|closed|started|began|become|became|adopted|renamed"

@@ -30,7 +30,7 @@ from ..statements import (
     NO_CLAIM,
     NO_VERB,
     PARSED_TRUST,
-    RETRACTS,
+    RETURNS,
     RULES_VERSION,
     SOMEONE_ELSES,
     STAY_THAT_ENDS,
@@ -48,6 +48,8 @@ from ..statements import (
     parsed,
     prime_clauses,
     prime_slot_readings,
+    returning,
+    stopping,
     text_digest,
     told_done,
     turn_body,
@@ -376,12 +378,6 @@ def _answer_group(turn: CandidateTrace, facts_of: dict[Any, list[CandidateTrace]
 # return_to_held: a clause that says the speaker is back in a state, or still or again in it;
 # with no word beside these (and times) that the earlier statement does not hold, it names the
 # value already held ("I'm back at the trust Monday")
-RETURNS = re.compile(r"(?i)\b(?:back|again|still)\b")
-# return_restores: a change that stops a state ("quitting five-a-side", "no more glasses", "we're
-# separating"); a return after it restores what held before
-STOPS = re.compile(r"(?i)\b(?:quit|quitting|stopp(?:ed|ing)|gave\s+up|giv(?:en|ing)\s+up|no\s+more|no\s+longer"
-                   r"|any\s*more|cancell?(?:ed|ing)|broke\s+up|split\s+up|separat(?:ed|ing)|divorc(?:ed|ing)"
-                   r"|dropp(?:ed|ing)\s+out|done\s+with)\b")
 _RETURN_NOISE = frozenset("""back again still now today tomorrow tonight week weekend month monday tuesday wednesday
 thursday friday saturday sunday next this from on""".split())
 
@@ -390,16 +386,6 @@ VECTORS_CLOSE = "their vectors are close"  # same_slot's reason when only the cl
 # "before the e-bike", "before I joined Globex", "before Obsidian": the later value a history
 # question names
 BEFORE_VALUE = re.compile(r"(?i)\bbefore\s+(?:(?:the|my|our|i|we|he|she|they)\s+)?([^?.!]+)")
-
-
-def _stopping(clauses_: list[str]) -> str | None:
-    """The clause of a change that stops a state (STOPS), or None."""
-    return next((c for c in clauses_ if STOPS.search(c)), None)
-
-
-def _returning(clauses_: list[str]) -> str | None:
-    """The clause of a change that returns to a state ("back swimming", "another go"), or None."""
-    return next((c for c in clauses_ if RETURNS.search(c) or RETRACTS.search(c)), None)
 
 
 def _taken_back(change: dict[str, Any], turns: list[CandidateTrace], replaced: str = "") -> str | None:
@@ -1530,19 +1516,18 @@ class Recall:
                     marks[str(m.memory_id)] = {
                         "by": nxt.memory_id, "rule": "restated_later", "on": on, "text": nxt.meta["text"],
                         "reason": f"the same speaker later ({on}) states a change about it: '{changes[nxt.memory_id]}'"}
-                # each change's clauses (the one restated_later chose, at least)
-                told_of = {mid: found.get(mid) or [clause or ""] for mid, clause in changes.items()}
-                told = told_of[nxt.memory_id]
-                if r.on("return_restores") and (back_clause := _returning(told)):
+                told = found.get(nxt.memory_id) or [changes[nxt.memory_id] or ""]
+                if r.on("return_restores") and (back_clause := returning(told)):
                     # a stop between the answer and the return (both later than it), or the stop that
                     # made the answer current: what held before the stop holds again
+                    told_of = {mid: found.get(mid) or [clause or ""] for mid, clause in changes.items()}
                     between = [c for c in later if c.memory_id in changes and c.memory_id != nxt.memory_id
                                and c.meta["source_time"] < nxt.meta["source_time"]
-                               and _stopping(told_of[c.memory_id])]
+                               and stopping(told_of[c.memory_id])]
                     if between:
                         stop = max(between, key=lambda c: c.meta["source_time"])
                         restore(answer, stop, told_of[stop.memory_id], nxt, back_clause)
-                    elif came_by is not None and _stopping(came_by[1]):
+                    elif came_by is not None and stopping(came_by[1]):
                         restore(came_by[0], answer, came_by[1], nxt, back_clause)
                 came_by = (answer, told)
                 answer = nxt
@@ -1568,7 +1553,7 @@ class Recall:
                 lift_above(m, floor, "return_restores")
             lift_above(back, max(m.score for m in held), "restated_later")
             trace.params.setdefault("return_restores", {})[str(before.memory_id)] = (
-                f"m{stop.memory_id} stopped it ('{_stopping(stopped)}'), m{back.memory_id} returned to it "
+                f"m{stop.memory_id} stopped it ('{stopping(stopped)}'), m{back.memory_id} returned to it "
                 f"('{back_clause}'): it holds again")
 
         # Follow the chain from each of the statements that would answer now (the best-scored
