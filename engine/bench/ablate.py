@@ -292,27 +292,30 @@ def run_sweep(engine: MemoryEngine, data_path: str | os.PathLike[str], *, sweep:
                     "by_fold": {f: mean([it for it in items if it["fold"] == f], name, run.metric) for f in fold_names}}
              for name in names}
     order = sorted(range(len(names)), key=lambda i: (parsed[i] != default, i))  # ties: the recipe's own first
-    chosen: dict[str, str] = {}
-    held: list[float] = []
-    for f in fold_names:
-        def train(i: int, held_out: str = f) -> float:
-            return _gain(run.metric) * sum((table[names[i]]["by_fold"][g] or 0.0) * n[g]
-                                           for g in fold_names if g != held_out)
-
-        best = max(order, key=lambda i: (train(i), -order.index(i)))
-        chosen[f] = names[best]
-        held += [it["variants"][names[best]][run.metric] for it in items if it["fold"] == f]
+    ranked = [names[i] for i in order]
+    chosen = {f: sweep_choice(table, ranked, n, run.metric, held_out=f) for f in fold_names}
+    held = [it["variants"][chosen[f]][run.metric] for f in fold_names for it in items if it["fold"] == f]
     report: dict[str, Any] = {
         "metric": run.metric, "setting": setting, "recipe_value": default, "values": parsed,
         "questions": len(items), "folds": n, "table": table,
         "recipe_value_overall": table[f"{setting}={default}"]["overall"][run.metric]
         if f"{setting}={default}" in table else None,
         "cross_validated": {"overall": _mean(held), "chosen_by_fold": chosen},
-        "best_on_all": names[max(order, key=lambda i: (_gain(run.metric) * (table[names[i]]["overall"][run.metric] or 0.0),
-                                                         -order.index(i)))]}
+        "best_on_all": sweep_choice(table, ranked, n, run.metric)}
     out = run.describe(report, time.perf_counter() - t0)
     out["not_measured"] = []  # a sweep switches no feature
     return out
+
+
+def sweep_choice(table: dict[str, Any], ranked: list[str], n: dict[str, int], metric: str,
+                 held_out: str | None = None) -> str:
+    """The value (a name of `table`) that scores best on every fold but `held_out` (all folds when
+    None), each fold weighed by its questions: the highest, or the lowest for a metric where less
+    is better (LOWER_IS_BETTER); ties go to the first of `ranked` (the recipe's own value first)."""
+    def score(name: str) -> float:
+        return _gain(metric) * sum((table[name]["by_fold"][f] or 0.0) * n[f] for f in n if f != held_out)
+
+    return max(ranked, key=lambda name: (score(name), -ranked.index(name)))
 
 
 def sweep_markdown(report: dict[str, Any]) -> str:

@@ -55,6 +55,16 @@ def test_a_feature_that_lowers_a_rate_that_should_be_low_helps():
     assert ablate.cv_selection(worse) == {"a": ["f"], "b": ["f"]}
 
 
+def test_a_sweep_picks_the_lowest_rate_where_less_is_better():
+    table = {"x=1": {"by_fold": {"a": 0.2, "b": 0.0}}, "x=2": {"by_fold": {"a": 0.0, "b": 0.1}},
+             "x=3": {"by_fold": {"a": 0.0, "b": 0.0}}}
+    n = {"a": 10, "b": 10}
+    assert ablate.sweep_choice(table, ["x=1", "x=2", "x=3"], n, "false_supersession") == "x=3"
+    assert ablate.sweep_choice(table, ["x=1", "x=2", "x=3"], n, "current_first@1") == "x=1"
+    # held out b, fold a alone decides: x=2 and x=3 tie at 0, the first given wins
+    assert ablate.sweep_choice(table, ["x=2", "x=3", "x=1"], n, "false_supersession", held_out="b") == "x=2"
+
+
 def test_tuning_weighs_what_the_official_scoring_counts():
     # LoCoMo's adversarial questions are counted by its own scoring (a fit without them traded the
     # category away); LongMemEval's abstention questions have nothing to find
