@@ -900,10 +900,12 @@ def _truth_text(out: dict) -> str:
         vals = (out.get("by_category") or {}).get(split)
         if vals:
             lines.append(f"  {split}: " + ", ".join(f"{k} {vals[k]:.4f}" for k in _CURRENT_TRUTH if k in vals))
-    from engine.bench.runner import false_rules_text
+    from engine.bench.runner import false_rules_text, misses_text
 
     if false := false_rules_text(out):
         lines.append(f"  false supersessions by rule (questions): {false}")
+    if missed := misses_text(out):
+        lines.append(f"  misses of first@1 by cause (questions): {missed}")
     return ("\n  current truth:\n" + "\n".join(lines)) if lines else ""
 
 

@@ -38,6 +38,7 @@ from .update_metrics import (
     UPDATE_METRICS,
     evidence_order,
     false_by_rule,
+    misses_by_cause,
     score_update_question,
     summarise_extra,
 )
@@ -400,7 +401,7 @@ def truth_metrics(engine: MemoryEngine, scope: Scope, q: dict[str, Any], res: Re
     truth: dict[str, float] = {}
     if q.get("update_type"):
         truth.update(score_update_question(q["update_type"], ranking, q["gold"]["turn"], q["stale"],
-                                           _outdated_turns(engine, scope, res)))
+                                           _outdated_turns(engine, scope, res), res.trace.k))
     if q.get("session_dates") and not q["excluded"]:
         truth.update(evidence_order(q["question"], ranking, q["gold"]["turn"], q["session_dates"],
                                     lambda t: t.rsplit(":", 1)[0]))  # "<session id>:<turn>"
@@ -588,7 +589,7 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
     """Every scheme's summary of the done questions, the default scheme's name, latency and tokens."""
     done = [{**it, "excluded": excluded(it)} for it in items if it["status"] == "done"]
     scores = summarise_run(dataset, done, ks)
-    by_rule = _add_current_truth(scores, done, loaded)
+    by_rule, misses = _add_current_truth(scores, done, loaded)
     judged = [it for it in done if "qa_correct" in (it["metrics"] or {})]
     if judged:  # single-answer QA accuracy (ours under any scheme; abstentions included: declining is correct)
         for summary in scores.values():
@@ -601,19 +602,22 @@ def _summarise(dataset: str, items: list[dict[str, Any]], ks: list[int],
     return {"scoring": schemes_for(dataset)[0].name, "scores": scores,
             # current truth: how many questions each rule falsely superseded in, overall ("all") and per group
             **({"false_supersessions_by_rule": by_rule} if by_rule else {}),
+            # ... and how many current and keep questions missed first@1 for each cause (update_metrics.MISS_CAUSES)
+            **({"misses_by_cause": misses} if misses else {}),
             "latency_ms": percentiles(lat, (50, 95, 99)) if lat else {},
             "context_tokens": {"mean": round(sum(tokens) / len(tokens), 1) if tokens else None,
                                "p95": percentiles(tokens, (95,)).get("p95") if tokens else None}}
 
 
 def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loaded: ds.Dataset | None
-                       ) -> dict[str, dict[str, int]]:
+                       ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     """Current truth (update_metrics) in every scheme's summary, as qa_accuracy is: overall, per
     category, and for memlens bench updates per part ("dev", "heldout", "blind"), per part and scenario
     kind ("heldout:plan") and per dev batch ("dev:tidy", every "dev:w<N>" and its halves "dev:w<N>a", "dev:w<N>b";
     "dev:half_a" is all of "-w2" with "dev:w3a", the natural talk issue 15's mechanisms round
     develops on, "dev:half_b" is "dev:w3b": ds.dev_groups). Returns the questions each rule
-    falsely superseded in, by the same groups (update_metrics.false_by_rule)."""
+    falsely superseded in and the misses of first@1 by cause, by the same groups
+    (update_metrics.false_by_rule, misses_by_cause)."""
     kind_of = {sc.scenario_id: sc.kind for sc in loaded.scenarios} if isinstance(loaded, ds.UpdatesDataset) else {}
     batch_of = loaded.dev_batches() if isinstance(loaded, ds.UpdatesDataset) else {}
 
@@ -630,15 +634,18 @@ def _add_current_truth(scores: dict[str, Any], done: list[dict[str, Any]], loade
     counted = [it for it in done if not it["excluded"]]
     extra = summarise_extra(counted, (*UPDATE_METRICS, *KU_METRICS), groups)
     if not extra["metrics"]:
-        return {}
+        return {}, {}
     by_rule = false_by_rule(counted, groups)
+    misses = misses_by_cause(counted, groups)
     for summary in scores.values():
         summary["metrics"].update(extra["metrics"])
         for group, vals in extra["by_category"].items():
             summary["by_category"].setdefault(group, {}).update(vals)
         if by_rule:  # stored with the run's scores: bench report and the dashboard read it back
             summary["false_supersessions_by_rule"] = by_rule
-    return by_rule
+        if misses:
+            summary["misses_by_cause"] = misses
+    return by_rule, misses
 
 
 def excluded(item: dict[str, Any]) -> bool:
@@ -723,14 +730,23 @@ def run_scoring(run: dict[str, Any]) -> dict[str, Any]:
         "official": False, "definitions": {}, "notes": []}}}
 
 
+def _counts_text(by: Mapping[str, Mapping[str, int]]) -> str:
+    parts = [g for g in ds.UPDATE_SPLITS if g in by]
+    return ", ".join(f"{name} {n}" + (" (" + ", ".join(f"{g} {by[g][name]}" for g in parts if name in by[g])
+                                       + ")" if parts else "")
+                     for name, n in (by.get("all") or {}).items())
+
+
 def false_rules_text(summary: Mapping[str, Any]) -> str:
     """"restated_later 12 (dev 12)": the questions each rule falsely superseded in, over the run
     and per part of an updates file; "" when none (or a run from before they were counted)."""
-    by_rule = summary.get("false_supersessions_by_rule") or {}
-    parts = [g for g in ds.UPDATE_SPLITS if g in by_rule]
-    return ", ".join(f"{rule} {n}" + (" (" + ", ".join(f"{g} {by_rule[g][rule]}" for g in parts if rule in by_rule[g])
-                                       + ")" if parts else "")
-                     for rule, n in (by_rule.get("all") or {}).items())
+    return _counts_text(summary.get("false_supersessions_by_rule") or {})
+
+
+def misses_text(summary: Mapping[str, Any]) -> str:
+    """"unordered 9 (dev 6, heldout 3), beyond_k 2 (dev 2)": current and keep questions that missed
+    first@1, by cause (update_metrics.MISS_CAUSES), over the run and per part; "" when none."""
+    return _counts_text(summary.get("misses_by_cause") or {})
 
 
 def run_scores(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -829,6 +845,8 @@ def _markdown(run: dict[str, Any], other: dict[str, Any] | None, diffs: list[dic
              f"- latency ms {run['latency_ms']}", f"- context tokens {run['context_tokens']}",
              *([f"- false supersessions by rule (questions): {false_rules_text(scores[base])}"]
                if false_rules_text(scores.get(base) or {}) else []),
+             *([f"- current and keep misses of first@1 by cause (questions): {misses_text(scores[base])}"]
+               if misses_text(scores.get(base) or {}) else []),
              *([f"- compared with run {other['id']}, which differs in: {describe_differences(diffs)}"] if other and diffs
                else [f"- compared with run {other['id']}, same setup"] if other else []), "",
              "| metric | " + " | ".join(order) + " |" + (f" run {other['id']} {base} | delta |" if other else ""),

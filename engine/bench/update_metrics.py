@@ -20,6 +20,11 @@ the ranking of turn ids a recall returned (best first, each id at its first rank
                     trace (Trace.params["outdated"]); facts superseded by a non-change reach the
                     ranking through it too.
 
+A current or keep question that misses first@1 is also counted under the cause of its miss
+(MISS_CAUSES, "miss:<cause>" 1.0 in its metrics; `bench updates` reports the counts by part): an
+aggregate a held-out part may be read by, that says which mechanism fails without showing a
+question.
+
 For LongMemEval's knowledge-update questions, whose gold lists the evidence of both the old and
 the new value (so recall alone cannot tell them apart):
 
@@ -47,6 +52,23 @@ KU_METRICS = ("ku_latest_first", "ku_previous_first")
 ASKS_PREVIOUS = re.compile(r"\b(previous|previously|before|used to|originally|at first|initially)\b", re.I)
 
 
+RULE_PREFIX = "false_supersession:"
+MISS_PREFIX = "miss:"
+MOVED_K = 10  # the benchmark's largest k, the depth its recalls rank (and their rules reorder)
+# Why the first turn that states a value is not gold, in the order tested:
+MISS_CAUSES = {
+    "unranked": "no gold turn in the ranking at all: candidates never found it",
+    "beyond_k": "the best gold turn ranks below k, where no current-truth rule moves a turn",
+    "gold_replaced": "a rule marked a gold turn as replaced by a turn outside the gold (a false supersession)",
+    "stale_marked": "the stale turn that leads is marked as replaced, yet still leads",
+    "unordered": "gold within k, a stale turn above it, and no rule marked either",
+    # ... split by which was said first, where the turn ids tell it (the updates file's "s<session>:<turn>"):
+    "unordered_later_gold": "unordered, the gold said after the stale turn above it: a change not lifted",
+    "unordered_earlier_gold": "unordered, the gold said before the stale turn above it: a later non-change not put below",
+}
+_SESSION = re.compile(r"^s(\d+):")
+
+
 def first_in(turns: Sequence[str], gold: Iterable[str], k: int) -> float:
     top = dedupe(turns)[:k]
     gold = set(gold)
@@ -69,33 +91,69 @@ def false_rules(outdated: Iterable[Sequence[Any]], gold: Iterable[str]) -> list[
 
 
 def score_update_question(qtype: str, turns: Sequence[str], gold: Sequence[str], stale: Sequence[str],
-                          outdated: Iterable[Sequence[Any]]) -> dict[str, float]:
+                          outdated: Iterable[Sequence[Any]], k: int = MOVED_K) -> dict[str, float]:
     """The question's metrics; a false supersession also as "false_supersession:<rule>" 1.0 for
-    each rule that made one (RULE_PREFIX; what `bench updates` counts by rule)."""
+    each rule that made one (RULE_PREFIX; what `bench updates` counts by rule), and a miss of
+    first@1 as "miss:<cause>" 1.0 (MISS_PREFIX, miss_cause; `k`: the depth the recall's rules
+    reorder, its k)."""
     if qtype == "history":
         return {"history@3": first_in(turns, gold, HISTORY_K)}
     stated = set(gold) | set(stale)
-    rules = false_rules(list(outdated), gold)
-    return {f"{qtype}_first@1": first_in([t for t in turns if t in stated], gold, FIRST_K),
-            f"{qtype}_top@1": first_in(turns, gold, FIRST_K),
-            "false_supersession": 1.0 if rules else 0.0,
-            **{f"{RULE_PREFIX}{rule or 'unnamed'}": 1.0 for rule in rules}}
+    marks = list(outdated)
+    rules = false_rules(marks, gold)
+    first = first_in([t for t in turns if t in stated], gold, FIRST_K)
+    out = {f"{qtype}_first@1": first, f"{qtype}_top@1": first_in(turns, gold, FIRST_K),
+           "false_supersession": 1.0 if rules else 0.0,
+           **{f"{RULE_PREFIX}{rule or 'unnamed'}": 1.0 for rule in rules}}
+    if not first:
+        out[f"{MISS_PREFIX}{miss_cause(turns, gold, stale, marks, k, bool(rules))}"] = 1.0
+    return out
 
 
-RULE_PREFIX = "false_supersession:"
+def miss_cause(turns: Sequence[str], gold: Sequence[str], stale: Sequence[str], outdated: Sequence[Sequence[Any]],
+               k: int, falsely_replaced: bool) -> str:
+    """The MISS_CAUSES key of a current or keep question whose first value-stating turn is not gold."""
+    ranked = dedupe(turns)
+    gold_set, stale_set = set(gold), set(stale)
+    at = next((i for i, t in enumerate(ranked) if t in gold_set), None)
+    if at is None:
+        return "unranked"
+    if at >= k:
+        return "beyond_k"
+    if falsely_replaced:
+        return "gold_replaced"
+    lead = next((t for t in ranked if t in stale_set), None)
+    if lead is not None and any(lead in mark[0] for mark in outdated):
+        return "stale_marked"
+    said = [_SESSION.match(t) for t in (ranked[at], lead or "")]
+    if said[0] and said[1] and said[0].group(1) != said[1].group(1):
+        return "unordered_later_gold" if int(said[0].group(1)) > int(said[1].group(1)) else "unordered_earlier_gold"
+    return "unordered"
+
+
+def count_flags(items: Iterable[Mapping[str, Any]], prefix: str,
+                group_of: Callable[[Mapping[str, Any]], Iterable[str]]) -> dict[str, dict[str, int]]:
+    """{group: {name: questions whose metrics carry "<prefix><name>"}}, "all" among the groups."""
+    out: dict[str, dict[str, int]] = {}
+    for it in items:
+        for key in it.get("metrics") or {}:
+            if key.startswith(prefix):
+                name = key[len(prefix):]
+                for g in ("all", *group_of(it)):
+                    out.setdefault(g, {})[name] = out.get(g, {}).get(name, 0) + 1
+    return {g: dict(sorted(names.items())) for g, names in sorted(out.items())}
 
 
 def false_by_rule(items: Iterable[Mapping[str, Any]], group_of: Callable[[Mapping[str, Any]], Iterable[str]]
                   ) -> dict[str, dict[str, int]]:
     """{group: {rule: questions with a false supersession by it}}, "all" among the groups."""
-    out: dict[str, dict[str, int]] = {}
-    for it in items:
-        for key in it.get("metrics") or {}:
-            if key.startswith(RULE_PREFIX):
-                rule = key[len(RULE_PREFIX):]
-                for g in ("all", *group_of(it)):
-                    out.setdefault(g, {})[rule] = out.get(g, {}).get(rule, 0) + 1
-    return {g: dict(sorted(rules.items())) for g, rules in sorted(out.items())}
+    return count_flags(items, RULE_PREFIX, group_of)
+
+
+def misses_by_cause(items: Iterable[Mapping[str, Any]], group_of: Callable[[Mapping[str, Any]], Iterable[str]]
+                    ) -> dict[str, dict[str, int]]:
+    """{group: {cause: current and keep questions that missed first@1 for it}} (MISS_CAUSES)."""
+    return count_flags(items, MISS_PREFIX, group_of)
 
 
 def evidence_order(question: str, turns: Sequence[str], evidence: Sequence[str],

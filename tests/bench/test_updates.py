@@ -125,6 +125,36 @@ def test_false_supersessions_are_told_by_the_rule_that_made_them():
     assert false_rules_text({}) == ""  # a run from before they were counted
 
 
+def test_a_miss_is_counted_under_its_cause():
+    from engine.bench.runner import misses_text
+    from engine.bench.update_metrics import MISS_CAUSES, misses_by_cause
+
+    def cause(turns, gold, stale, marks=(), qtype="current", k=3):
+        m = score_update_question(qtype, turns, gold, stale, list(marks), k)
+        causes = [key.split(":", 1)[1] for key in m if key.startswith("miss:")]
+        assert len(causes) <= 1 and all(c in MISS_CAUSES for c in causes)
+        return causes[0] if causes else None
+
+    assert cause(["s2:0", "s1:0"], ["s2:0"], ["s1:0"]) is None  # a hit has no cause
+    assert cause(["s1:0", "s1:1"], ["s2:0"], ["s1:0"]) == "unranked"
+    assert cause(["s1:0", "s1:1", "s1:2", "s2:0"], ["s2:0"], ["s1:0"]) == "beyond_k"  # rank 4, k 3
+    assert cause(["s1:0", "s2:0"], ["s2:0"], ["s1:0"]) == "unordered_later_gold"  # a change not lifted
+    assert cause(["s2:0", "s1:0"], ["s1:0"], ["s2:0"]) == "unordered_earlier_gold"  # a visit not put below
+    assert cause(["s2:0", "s1:0"], ["s1:0"], ["s2:0"], [(["s1:0"], ["s2:0"], "same_slot")]) == "gold_replaced"
+    assert cause(["s1:0", "s2:0"], ["s2:0"], ["s1:0"], [(["s1:0"], ["s2:0"], "same_slot")]) == "stale_marked"
+    assert cause(["a", "b"], ["b"], ["a"]) == "unordered"  # ids that do not tell the order
+    assert cause(["s2:0", "s1:0"], ["s1:0"], ["s2:0"], qtype="keep") == "unordered_earlier_gold"
+    assert cause(["s1:0"], ["s2:0"], [], qtype="history") is None  # history questions are not first@1
+    items = [{"metrics": score_update_question("current", ["s1:0", "s2:0"], ["s2:0"], ["s1:0"], [], 3), "part": "dev"},
+             {"metrics": score_update_question("current", ["s1:0"], ["s2:0"], ["s1:0"], [], 3), "part": "heldout"},
+             {"metrics": score_update_question("current", ["s2:0"], ["s2:0"], ["s1:0"], [], 3), "part": "dev"}]
+    by = misses_by_cause(items, lambda it: [it["part"]])
+    assert by == {"all": {"unordered_later_gold": 1, "unranked": 1}, "dev": {"unordered_later_gold": 1},
+                  "heldout": {"unranked": 1}}
+    assert misses_text({"misses_by_cause": by}) == "unordered_later_gold 1 (dev 1), unranked 1 (heldout 1)"
+    assert misses_text({}) == ""
+
+
 def test_evidence_order_reads_the_dates_and_the_questions_wording():
     dates = {"a": "2023-01-01T00:00:00Z", "b": "2023-06-01T00:00:00Z"}
     of = lambda t: t.split(":")[0]  # noqa: E731
@@ -149,6 +179,13 @@ def test_a_run_reports_current_truth_per_half_and_kind(tmp_path, bundled):
         assert key in out["metrics"], key
     assert {"dev", "heldout", "dev:change", "dev:other_person", "dev:current", "heldout:history"} <= set(out["by_category"])
     assert 0.0 <= out["by_category"]["dev"]["current_first@1"] <= 1.0
+    # every current and keep question that missed first@1 is counted once, under a known cause
+    from engine.bench.update_metrics import MISS_CAUSES
+
+    n = {t: sum(q["type"] == t for s in raw["scenarios"] for q in s["questions"]) for t in ("current", "keep")}
+    missed = round(n["current"] * (1 - out["metrics"]["current_first@1"]) + n["keep"] * (1 - out["metrics"]["keep_first@1"]))
+    by_cause = (out.get("misses_by_cause") or {}).get("all") or {}
+    assert set(by_cause) <= set(MISS_CAUSES) and sum(by_cause.values()) == missed
 
 
 def dev_and_blind(tmp_path):

@@ -437,9 +437,12 @@ def test_the_summary_says_which_rule_made_the_false_supersessions(panes, seeded)
                          latency_ms={}, context_tokens={}, finished_at="2024-02-01T00:02:00Z",
                          scores={"memlens": {"metrics": {"turn_recall_any@5": 1.0, **truth},
                                              "by_category": {"dev": truth, "heldout": truth},
-                                             "false_supersessions_by_rule": by_rule}})
+                                             "false_supersessions_by_rule": by_rule,
+                                             "misses_by_cause": {"all": {"unordered_later_gold": 2},
+                                                                 "heldout": {"unordered_later_gold": 2}}}})
     b.refresh()
     b.select_run(run)
     assert "false supersessions, questions by rule: restated_later 3 (dev 3), same_slot 1 (heldout 1)" in b.summary.text()
+    assert "misses of first@1, questions by cause: unordered_later_gold 2 (heldout 2)" in b.summary.text()
     b.select_run(run - 1)  # a run without the counts says nothing of them
-    assert "false supersessions" not in b.summary.text()
+    assert "false supersessions" not in b.summary.text() and "misses of first@1" not in b.summary.text()

@@ -41,7 +41,14 @@ from PySide6.QtWidgets import (
 
 from engine.bench import DATASETS
 from engine.bench.metrics import AT_K_METRICS
-from engine.bench.runner import describe_differences, false_rules_text, run_scores, run_scoring, setup_differences
+from engine.bench.runner import (
+    describe_differences,
+    false_rules_text,
+    misses_text,
+    run_scores,
+    run_scoring,
+    setup_differences,
+)
 from engine.bench.scoring import definition
 from engine.retrieve.recipes import RECIPES
 from ui.models.bench_models import (
@@ -407,7 +414,9 @@ class BenchPane(PaneBase):
             f"{html.escape((scoring['schemes'].get(scoring['default']) or {}).get('label', ''))}"
             + "".join(f"; {html.escape(n)} beside it" for n in schemes if n != scoring["default"]) + "</small>"
             + (f"<br><small>false supersessions, questions by rule: {html.escape(false)}</small>"
-               if (false := false_rules_text(run_scores(run).get(scoring["default"]) or {})) else ""))
+               if (false := false_rules_text(run_scores(run).get(scoring["default"]) or {})) else "")
+            + (f"<br><small>misses of first@1, questions by cause: {html.escape(missed)}</small>"
+               if (missed := misses_text(run_scores(run).get(scoring["default"]) or {})) else ""))
         self._draw()
         self._fill_items()
         self.sigRunShown.emit(run)
