@@ -157,7 +157,9 @@ _TEMPORARY = (
         r"(?i)(?<!twice\s)(?<!once\s)(?<!times\s)(?<!per\s)(?<!every\s)(?<!days\s)(?<!mornings\s)(?<!evenings\s)"
         r"(?<!nights\s)(?<!afternoons\s)(?<!sessions\s)(?<!shifts\s)(?<!hours\s)(?<!classes\s)\b(?:for\s+)?(?:the|a|one|two|three|four|five|six|a\s+few|a\s+couple\s+of|\d+)\s+"
         r"(?:days?|nights?|weeks?|fortnight)\s+(?:in|at|with|on|away|off)\b"
-        r"|\bfor\s+(?:the|a|one|two|three|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|nights?|weeks?|fortnight|weekend)\b")),
+        r"|\bfor\s+(?:the|a|one|two|three|a\s+few|a\s+couple\s+of|\d+)\s+(?:days?|nights?|weeks?|fortnight|weekend)\b"
+        # "for the month", "for the next three weeks": a stay with its length given
+        r"|\bfor\s+(?:the|a|one)\s+month\b|\bfor\s+the\s+(?:next|coming)\s+(?:few\s+|couple\s+of\s+|\w+\s+)?(?:days|weeks)\b")),
     # a way back: "back from two weeks in Tokyo", "then home", "back Monday", "back to normal"
     ("a return", re.compile(
         rf"(?i)\b(?:just\s+)?(?:back|home)\s+from\b|\bgot\s+back\b|\bthen\s+(?:home|back)\b"
@@ -1128,6 +1130,7 @@ def told_done(text: str) -> bool:
 # Reasons slot_claims gives that recall reads back (engine/retrieve/pipeline.py): named here, so
 # a reworded reason cannot silently switch a rule off there.
 TOLD_OF_PAST = "told of the past"
+PLAN_FRAME = "a plan, wish or intention governs it"
 NO_VERB = "no verb of its own: unsure"
 UNSURE = "not a plain present-tense assertion: "  # + the first unsure clause's not_plain reason
 NO_CLAIM = "no clause of theirs asserts it"
@@ -1143,8 +1146,27 @@ def not_plain(c: Clause, said_on: str | None = None, *, reply: bool = False) -> 
     if c.question:
         return "a question"
     if c.modal or _FRAME.search(c.text) or HEDGE.search(c.text):
-        return "a plan, wish or intention governs it"  # before the open of a question: "What I want is ..."
+        return PLAN_FRAME  # before the open of a question: "What I want is ..."
     return _not_plain_unframed(c, said_on, reply)
+
+
+def holds_back(why: str) -> bool:
+    """Whether slot_claims' reason for reading no claim of a turn says it speaks of the asked thing
+    as not holding now (a hope, a time ahead, a plan frame, a stay that ends, a take-back, an
+    addition, a moment, someone else's turn), not merely that no clause of it reads as a plain
+    claim (recall's later_leads)."""
+    if not why or why == NO_CLAIM:
+        return False
+    if why.startswith(UNSURE):
+        return why == UNSURE + PLAN_FRAME
+    return True
+
+
+def theirs(c: Clause, question: Asked) -> bool:
+    """Is the clause about someone other than whom the question asks, or about their thing ("my
+    sister moved to Paris", "the neighbours' dog is a spaniel too")?"""
+    return ((c.subject == "person" and c.key not in question.people)
+            or (c.subject == "thing" and _THEIR_THING.match(c.text) is not None))
 
 
 def _not_plain_unframed(c: Clause, said_on: str | None, reply: bool) -> str | None:
@@ -1378,7 +1400,7 @@ def _read_slots(text: str, said_on: str | None, reply: bool, per_sentence: bool)
         if c.question or c.modal or c.visit or HEDGE.search(c.text):
             continue
         # not_plain, without the question, frame and hedge it has just been read for
-        why = "a plan, wish or intention governs it" if frame else _not_plain_unframed(c, said_on, reply)
+        why = PLAN_FRAME if frame else _not_plain_unframed(c, said_on, reply)
         if why is not None:
             if c.subject in ("self", "thing") or reply:
                 unsure.append(why)

@@ -10,11 +10,13 @@ from engine.statements import (
     asks_state,
     claims_for,
     clauses,
+    holds_back,
     leads_for,
     slot_claims,
     stance_for,
     takes_back,
     temporary,
+    theirs,
     widened,
 )
 
@@ -179,6 +181,8 @@ def test_an_instruction_states_the_speakers_own_details():
     ("Driving my brother's Tesla for the fortnight while he's abroad.", "a short stay"),
     ("Any tips for Lyon? Flying out Friday, back Monday.", "a return"),
     ("I'm at my mum's in Swansea while she recovers from her hip op.", "someone else's place or thing"),
+    ("Working out of a co-living place in Tallinn for the month, the wifi is great.", "a short stay"),
+    ("Filling in at the Derby branch for the next two weeks, then back to Leicester.", "a short stay"),
 ])
 def test_a_stay_that_ends_is_read_from_what_bounds_it(text, reason):
     assert temporary(text) == reason
@@ -191,6 +195,7 @@ def test_a_stay_that_ends_is_read_from_what_bounds_it(text, reason):
     "I play tennis twice a week at the club.",
     "I've lived here for two weeks now and love it.",
     "I work at my dad's shop on the high street.",
+    "I've been in the new flat for a month now, finally unpacked.",
 ])
 def test_a_state_that_holds_is_no_stay(text):
     assert temporary(text) is None
@@ -427,3 +432,24 @@ def test_a_first_week_somewhere_is_the_speakers_change(text):
     first = clauses(text)[0]
     assert (first.subject, first.states_change) == ("self", True)
     assert leads_for(text, asked("Where do I work now?")) is not None
+
+
+@pytest.mark.parametrize("text, held_back", [
+    ("the saxophone is so much harder than guitar lol", False),  # a claim read
+    ("can you recommend a reed brand?", False),  # nothing read: no clause of theirs asserts it
+    ("tenor sax lessons from May, fingers crossed", True),  # a hope
+    ("I'm covering the Friday slot at the studio till Easter", True),  # a stay that ends
+    ("The idea is to switch to the alto next year.", True),  # a plan frame
+])
+def test_a_reading_that_holds_a_turn_back_says_more_than_that_nothing_was_read(text, held_back):
+    assert holds_back(slot_claims(text, asked("What instrument do I play?"), said_on="2024-03-01T10:00:00Z")[1]) \
+        is held_back
+
+
+def test_someone_elses_clause_is_theirs_the_speakers_is_not():
+    q = asked("What instrument do I play?")
+    said = {c.text: c for c in clauses("my brother plays the cello, the neighbours' kid has a drum kit and I play bass")}
+    assert theirs(said["my brother plays the cello"], q)
+    assert theirs(said["the neighbours' kid has a drum kit"], q)
+    assert not theirs(said["I play bass"], q)
+    assert not theirs(clauses("my brother plays the cello")[0], asked("What does my brother play?"))
