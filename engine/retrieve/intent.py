@@ -114,6 +114,9 @@ _F = [
     Feature("asides_below", "rank", "a later turn by the same speaker that states no value of the asked thing and "
             "speaks only as a plan, hope, step, time ahead, stay, visit, someone else's turn or a supposition goes below "
             "the earlier turn that states or mentions it, however well it matches the question"),
+    Feature("later_leads", "rank", "under current intent, where no rule ordered them, the latest turn of the top k "
+            "by the same speaker about the same thing, nearly as well matched to the question and no plan, wish, visit "
+            "or someone else's matter, leads the turn that would answer; that one stays below it as history"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

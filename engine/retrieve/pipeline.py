@@ -1027,6 +1027,8 @@ class Recall:
         if r.on("same_slot") and (historical or (trace.intent != "historical" and asks_state(trace.query))):
             self._slot_order(trace, [c for c in turns if str(c.memory_id) not in marks], marks, linked,
                              historical=historical)
+        if r.on("later_leads") and trace.intent != "historical" and asks_state(trace.query):
+            self._later_leads(trace, [c for c in turns if str(c.memory_id) not in marks], marks, linked)
         if not marks:
             del trace.params["outdated"]
 
@@ -1828,6 +1830,101 @@ class Recall:
             if (c not in chain and str(c.memory_id) not in marks
                     and c.meta["source_time"] < answer.meta["source_time"] and (why := replaces(c, answer))):
                 replaced(c, answer, why)
+
+    def _later_leads(self, trace: Trace, turns: list[CandidateTrace], marks: dict[str, dict[str, Any]],
+                     linked: set[tuple[int, int]]) -> None:
+        """later_leads: where no rule ordered them, a later turn of the top k by the speaker of the
+        turn that would answer now (the best-scored of the top k's turns), said in another
+        conversation about the same thing, leads it; the earlier stays right below it, marked as
+        history. "About the same thing": the turns' vectors at least recipe.restatement_similarity
+        apart, the later's at least recipe.later_answer_share as close to the question as the
+        earlier's, and its clause most like the question (people masked) at least
+        recipe.later_clause_share as close as the earlier's best clause. The later must speak of it
+        as holding: not as a plan, wish, visit or someone else's matter (statements.stance_for), no
+        reading of slot_claims that holds it back (statements.holds_back: a hope, a time ahead, a
+        stay that ends, a take-back, an addition, a moment), and its clause most like the question
+        neither a plan nor a stay; and no clause of it someone else's (statements.theirs: whose change
+        a turn without a change word tells is unclear when it tells of someone else too). A change
+        said without a change word ("the saxophone is so much harder than guitar lol, my lips go numb" after "any
+        tips for barre chords on guitar? been playing acoustic for a year") is what it orders; of
+        several, the latest leads."""
+        from ..statements import asked, asks_about_asides, holds_back, slot_claims, stance_for, temporary, theirs
+
+        r = self.recipe
+        if asks_about_asides(trace.query) or self.vectors is None:
+            return
+        moved = set(trace.params.get("asides", {})) | set(trace.params.get("history_first", {}))
+        top_k = _top_k(trace)
+        pool = [c for c in turns if c.memory_id in top_k and c.meta.get("trust") in ("user", "external")
+                and c.meta.get("speaker") and c.meta.get("source_time") and str(c.memory_id) not in moved]
+        if len(pool) < 2:
+            return
+        group = partial(_answer_group, facts_of=_facts_by_chunk(trace))
+        answer = max(pool, key=lambda c: max(m.score for m in group(c)))
+        if any(str(m.memory_id) in marks for m in group(answer)):
+            return
+        speaker = name_key(answer.meta["speaker"])
+        later = [c for c in pool if c.meta["source_time"] > answer.meta["source_time"]
+                 and c.meta.get("document_id") != answer.meta.get("document_id")
+                 and name_key(c.meta["speaker"]) == speaker
+                 and (answer.memory_id, c.memory_id) not in linked and (c.memory_id, answer.memory_id) not in linked]
+        if not later:
+            return
+        vecs = self.vectors.vectors_of([answer.memory_id] + [c.memory_id for c in later])
+        if answer.memory_id not in vecs:
+            return
+        qv, av = self._qvec, vecs[answer.memory_id]
+        bar = float(np.dot(av, qv)) * r.later_answer_share
+        later = [c for c in later if c.memory_id in vecs and float(np.dot(vecs[c.memory_id], qv)) >= bar
+                 and float(np.dot(vecs[c.memory_id], av)) >= r.restatement_similarity]
+        question = asked(trace.query)
+
+        def holding(c: CandidateTrace) -> bool:
+            body = _body(c.meta["text"], c.meta["speaker"])
+            if stance_for(body, question, speaker_named=_speaker_named(c), plans_aside=r.on("framed_plans"))[0] == "aside":
+                return False
+            _, why = slot_claims(body, question, per_sentence=r.on("claims_in_passing"),
+                                 speaker_named=_speaker_named(c), said_on=c.meta["source_time"])
+            return not holds_back(why)
+
+        later = [c for c in later if holding(c)]
+        if not later:
+            return
+        masked = _mask_people(trace.query, question.people)
+        mq = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+        said = {c.memory_id: [x for x in clauses(_body(c.meta["text"], c.meta["speaker"])) if not x.question]
+                for c in [answer, *later]}
+        own = [x.text for x in said[answer.memory_id]] or [_body(answer.meta["text"], answer.meta["speaker"])]
+        cv = CLAUSE_VECTORS.get(self.embedder, own + [x.text for c in later for x in said[c.memory_id]])
+        clause_bar = max(float(np.dot(cv[t], mq)) for t in own) * r.later_clause_share
+
+        def answers(c: CandidateTrace) -> bool:
+            xs = said[c.memory_id]
+            if not xs:
+                return False
+            best = max(xs, key=lambda x: float(np.dot(cv[x.text], mq)))
+            if float(np.dot(cv[best.text], mq)) < clause_bar:
+                return False
+            if best.modal or best.visit or best.retracts or temporary(best.text):
+                return False
+            # someone else's, or said on from someone else's clause ("the neighbours' dog is a spaniel
+            # too, called Juno": "called Juno" has no subject of its own)
+            return not any(theirs(x, question) for x in xs)
+
+        later = [c for c in later if answers(c)]
+        if not later:
+            return
+        nxt = max(later, key=lambda c: (c.meta["source_time"], c.score))
+        top = max(m.score for m in group(answer))
+        for m in group(nxt):
+            lift_above(m, top, "later_leads")
+        on = nxt.meta["source_time"][:10]
+        for m in group(answer):
+            m.components.setdefault("later_leads", 0.0)
+            marks[str(m.memory_id)] = {
+                "by": nxt.memory_id, "rule": "later_leads", "on": on, "text": nxt.meta["text"],
+                "reason": f"the same speaker later ({on}) speaks of the same thing as holding, about as close to "
+                          f"the question, and no rule read a change or an aside in either"}
 
     def _asides_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
                       claim: dict[int, tuple[str, np.ndarray]], as_old: dict[int, tuple[str, np.ndarray]],

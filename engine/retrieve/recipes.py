@@ -82,6 +82,11 @@ class Recipe:
     # at least this close to the question asked (question to question: "What do you do these
     # days?" for "What is my job?")
     slot_question_similarity: float = 0.4
+    # later_leads: a later turn about the same thing is at least this share as close to the
+    # question as the turn that would answer (turn vectors), and its clause most like the question
+    # at least this share as close as that turn's best clause (clause vectors)
+    later_answer_share: float = 0.8
+    later_clause_share: float = 0.8
     derived_factor: float = 0.8  # inferences are scaled down, so they cannot tie verified facts
     trust_allowed: tuple[str, ...] = ("user", "assistant", "tool", "external")
     # the LLM stages run only when cheap retrieval is weak

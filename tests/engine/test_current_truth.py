@@ -263,7 +263,7 @@ def test_a_later_value_of_the_same_slot_leads_whatever_its_verb(engine, first, l
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
     marks = res.trace.params["outdated"]
     assert any(m["rule"] in ("same_slot", "restated_later", "claim_superseded") for m in marks.values())
-    off = engine.recall(q, scope=S, off=("same_slot", "restated_later", "claim_superseded"))
+    off = engine.recall(q, scope=S, off=("same_slot", "restated_later", "claim_superseded", "later_leads"))
     assert not off.trace.params.get("outdated")
 
 
@@ -299,6 +299,45 @@ def test_same_slot_never_replaces_with_a_stay_someone_elses_value_or_a_hope(engi
     res = engine.recall("Where do I live?", scope=S, on=("same_slot",))
     assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
     assert not res.trace.params.get("outdated")
+
+
+GUITAR = "any tips for barre chords on guitar? been playing acoustic for a year and my fingers hurt"
+
+
+def test_a_later_turn_about_the_same_thing_leads_where_no_rule_read_a_change(engine):
+    # no change word, no claim of the slot read from either turn: only time orders them
+    chat(engine, [("2023-02-01T10:00:00Z", [GUITAR, "Sure."]),
+                  ("2023-08-01T10:00:00Z", ["the saxophone is so much harder than guitar lol, my lips go numb. "
+                                            "how do I stop the reed squeaking?", "Good question."])],
+         extract=engine.extract_mode)
+    q = "What instrument do I play?"
+    before = engine.recall(q, scope=S, off=("later_leads",))
+    assert first_of(turn_order(engine, before), "s1:0", "s2:0") == "s1:0"
+    res = engine.recall(q, scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s2:0"
+    marks = res.trace.params["outdated"]
+    old = next(mid for mid, m in marks.items() if m["rule"] == "later_leads")
+    assert "later" in marks[old]["reason"] and res.trace.candidates[int(old)].components["later_leads"] == 0.0
+    new = marks[old]["by"]
+    assert res.trace.candidates[new].components["later_leads"] > 0  # the lift is a named component
+    why = engine.explain(q, int(old), scope=S)
+    assert "outdated for this question (later_leads)" in why["detail"]
+    # asked about the past, nothing is marked and the old value may lead
+    assert not any(m["rule"] == "later_leads" for m in
+                   (engine.recall("What instrument did I play before?", scope=S).trace.params.get("outdated") or {}).values())
+
+
+@pytest.mark.parametrize("later", [
+    "what saxophone should I buy if I ever take it up? a Yamaha?",  # a question, a supposition
+    "my flatmate's saxophone is so much louder than guitar lol, the neighbours hate us. how do reeds work?",  # theirs
+    "borrowing a saxophone from school for the week, so much harder than guitar lol. how do I stop the reed squeaking?",
+])
+def test_a_later_question_someone_elses_thing_or_a_stay_does_not_lead(engine, later):
+    chat(engine, [("2023-02-01T10:00:00Z", [GUITAR, "Sure."]), ("2023-08-01T10:00:00Z", [later, "Good question."])],
+         extract=engine.extract_mode)
+    res = engine.recall("What instrument do I play?", scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not any(m["rule"] == "later_leads" for m in (res.trace.params.get("outdated") or {}).values())
 
 
 @pytest.mark.parametrize("sessions, q, want", [

@@ -54,7 +54,7 @@ def _install(freeze: bool) -> None:
 
     for name in ("_candidates", "_filters", "_score", "_current_truth", "_restatement_order", "_slot_order",
                  "_stored_clauses", "_rank", "_budget", "_dedupe", "_fuse", "_load_meta", "_names_in_sentence",
-                 "_fts_terms"):
+                 "_fts_terms", "_later_leads"):
         setattr(pipeline.Recall, name, _timed(getattr(pipeline.Recall, name), name))
     pipeline.CLAUSE_VECTORS.get = _timed(pipeline.CLAUSE_VECTORS.get, "clause vectors")  # type: ignore[method-assign]
     memory.MemoryEngine._persist_trace = _timed(memory.MemoryEngine._persist_trace, "_persist_trace")  # type: ignore[method-assign]
