@@ -1843,12 +1843,22 @@ class Recall:
         as holding: not as a plan, wish, visit or someone else's matter (statements.stance_for), no
         reading of slot_claims that holds it back (statements.holds_back: a hope, a time ahead, a
         stay that ends, a take-back, an addition, a moment), and its clause most like the question
-        neither a plan nor a stay; and no clause of it someone else's (statements.theirs: whose change
+        neither a plan nor a stay nor told of the past; and no clause of it someone else's (statements.theirs: whose change
         a turn without a change word tells is unclear when it tells of someone else too). A change
         said without a change word ("the saxophone is so much harder than guitar lol, my lips go numb" after "any
         tips for barre chords on guitar? been playing acoustic for a year") is what it orders; of
         several, the latest leads."""
-        from ..statements import asked, asks_about_asides, holds_back, slot_claims, stance_for, temporary, theirs
+        from ..statements import (
+            TOLD_OF_PAST,
+            asked,
+            asks_about_asides,
+            holds_back,
+            not_plain,
+            slot_claims,
+            stance_for,
+            temporary,
+            theirs,
+        )
 
         r = self.recipe
         if asks_about_asides(trace.query) or self.vectors is None:
@@ -1907,6 +1917,8 @@ class Recall:
                 return False
             if best.modal or best.visit or best.retracts or temporary(best.text):
                 return False
+            if not_plain(best, c.meta["source_time"]) == TOLD_OF_PAST:
+                return False  # "As a teenager I drank litres of cola a week": what held then
             # someone else's, or said on from someone else's clause ("the neighbours' dog is a spaniel
             # too, called Juno": "called Juno" has no subject of its own)
             return not any(theirs(x, question) for x in xs)

@@ -340,6 +340,20 @@ def test_a_later_question_someone_elses_thing_or_a_stay_does_not_lead(engine, la
     assert not any(m["rule"] == "later_leads" for m in (res.trace.params.get("outdated") or {}).values())
 
 
+@pytest.mark.parametrize("q, now, then", [
+    ("What do I drink every day?", "I drink two cups of green tea every day, no sugar.",
+     "As a student I drank energy drinks every day, it's a miracle I slept."),
+    ("Which sport do I play?", "I play netball every Tuesday with the work team, wing attack mostly.",
+     "At uni I played rugby every weekend, my knees still remember it."),
+])
+def test_a_later_turn_told_of_the_past_does_not_lead(engine, q, now, then):
+    chat(engine, [("2023-02-01T10:00:00Z", [now, "Nice."]), ("2023-08-01T10:00:00Z", [then, "Ha."])],
+         extract=engine.extract_mode)
+    res = engine.recall(q, scope=S)
+    assert first_of(turn_order(engine, res), "s1:0", "s2:0") == "s1:0"
+    assert not any(m["rule"] == "later_leads" for m in (res.trace.params.get("outdated") or {}).values())
+
+
 @pytest.mark.parametrize("sessions, q, want", [
     # the earlier statement is an aside in form ("won't start", a question after it)
     ([["My Vespa won't start in the cold, could it be the battery?", "Quite likely."],
