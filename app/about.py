@@ -44,6 +44,7 @@ COMPONENTS: tuple[Component, ...] = (
     Component("OpenAI Python library", "openai", "Apache-2.0", "OpenAI-compatible LLM and embedding endpoints"),
     Component("MCP Python SDK", "mcp", "MIT", "`memlens mcp`: memory served to agents over MCP"),
     Component("jsonschema", "jsonschema", "MIT", "checks every model reply against its prompt's schema"),
+    Component("orjson", "orjson", "Apache-2.0 OR MIT", "writes each recall's trace as JSON"),
     Component("platformdirs", "platformdirs", "MIT", "where the default database lives on each platform"),
     Component("all-MiniLM-L6-v2 (int8 ONNX)", None, "Apache-2.0",
               "the bundled local embedding model, from sentence-transformers (resources/models, see MODEL.md)"),

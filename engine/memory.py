@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from . import jsontext
 from .background import lower_thread_priority
 from .consolidate.runner import Extractor, ExtractReport
 from .curate import CurationResult, Curator
@@ -69,10 +70,6 @@ Progress = Callable[[float, str], None]
 ShouldStop = Callable[[], bool]
 
 REEMBED_BATCH = 256
-# A trace's candidate rows are plain dicts of numbers and names: json.dumps's text without its
-# cycle check (most of encoding the 200-300 rows of a recall beside the text itself), through the
-# public encoder with json.dumps's other settings (separators, ASCII, NaN allowed).
-_trace_json = json.JSONEncoder(check_circular=False).encode
 
 
 def _packed_candidates(cands: list[Any]) -> str:
@@ -87,7 +84,7 @@ def _packed_candidates(cands: list[Any]) -> str:
              c.score, c.rank,
              *((c.dropped["stage"], c.dropped["reason"], c.dropped["detail"]) if c.dropped else (None, None, None)),
              c.tokens] for c in cands]
-    return _trace_json({"components": names, "rows": rows})
+    return jsontext.dumps({"components": names, "rows": rows})
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, TypeVar
 import apsw
 import numpy as np
 
+from .. import jsontext
 from ..records import StoredTrace, TraceCandidate
 from ..scope import Scope
 from .schema import FTS_TOKENIZER
@@ -528,9 +529,10 @@ class RecallWrites:
             "INSERT INTO retrieval_traces(user_id, agent_id, scope_type, scope_id, origin, query_text, query_hash,"
             " recipe, k, as_of, params, plan, rerank, stages, timings, context_text, context_tokens, result_count,"
             " created_at, candidate_rows) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (*self._sp, origin, query_text, query_hash, recipe, k, as_of, json.dumps(params),
-             json.dumps(plan) if plan is not None else None, json.dumps(rerank) if rerank is not None else None,
-             json.dumps(stages), json.dumps(timings), context_text, context_tokens, result_count, self.now,
+            (*self._sp, origin, query_text, query_hash, recipe, k, as_of, jsontext.dumps(params),
+             jsontext.dumps(plan) if plan is not None else None,
+             jsontext.dumps(rerank) if rerank is not None else None,
+             jsontext.dumps(stages), jsontext.dumps(timings), context_text, context_tokens, result_count, self.now,
              candidate_rows))
         return self.conn.last_insert_rowid()
 
