@@ -12,6 +12,7 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache, partial
@@ -459,6 +460,21 @@ _ELSEWHERE = (WHERE_THEY_ARE, SOMEONE_ELSES)
 # a turn framed as a supposition anywhere ("hypothetically if i went vegetarian", "say i moved the
 # isa over"): told_as_done reads no event in it
 _MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say\s+(?:i|we)|what\s+if|imagine)\b")
+
+
+def _replace_by(marks: dict[str, dict[str, Any]], rule: str, old: list[CandidateTrace], by: CandidateTrace,
+                by_group: list[CandidateTrace], reason: Callable[[str], str]) -> None:
+    """`by` (and the facts that answer with it) leads every memory of `old`, each marked as
+    replaced by it under `rule` (trace.params["outdated"]); `reason(day)` says why, the day `by`
+    was said."""
+    top = max(m.score for m in old)
+    for m in by_group:
+        lift_above(m, top, rule)
+    on = by.meta["source_time"][:10]
+    for m in old:
+        m.components.setdefault(rule, 0.0)
+        marks[str(m.memory_id)] = {"by": by.memory_id, "rule": rule, "on": on, "text": by.meta["text"],
+                                   "reason": reason(on)}
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -1800,16 +1816,9 @@ class Recall:
         top_k = _top_k(trace)
 
         def replaced(old: CandidateTrace, by: CandidateTrace, why: str) -> None:
-            top = max(m.score for m in group(old))
-            for m in group(by):
-                lift(m, top)
-            on = by.meta["source_time"][:10]
-            for m in group(old):
-                m.components.setdefault("same_slot", 0.0)
-                marks[str(m.memory_id)] = {
-                    "by": by.memory_id, "rule": "same_slot", "on": on, "text": by.meta["text"],
-                    "reason": f"the same speaker later ({on}) states another value of it: "
-                              f"'{claim[by.memory_id][0]}' after '{as_old[old.memory_id][0]}' ({why})"}
+            _replace_by(marks, "same_slot", group(old), by, group(by),
+                        lambda on: f"the same speaker later ({on}) states another value of it: "
+                                   f"'{claim[by.memory_id][0]}' after '{as_old[old.memory_id][0]}' ({why})")
 
         # from the statement that would answer now, the latest later value of its slot (in the
         # top k) leads, link by link; the earlier values of that slot stay below it as history
@@ -1927,16 +1936,9 @@ class Recall:
         if not later:
             return
         nxt = max(later, key=lambda c: (c.meta["source_time"], c.score))
-        top = max(m.score for m in group(answer))
-        for m in group(nxt):
-            lift_above(m, top, "later_leads")
-        on = nxt.meta["source_time"][:10]
-        for m in group(answer):
-            m.components.setdefault("later_leads", 0.0)
-            marks[str(m.memory_id)] = {
-                "by": nxt.memory_id, "rule": "later_leads", "on": on, "text": nxt.meta["text"],
-                "reason": f"the same speaker later ({on}) speaks of the same thing as holding, about as close to "
-                          f"the question, and no rule read a change or an aside in either"}
+        _replace_by(marks, "later_leads", group(answer), nxt, group(nxt),
+                    lambda on: f"the same speaker later ({on}) speaks of the same thing as holding, about as close "
+                               f"to the question, and no rule read a change or an aside in either")
 
     def _asides_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
                       claim: dict[int, tuple[str, np.ndarray]], as_old: dict[int, tuple[str, np.ndarray]],
