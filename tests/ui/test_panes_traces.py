@@ -308,3 +308,14 @@ def test_an_outdated_candidate_is_marked_and_links_to_what_replaced_it(pane, eng
     pane._follow_replacement(pane.candidate_view.currentIndex())  # the double-click
     current = pane.candidates.row(pane.proxy.mapToSource(pane.candidate_view.currentIndex()).row())
     assert int(current["memory_id"]) == int(mark["by"])
+
+
+def test_a_ranking_rules_component_wears_the_outdated_amber_not_another_parts_colour():
+    from ui.models.trace_models import COMPONENT_ORDER
+    from ui.panes.traces import RULE_COMPONENTS, component_color
+
+    assert {"later_leads", "same_slot", "return_restores"} <= RULE_COMPONENTS
+    palette = {component_color(n).name() for n in COMPONENT_ORDER}
+    amber = component_color("later_leads")
+    assert amber.name() not in palette and component_color("return_restores") == amber
+    assert component_color("session") != amber  # a part of its own keeps its colour

@@ -35,9 +35,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ui.models.graph_style import plot_colors, series_color, styled_plot
+from engine.retrieve.intent import FEATURES
+from ui.models.graph_style import pick, plot_colors, series_color, styled_plot
 from ui.models.trace_models import (
     COMPONENT_ORDER,
+    OUTDATED_DARK,
     OUTDATED_LIGHT,
     StageFilterProxy,
     TraceCandidatesModel,
@@ -49,11 +51,18 @@ from ui.panes.base import PaneBase
 from ui.selection import Selection
 from ui.widgets.tables import row_table
 
+# The ranking rules' own components (a current-truth lift: same_slot, later_leads, return_restores,
+# ...) beyond the palette's fifteen: the amber of an outdated statement, one colour for every rule,
+# where a hashed palette colour passed for another part (return_restores wore the session's green).
+RULE_COMPONENTS = frozenset(f.name for f in FEATURES.values() if f.kind == "rank") - set(COMPONENT_ORDER)
+
 
 def component_color(name: str) -> QColor:
     """One colour per score component, the same in the stacked bar and its legend."""
     if name in COMPONENT_ORDER:
         return series_color(COMPONENT_ORDER.index(name))
+    if name in RULE_COMPONENTS:
+        return QColor(pick((OUTDATED_LIGHT, OUTDATED_DARK)))
     return series_color(len(COMPONENT_ORDER) + sum(map(ord, name)))  # stable for components added later
 
 
