@@ -115,8 +115,9 @@ _F = [
             "speaks only as a plan, hope, step, time ahead, stay, visit, someone else's turn or a supposition goes below "
             "the earlier turn that states or mentions it, however well it matches the question"),
     Feature("later_leads", "rank", "under current intent, where no rule ordered them, the latest turn of the top k "
-            "by the same speaker about the same thing, nearly as well matched to the question and no plan, wish, visit "
-            "or someone else's matter, leads the turn that would answer; that one stays below it as history"),
+            "by the same speaker about the same thing, nearly as well matched to the question, speaking of it as holding "
+            "(no plan, wish, visit, stay, time ahead, nothing told of the past or of someone else's), leads the turn "
+            "that would answer; that one stays below it as history"),
     Feature("history_first", "rank", "asked about the past, the old version (fact or statement) leads the one that "
             "replaced it"),
     Feature("pinned", "prior", "pinned memories rank higher"),

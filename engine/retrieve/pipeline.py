@@ -1845,18 +1845,19 @@ class Recall:
         """later_leads: where no rule ordered them, a later turn of the top k by the speaker of the
         turn that would answer now (the best-scored of the top k's turns), said in another
         conversation about the same thing, leads it; the earlier stays right below it, marked as
-        history. "About the same thing": the turns' vectors at least recipe.restatement_similarity
-        apart, the later's at least recipe.later_answer_share as close to the question as the
-        earlier's, and its clause most like the question (people masked) at least
-        recipe.later_clause_share as close as the earlier's best clause. The later must speak of it
-        as holding: not as a plan, wish, visit or someone else's matter (statements.stance_for), no
-        reading of slot_claims that holds it back (statements.holds_back: a hope, a time ahead, a
-        stay that ends, a take-back, an addition, a moment), and its clause most like the question
-        neither a plan nor a stay nor told of the past; and no clause of it someone else's (statements.theirs: whose change
-        a turn without a change word tells is unclear when it tells of someone else too). A change
-        said without a change word ("the saxophone is so much harder than guitar lol, my lips go numb" after "any
-        tips for barre chords on guitar? been playing acoustic for a year") is what it orders; of
-        several, the latest leads."""
+        history. "About the same thing": the two turns' vectors at a cosine of at least
+        recipe.restatement_similarity, the later's at least recipe.later_answer_share as close to
+        the question as the earlier's, and its clause most like the question (people masked) at
+        least recipe.later_clause_share as close as the earlier's best clause. The later must speak
+        of it as holding: not as a plan, wish, visit or someone else's matter
+        (statements.stance_for), no reading of slot_claims that holds it back (statements.holds_back:
+        a hope, a time ahead, a stay that ends, a take-back, an addition, a moment), its clause most
+        like the question neither a plan nor a stay nor told of the past, and no clause of it
+        someone else's (statements.theirs: whose change a turn without a change word tells is
+        unclear when it tells of someone else too). A change said without a change word ("the
+        saxophone is so much harder than guitar lol, my lips go numb" after "any tips for barre
+        chords on guitar? been playing acoustic for a year") is what it orders; of several, the
+        latest leads."""
         from ..statements import (
             TOLD_OF_PAST,
             asked,
@@ -1928,8 +1929,8 @@ class Recall:
                 return False
             if not_plain(best, c.meta["source_time"]) == TOLD_OF_PAST:
                 return False  # "As a teenager I drank litres of cola a week": what held then
-            # someone else's, or said on from someone else's clause ("the neighbours' dog is a spaniel
-            # too, called Juno": "called Juno" has no subject of its own)
+            # any clause of someone else's: "the neighbours' dog is a spaniel too, called Juno" (where
+            # "called Juno", the best clause, has no subject of its own)
             return not any(theirs(x, question) for x in xs)
 
         later = [c for c in later if answers(c)]
