@@ -26,12 +26,14 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTabWidget,
@@ -195,10 +197,17 @@ class BenchPane(PaneBase):
             opts.addWidget(QLabel(label, left), r, 0)
             opts.addWidget(w, r, 1)
         lv.addLayout(opts)
+        # The run's summary scrolls: an updates run adds its false supersessions and misses by
+        # cause, which a fixed label clipped at the window's foot.
         self.summary = QLabel("", left)
         self.summary.setWordWrap(True)
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lv.addWidget(self.summary)
+        self.summary_scroll = QScrollArea(left)
+        self.summary_scroll.setWidgetResizable(True)
+        self.summary_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.summary_scroll.setWidget(self.summary)
+        lv.addWidget(self.summary_scroll, 1)
 
         dash = QWidget(top)
         grid = QGridLayout(dash)
