@@ -328,6 +328,15 @@ def test_a_later_turn_about_the_same_thing_leads_where_no_rule_read_a_change(eng
 
 
 @pytest.mark.parametrize("later", [
+    # each of these leads without later_leads' guards (vectors and clause alike pass): the guard named stops it
+    "if I took up the saxophone, would it be so much harder than guitar? my lips would go numb. how do reeds work?",
+    "might take up the saxophone, so much harder than guitar lol, my lips go numb. how do I stop the reed squeaking?",
+    "my flatmate's saxophone is so much harder than guitar lol, my lips go numb when I try it. how do I stop the reed "
+    "squeaking?",  # someone else's thing
+    "the saxophone is so much harder than guitar lol, borrowing one from school for the week. how do I stop the reed "
+    "squeaking?",  # a stay that ends
+    "hoping to take up the saxophone soon, so much harder than guitar lol. how do I stop the reed squeaking?",
+    # and these the vectors already keep apart
     "what saxophone should I buy if I ever take it up? a Yamaha?",  # a question, a supposition
     "my flatmate's saxophone is so much louder than guitar lol, the neighbours hate us. how do reeds work?",  # theirs
     "borrowing a saxophone from school for the week, so much harder than guitar lol. how do I stop the reed squeaking?",
