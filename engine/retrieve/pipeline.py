@@ -12,7 +12,6 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache, partial
@@ -463,10 +462,10 @@ _MODAL_TURN = re.compile(r"(?i)\b(?:if|unless|hypothetically|suppos(?:e|ing)|say
 
 
 def _replace_by(marks: dict[str, dict[str, Any]], rule: str, old: list[CandidateTrace], by: CandidateTrace,
-                by_group: list[CandidateTrace], reason: Callable[[str], str]) -> None:
-    """`by` (and the facts that answer with it) leads every memory of `old`, each marked as
-    replaced by it under `rule` (trace.params["outdated"]); `reason(day)` says why, the day `by`
-    was said."""
+                by_group: list[CandidateTrace], what: str) -> None:
+    """`by` (and the facts that answer with it, `by_group`) leads every memory of `old`, each
+    marked as replaced by it under `rule` (trace.params["outdated"]), the reason "the same speaker
+    later (<the day `by` was said>) <what>"."""
     top = max(m.score for m in old)
     for m in by_group:
         lift_above(m, top, rule)
@@ -474,7 +473,7 @@ def _replace_by(marks: dict[str, dict[str, Any]], rule: str, old: list[Candidate
     for m in old:
         m.components.setdefault(rule, 0.0)
         marks[str(m.memory_id)] = {"by": by.memory_id, "rule": rule, "on": on, "text": by.meta["text"],
-                                   "reason": reason(on)}
+                                   "reason": f"the same speaker later ({on}) {what}"}
 
 
 def _minmax(values: dict[int, float]) -> dict[int, float]:
@@ -1048,6 +1047,12 @@ class Recall:
         if not marks:
             del trace.params["outdated"]
 
+    def _masked_query_vector(self, trace: Trace, people: Any) -> np.ndarray:
+        """The question's vector with the people it names masked (_mask_people): whom it asks about
+        says nothing of which of their claims it asks. The query's own vector when it names no one."""
+        masked = _mask_people(trace.query, people)
+        return self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+
     def _stored_clauses(self, turns: list[CandidateTrace]) -> None:
         """The clauses of the turns the rules below compare (the best-scored restatement_pool of
         those with a speaker, a time and PARSED_TRUST), from the store's parses of them where this
@@ -1226,8 +1231,7 @@ class Recall:
 
         def claim_query() -> np.ndarray:
             if not masked_vec:
-                masked_vec.append(self._qvec if masked == trace.query
-                                  else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked])
+                masked_vec.append(self._masked_query_vector(trace, question.people))
             return masked_vec[0]
 
         def closest(vec: np.ndarray, terms: frozenset[str], claims: list[str], vs: list[np.ndarray]) -> int | None:
@@ -1525,15 +1529,8 @@ class Recall:
                             push_below(aside, clause, answer)
                     return
                 nxt = max((c for c in later if c.memory_id in changes), key=lambda c: (c.meta["source_time"], c.score))
-                earlier = group(answer)
-                top = max(m.score for m in earlier)
-                lift_above(nxt, top, "restated_later")
-                on = nxt.meta["source_time"][:10]
-                for m in earlier:
-                    m.components.setdefault("restated_later", 0.0)
-                    marks[str(m.memory_id)] = {
-                        "by": nxt.memory_id, "rule": "restated_later", "on": on, "text": nxt.meta["text"],
-                        "reason": f"the same speaker later ({on}) states a change about it: '{changes[nxt.memory_id]}'"}
+                _replace_by(marks, "restated_later", group(answer), nxt, [nxt],
+                            f"states a change about it: '{changes[nxt.memory_id]}'")
                 told = found.get(nxt.memory_id) or [changes[nxt.memory_id] or ""]
                 if r.on("return_restores") and (back_clause := returning(told)):
                     # a stop between the answer and the return (both later than it), or the stop that
@@ -1692,7 +1689,7 @@ class Recall:
                             said[c.memory_id].append(f"{f.meta['predicate'].replace('_', ' ')} {f.meta['object']}")
                             texts[c.memory_id].append(f.meta["text"])
         masked = _mask_people(trace.query, question.people)
-        qv = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+        qv = self._masked_query_vector(trace, question.people)
         if r.on("unasserted_below") and texts:
             self._unasserted_below(trace, pool, read, texts, qv, facts_of)
         # older_mentions: a turn none of whose claims answers the question may still stand, as the
@@ -1817,8 +1814,8 @@ class Recall:
 
         def replaced(old: CandidateTrace, by: CandidateTrace, why: str) -> None:
             _replace_by(marks, "same_slot", group(old), by, group(by),
-                        lambda on: f"the same speaker later ({on}) states another value of it: "
-                                   f"'{claim[by.memory_id][0]}' after '{as_old[old.memory_id][0]}' ({why})")
+                        f"states another value of it: '{claim[by.memory_id][0]}' after '{as_old[old.memory_id][0]}' "
+                        f"({why})")
 
         # from the statement that would answer now, the latest later value of its slot (in the
         # top k) leads, link by link; the earlier values of that slot stay below it as history
@@ -1910,8 +1907,7 @@ class Recall:
         later = [c for c in later if holding(c)]
         if not later:
             return
-        masked = _mask_people(trace.query, question.people)
-        mq = self._qvec if masked == trace.query else CLAUSE_VECTORS.get(self.embedder, [masked], "query")[masked]
+        mq = self._masked_query_vector(trace, question.people)
         said = {c.memory_id: [x for x in clauses(_body(c.meta["text"], c.meta["speaker"])) if not x.question]
                 for c in [answer, *later]}
         own = [x.text for x in said[answer.memory_id]] or [_body(answer.meta["text"], answer.meta["speaker"])]
@@ -1938,8 +1934,8 @@ class Recall:
             return
         nxt = max(later, key=lambda c: (c.meta["source_time"], c.score))
         _replace_by(marks, "later_leads", group(answer), nxt, group(nxt),
-                    lambda on: f"the same speaker later ({on}) speaks of the same thing as holding, about as close "
-                               f"to the question, and no rule read a change or an aside in either")
+                    "speaks of the same thing as holding, about as close to the question, and no rule read a change "
+                    "or an aside in either")
 
     def _asides_below(self, trace: Trace, pool: list[CandidateTrace], read: dict[int, tuple[list[str], str]],
                       claim: dict[int, tuple[str, np.ndarray]], as_old: dict[int, tuple[str, np.ndarray]],
