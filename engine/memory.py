@@ -639,7 +639,7 @@ class MemoryEngine(InspectorReads):
                             progress=progress, should_stop=should_stop)
         if record and not report.cancelled and checks is None and not self.store.db.readonly:
             with self.store.writer(scope) as w:
-                report.recorded = w.record_health_counts(record, report.counts())
+                report.recorded = w.record_health_counts(record, report.counts(), report.taken_at)
         return report
 
     def health_trend(self, scope: Scope, *, limit: int = 50) -> list[dict[str, Any]]:

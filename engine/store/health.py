@@ -296,10 +296,11 @@ class HealthWrites:
     _sp: tuple[str, str, str, str]
     now: str
 
-    def record_health_counts(self, trigger: str, counts: dict[str, int]) -> int:
+    def record_health_counts(self, trigger: str, counts: dict[str, int], taken_at: str | None = None) -> int:
+        """Keep one run's counts for the trend; taken_at is the run's own time (default: now)."""
         self.conn.execute(
             "INSERT INTO health_counts(user_id, agent_id, scope_type, scope_id, taken_at, occasion, counts)"
-            " VALUES (?,?,?,?,?,?,?)", (*self._sp, self.now, trigger, json.dumps(counts, sort_keys=True)))
+            " VALUES (?,?,?,?,?,?,?)", (*self._sp, taken_at or self.now, trigger, json.dumps(counts, sort_keys=True)))
         rid = self.conn.last_insert_rowid()
         self.conn.execute(
             f"DELETE FROM health_counts WHERE {scope_where()} AND id < (SELECT min(id) FROM (SELECT id FROM"

@@ -465,6 +465,14 @@ def test_complete_runs_are_recorded_for_the_trend(engine):
     assert engine.health_trend(BOB) == []
 
 
+def test_a_recorded_run_is_kept_at_its_own_time(engine):
+    # the trend row took the writer's clock, a moment after the run: across a second's edge the run and
+    # its row disagreed on when it was taken
+    report = engine.health(ANA, now="2024-01-02T03:04:05Z", record="open")
+    row = engine.health_trend(ANA)[-1]
+    assert row["id"] == report.recorded and row["taken_at"] == report.taken_at == "2024-01-02T03:04:05Z"
+
+
 def test_the_trend_keeps_its_latest_rows(engine, monkeypatch):
     from engine.store import health as store_health
 
